@@ -1,0 +1,257 @@
+// The afstream program: the only layer that talks to people. Subcommands:
+//   afstream run --job NAME [options]   run a job on the embedded local cluster (workers as threads)
+//   afstream list                       jobs, operators and sources
+// Errors become one line on stderr and a non-zero exit status.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <unistd.h>
+
+#include "afstream/cli/options.h"
+#include "afstream/core/errors.h"
+#include "afstream/runtime/local_cluster.h"
+#include "algorithms/heavy_hitters/hh_job.h"
+#include "algorithms/heavy_hitters/hh_operators.h"
+
+#ifndef AFS_GIT_REVISION
+#define AFS_GIT_REVISION "unknown"
+#endif
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+using afs::ConfigError;
+
+std::map<std::string, afs::JobFactory> jobs() { return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job}}; }
+
+afs::Registry registry() {
+  afs::Registry r;
+  afs::hh::register_heavy_hitters(r);
+  return r;
+}
+
+std::string find_job_name(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--job" && i + 1 < argc) return argv[i + 1];
+    if (a.rfind("--job=", 0) == 0) return a.substr(6);
+  }
+  return "";
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void usage() {
+  std::cout << "usage: afstream <command> [options]\n\n"
+               "commands:\n"
+               "  run --job NAME [options]   run a job on the embedded local cluster\n"
+               "  list                       jobs, operators and sources\n\n"
+               "`afstream run --help` and `afstream run --job NAME --help` list the options.\n";
+}
+
+int cmd_list() {
+  std::cout << "jobs:\n";
+  for (const auto& [name, make] : jobs()) std::cout << "  " << name << "  " << make()->description() << "\n";
+  auto r = registry();
+  std::cout << "operators:\n";
+  for (const auto& [n, d] : r.operator_names()) std::cout << "  " << n << "  " << d << "\n";
+  std::cout << "sources:\n";
+  for (const auto& [n, d] : r.source_names()) std::cout << "  " << n << "  " << d << "\n";
+  return 0;
+}
+
+int cmd_run(int argc, const char* const* argv) {
+  const auto all_jobs = jobs();
+  std::unique_ptr<afs::Job> job;
+  const auto job_name = find_job_name(argc, argv);
+  if (!job_name.empty()) {
+    auto it = all_jobs.find(job_name);
+    if (it == all_jobs.end()) {
+      std::string known;
+      for (const auto& [n, f] : all_jobs) known += (known.empty() ? "" : ", ") + n;
+      throw ConfigError("job: unknown job '" + job_name + "' (known: " + known + ")");
+    }
+    job = it->second();
+  }
+  po::variables_map vm;
+  auto opts = afs::cli::parse_run(argc, argv, job.get(), vm);
+  if (vm.count("help")) {
+    auto desc = afs::cli::run_options();
+    if (job) {
+      po::options_description jo(job->name() + " options");
+      job->add_options(jo);
+      desc.add(jo);
+    }
+    std::cout << "usage: afstream run --job NAME [options]\n\n" << desc << "\n";
+    return 0;
+  }
+  if (!job) throw ConfigError("job: missing --job (try `afstream list`)");
+
+  const auto reg = registry();
+  const auto topology = job->topology(vm);
+  auto& cfg = opts.config;
+  cfg.job_id = job->name() + "-" + std::to_string(::getpid());
+  if (opts.fail_count > 0 || !opts.fail_at.empty()) {
+    const auto targets = afs::parse_worker_list(opts.fail_target, topology.worker_count());
+    if (!opts.fail_at.empty()) {
+      std::vector<std::uint64_t> points;
+      std::stringstream ss(opts.fail_at);
+      std::string part;
+      while (std::getline(ss, part, ',')) {
+        double d = 0;
+        try {
+          std::size_t used = 0;
+          d = std::stod(part, &used);
+          if (used != part.size() || d < 0) throw std::invalid_argument(part);
+        } catch (const std::exception&) {
+          throw ConfigError("fail.at: expected item counts or fractions separated by commas, got '" + part + "'");
+        }
+        const auto at = d < 1 ? static_cast<std::uint64_t>(d * static_cast<double>(job->total_items()))
+                              : static_cast<std::uint64_t>(d);
+        cfg.failures.push_back({at, targets});
+      }
+    } else {
+      cfg.failures = afs::spread_failures(opts.fail_count, job->total_items(), targets);
+    }
+  }
+
+  const auto effective = afs::cli::effective_config(vm);
+  std::cerr << "afstream run: effective configuration\n" << effective;
+  std::cerr << "topology: " << topology.worker_count() << " workers (";
+  for (std::size_t s = 0; s < topology.stages().size(); ++s) {
+    const auto& st = topology.stages()[s];
+    std::cerr << (s ? ", " : "") << st.name << " x" << st.parallelism << " [" << topology.first_worker(s) << ".."
+              << topology.first_worker(s) + st.parallelism - 1 << "]";
+  }
+  std::cerr << ")\n";
+
+  std::ofstream metrics;
+  if (!opts.out_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(opts.out_dir, ec);
+    if (ec) throw afs::InputError("out: cannot create directory '" + opts.out_dir + "': " + ec.message());
+    std::ofstream(opts.out_dir + "/config.ini") << effective;
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    std::ofstream(opts.out_dir + "/meta.json")
+        << "{\"git_revision\": \"" << AFS_GIT_REVISION << "\", \"seed\": " << opts.seed << ", \"host\": \"" << host
+        << "\", \"started\": " << std::time(nullptr) << "}\n";
+    metrics.open(opts.out_dir + "/metrics.jsonl");
+    if (!metrics) throw afs::InputError("out: cannot write '" + opts.out_dir + "/metrics.jsonl'");
+  }
+
+  afs::LocalCluster cluster(topology, reg, cfg);
+  const auto t_start = std::chrono::steady_clock::now();
+  auto on_sample = [&](const afs::MetricsSample& m) {
+    if (metrics) {
+      metrics << "{\"t\": " << m.t << ", \"source_items\": " << m.source_items << ", \"items_per_s\": "
+              << m.items_per_s << ", \"items_out\": " << m.items_out << ", \"state_backups\": " << m.state_backups
+              << ", \"item_backups\": " << m.item_backups << ", \"backup_bytes\": " << m.backup_bytes
+              << ", \"divergence\": " << m.divergence << ", \"unbacked\": " << m.unbacked
+              << ", \"unacked\": " << m.unacked << ", \"failures\": " << m.failures
+              << ", \"last_recovery_ms\": " << m.last_recovery_ms << "}\n";
+    }
+    if (!opts.quiet && m.t >= 1.0) {
+      std::fprintf(stderr, "[%6.1fs] %5.1f%%  %9.3g items/s  backups %llu state / %llu items (%.1f MB)  failures %llu\n",
+                   m.t, 100.0 * static_cast<double>(m.source_items) / static_cast<double>(job->total_items()),
+                   m.items_per_s, static_cast<unsigned long long>(m.state_backups),
+                   static_cast<unsigned long long>(m.item_backups), static_cast<double>(m.backup_bytes) / 1e6,
+                   static_cast<unsigned long long>(m.failures));
+    }
+  };
+  const auto result = cluster.run(on_sample, std::chrono::milliseconds(1000));
+  (void)t_start;
+  const auto scores = job->evaluate(cluster, topology, opts.out_dir);
+
+  std::vector<double> rec;
+  for (const auto& f : result.failures) rec.push_back(f.recovery_ms);
+  const double items_per_s = static_cast<double>(result.source_items) / result.seconds;
+
+  std::map<std::string, std::string> row;
+  std::vector<std::string> cols = {"job",      "mode",      "theta",         "l",           "gamma",
+                                   "failures", "items",     "seconds",       "items_per_s", "state_backups",
+                                   "item_backups", "backup_bytes", "recovery_ms_median"};
+  auto num = [](double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    return std::string(b);
+  };
+  row["job"] = job->name();
+  row["mode"] = afs::to_string(cfg.mode);
+  row["theta"] = num(cfg.bounds.theta);
+  row["l"] = num(cfg.bounds.l);
+  row["gamma"] = num(cfg.bounds.gamma);
+  row["failures"] = std::to_string(cfg.failures.size());
+  row["items"] = std::to_string(result.source_items);
+  row["seconds"] = num(result.seconds);
+  row["items_per_s"] = num(items_per_s);
+  row["state_backups"] = std::to_string(result.state_backups);
+  row["item_backups"] = std::to_string(result.item_backups);
+  row["backup_bytes"] = std::to_string(result.backup_bytes);
+  row["recovery_ms_median"] = num(median(rec));
+  for (const auto& [k, v] : scores) {
+    cols.push_back(k);
+    row[k] = num(v);
+  }
+
+  std::cout << "job " << job->name() << ", mode " << row["mode"] << ", " << cfg.failures.size() << " failure points, "
+            << result.failures.size() << " worker recoveries\n";
+  std::cout << "  " << result.source_items << " items in " << num(result.seconds) << " s = " << num(items_per_s)
+            << " items/s; backups: " << result.state_backups << " state, " << result.item_backups << " item, "
+            << num(static_cast<double>(result.backup_bytes) / 1e6) << " MB\n";
+  if (!rec.empty()) std::cout << "  recovery: median " << num(median(rec)) << " ms over " << rec.size() << " recoveries\n";
+  std::cout << " ";
+  for (const auto& [k, v] : scores) std::cout << " " << k << " " << num(v);
+  std::cout << "\n";
+
+  if (!opts.out_dir.empty()) {
+    const auto path = opts.out_dir + "/summary.csv";
+    const bool fresh = !fs::exists(path) || fs::file_size(path) == 0;
+    std::ofstream f(path, std::ios::app);
+    if (fresh) {
+      for (std::size_t i = 0; i < cols.size(); ++i) f << (i ? "," : "") << cols[i];
+      f << "\n";
+    }
+    for (std::size_t i = 0; i < cols.size(); ++i) f << (i ? "," : "") << row[cols[i]];
+    f << "\n";
+    std::ofstream ff(opts.out_dir + "/failures.csv");
+    ff << "worker,failure_count,at_items,theta,l,gamma,divergence_at_crash,lost_items,lost_outputs,replayed_items,"
+          "restore_ms,recovery_ms\n";
+    for (const auto& r : result.failures) {
+      ff << r.worker << ',' << r.failure_count << ',' << r.at_items << ',' << r.theta << ',' << r.l << ',' << r.gamma
+         << ',' << r.divergence_at_crash << ',' << r.lost_items << ',' << r.lost_outputs << ',' << r.replayed_items
+         << ',' << r.restore_ms << ',' << r.recovery_ms << '\n';
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+      usage();
+      return argc < 2 ? 2 : 0;
+    }
+    const std::string cmd = argv[1];
+    if (cmd == "run") return cmd_run(argc - 1, argv + 1);
+    if (cmd == "list") return cmd_list();
+    throw ConfigError("unknown command '" + cmd + "' (expected run or list)");
+  } catch (const std::exception& e) {
+    std::cerr << "afstream: error: " << e.what() << "\n";
+    return 2;
+  }
+}

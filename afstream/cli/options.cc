@@ -1,0 +1,174 @@
+#include "afstream/cli/options.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "afstream/core/errors.h"
+
+namespace po = boost::program_options;
+
+namespace afs::cli {
+
+namespace {
+// Primary name -> alias (the paper's letters). Declared once here; both spellings are accepted.
+struct Alias {
+  const char* primary;
+  const char* alias;
+};
+constexpr Alias kAliases[] = {
+    {"ft.state-divergence-max", "ft.theta"},
+    {"ft.unbacked-items-max", "ft.l"},
+    {"ft.unacked-items-max", "ft.gamma"},
+};
+}  // namespace
+
+po::options_description run_options() {
+  po::options_description o("run options");
+  o.add_options()
+      ("help,h", "show this help")
+      ("config", po::value<std::string>(), "job file (INI) with the same dotted keys; the command line wins")
+      ("job", po::value<std::string>(), "job to run (see `afstream list`)")
+      ("runtime", po::value<std::string>()->default_value("threads"),
+       "threads: every worker a thread of this process (ZeroMQ inproc://)")
+      ("items", po::value<std::uint64_t>()->default_value(2000000), "items the sources produce in all")
+      ("seed", po::value<std::uint64_t>()->default_value(1), "seed of every generator")
+      ("out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")
+      ("quiet,q", po::bool_switch(), "no progress lines")
+      ("ft.mode", po::value<std::string>()->default_value("approx"), "fault tolerance: none | approx | exact")
+      ("ft.state-divergence-max", po::value<double>()->default_value(1e5),
+       "Theta: state divergence allowed before a state backup")
+      ("ft.theta", po::value<double>(), "alias of ft.state-divergence-max")
+      ("ft.unbacked-items-max", po::value<double>()->default_value(1e3),
+       "L: received, unprocessed items allowed without an item backup")
+      ("ft.l", po::value<double>(), "alias of ft.unbacked-items-max")
+      ("ft.unacked-items-max", po::value<double>()->default_value(1e3),
+       "Gamma: unacknowledged output items a sender may hold")
+      ("ft.gamma", po::value<double>(), "alias of ft.unacked-items-max")
+      ("ft.reset", po::value<std::string>()->default_value("fixed"),
+       "threshold reset policy after failures: fixed | hopping | sliding")
+      ("ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")
+      ("ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
+       "exact mode: items between state backups")
+      ("ft.full-backup-every", po::value<int>()->default_value(16), "every n-th state backup is full, others deltas")
+      ("net.batch-items", po::value<std::size_t>()->default_value(1024), "items per message")
+      ("net.flow-window", po::value<std::uint64_t>()->default_value(65536),
+       "unacknowledged items a sender may hold when Gamma does not bound it (sources, exact mode)")
+      ("net.queue-items", po::value<std::size_t>()->default_value(16384),
+       "received items a worker queues before it stops reading")
+      ("fail.count", po::value<int>()->default_value(0),
+       "failures to inject, spread evenly from 10% to 90% of the input unless fail.at is given")
+      ("fail.target", po::value<std::string>()->default_value("all"), "workers killed at each failure: all | ID[,ID]")
+      ("fail.at", po::value<std::string>()->default_value(""),
+       "failure points: comma-separated item counts, or fractions of the input (0.25)");
+  return o;
+}
+
+namespace {
+std::vector<std::uint64_t> parse_points(const std::string& s, std::uint64_t total) {
+  std::vector<std::uint64_t> v;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    double d = 0;
+    try {
+      std::size_t used = 0;
+      d = std::stod(part, &used);
+      if (used != part.size()) throw std::invalid_argument(part);
+    } catch (const std::exception&) {
+      throw ConfigError("fail.at: expected item counts or fractions separated by commas, got '" + part + "'");
+    }
+    if (d < 0) throw ConfigError("fail.at: negative point '" + part + "'");
+    v.push_back(d < 1 ? static_cast<std::uint64_t>(d * static_cast<double>(total)) : static_cast<std::uint64_t>(d));
+  }
+  return v;
+}
+}  // namespace
+
+RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::variables_map& vm) {
+  auto desc = run_options();
+  if (job) {
+    po::options_description jo(job->name() + " options");
+    job->add_options(jo);
+    desc.add(jo);
+  }
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    if (vm.count("config")) {
+      const auto path = vm["config"].as<std::string>();
+      std::ifstream f(path);
+      if (!f) throw InputError("config: cannot read job file '" + path + "'");
+      po::store(po::parse_config_file(f, desc), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(e.what());
+  }
+  RunOptions r;
+  if (vm.count("job")) r.job = vm["job"].as<std::string>();
+  if (vm.count("out")) r.out_dir = vm["out"].as<std::string>();
+  r.runtime = vm["runtime"].as<std::string>();
+  if (r.runtime != "threads") {
+    throw ConfigError("runtime: '" + r.runtime + "' is not available yet (expected threads)");
+  }
+  r.items = vm["items"].as<std::uint64_t>();
+  r.seed = vm["seed"].as<std::uint64_t>();
+  r.quiet = vm["quiet"].as<bool>();
+  auto& c = r.config;
+  c.mode = parse_ft_mode(vm["ft.mode"].as<std::string>());
+  auto bound = [&](const Alias& a) {
+    if (vm.count(a.alias)) {
+      if (!vm[a.primary].defaulted()) {
+        throw ConfigError(std::string("give either --") + a.primary + " or its alias --" + a.alias + ", not both");
+      }
+      return vm[a.alias].as<double>();
+    }
+    return vm[a.primary].as<double>();
+  };
+  c.bounds = {bound(kAliases[0]), bound(kAliases[1]), bound(kAliases[2])};
+  c.bounds.validate();
+  c.reset = parse_reset_policy(vm["ft.reset"].as<std::string>());
+  c.reset_window = vm["ft.reset-window"].as<std::uint64_t>();
+  c.exact_state_every = vm["ft.exact-state-every"].as<std::uint64_t>();
+  if (c.exact_state_every == 0) throw ConfigError("ft.exact-state-every: expected > 0");
+  c.full_backup_every = vm["ft.full-backup-every"].as<int>();
+  if (c.full_backup_every < 1) throw ConfigError("ft.full-backup-every: expected >= 1");
+  c.batch_items = vm["net.batch-items"].as<std::size_t>();
+  c.flow_window = vm["net.flow-window"].as<std::uint64_t>();
+  c.queue_items = vm["net.queue-items"].as<std::size_t>();
+  if (c.batch_items == 0) throw ConfigError("net.batch-items: expected > 0");
+  if (c.queue_items < c.batch_items) throw ConfigError("net.queue-items: expected >= net.batch-items");
+  r.fail_count = vm["fail.count"].as<int>();
+  if (r.fail_count < 0) throw ConfigError("fail.count: expected >= 0");
+  r.fail_target = vm["fail.target"].as<std::string>();
+  r.fail_at = vm["fail.at"].as<std::string>();
+  return r;
+}
+
+std::string effective_config(const po::variables_map& vm) {
+  std::ostringstream s;
+  for (const auto& [k, v] : vm) {
+    if (v.empty()) continue;
+    const auto& a = v.value();
+    s << k << " = ";
+    if (auto* p = boost::any_cast<std::string>(&a)) {
+      s << *p;
+    } else if (auto* d = boost::any_cast<double>(&a)) {
+      s << *d;
+    } else if (auto* u = boost::any_cast<std::uint64_t>(&a)) {
+      s << *u;
+    } else if (auto* i = boost::any_cast<int>(&a)) {
+      s << *i;
+    } else if (auto* z = boost::any_cast<std::size_t>(&a)) {
+      s << *z;
+    } else if (auto* b = boost::any_cast<bool>(&a)) {
+      s << (*b ? "true" : "false");
+    } else {
+      s << "?";
+    }
+    s << '\n';
+  }
+  return s.str();
+}
+
+}  // namespace afs::cli

@@ -1,0 +1,38 @@
+// The single place where the command line's options are declared (DESIGN 7): dotted names that mean what they
+// say, the paper's letters as aliases, the same keys in a job file (INI) and on the command line (command line
+// wins). Turns them into a RunConfig.
+#pragma once
+
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "afstream/runtime/config.h"
+#include "afstream/runtime/job.h"
+
+namespace afs::cli {
+
+struct RunOptions {
+  std::string job;
+  std::string out_dir;
+  std::string runtime = "threads";
+  std::uint64_t items = 0;
+  std::uint64_t seed = 0;
+  bool quiet = false;
+  int fail_count = 0;
+  std::string fail_target;
+  std::string fail_at;
+  RunConfig config;
+};
+
+// Options shared by every job (ft.*, fail.*, net.*, items, seed, out, ...).
+boost::program_options::options_description run_options();
+
+// Parses argv (after the subcommand) with the job's own options; throws ConfigError on unknown options or bad
+// values, naming them. Returns the options and fills vm (for the job's own keys).
+RunOptions parse_run(int argc, const char* const* argv, const Job* job, boost::program_options::variables_map& vm);
+
+// key = value lines of every option that has a value, for printing and for <out>/config.ini.
+std::string effective_config(const boost::program_options::variables_map& vm);
+
+}  // namespace afs::cli

@@ -1,0 +1,95 @@
+// Bounds-checked little-endian byte writer/reader used by every snapshot and backup record.
+// Reading past the end throws FormatError naming what was being read, so a truncated buffer never yields a
+// partially decoded value.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "afstream/core/errors.h"
+
+namespace afs {
+
+class ByteWriter {
+ public:
+  template <typename T>
+    requires std::is_trivially_copyable_v<T>
+  void put(const T& v) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+    buf_.insert(buf_.end(), p, p + sizeof(T));
+  }
+  template <typename T>
+    requires std::is_trivially_copyable_v<T>
+  void put_array(std::span<const T> v) {
+    put<std::uint64_t>(v.size());
+    const auto* p = reinterpret_cast<const std::uint8_t*>(v.data());
+    buf_.insert(buf_.end(), p, p + v.size_bytes());
+  }
+  void put_bytes(std::span<const std::uint8_t> b) { put_array<std::uint8_t>(b); }
+  void put_string(std::string_view s) {
+    put_array<char>(std::span<const char>(s.data(), s.size()));
+  }
+  std::vector<std::uint8_t>& buffer() { return buf_; }
+  std::vector<std::uint8_t> take() { return std::move(buf_); }
+  std::size_t size() const { return buf_.size(); }
+
+ private:
+  std::vector<std::uint8_t> buf_;
+};
+
+class ByteReader {
+ public:
+  explicit ByteReader(std::span<const std::uint8_t> data) : data_(data) {}
+
+  template <typename T>
+    requires std::is_trivially_copyable_v<T>
+  T get(const char* what = "value") {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, data_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  template <typename T>
+    requires std::is_trivially_copyable_v<T>
+  std::vector<T> get_array(const char* what = "array") {
+    const auto n = get<std::uint64_t>(what);
+    if (n > (data_.size() - pos_) / sizeof(T)) {
+      throw FormatError(std::string("truncated buffer: ") + what + " claims " + std::to_string(n) +
+                        " elements but only " + std::to_string(data_.size() - pos_) + " bytes remain");
+    }
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), data_.data() + pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+    return v;
+  }
+  std::string get_string(const char* what = "string") {
+    auto v = get_array<char>(what);
+    return std::string(v.begin(), v.end());
+  }
+  std::span<const std::uint8_t> rest() const { return data_.subspan(pos_); }
+  bool at_end() const { return pos_ == data_.size(); }
+  std::size_t position() const { return pos_; }
+  void expect_end(const char* what) const {
+    if (!at_end()) {
+      throw FormatError(std::string(what) + ": " + std::to_string(data_.size() - pos_) + " unexpected trailing bytes");
+    }
+  }
+
+ private:
+  void need(std::size_t n, const char* what) const {
+    if (data_.size() - pos_ < n) {
+      throw FormatError(std::string("truncated buffer while reading ") + what + ": need " + std::to_string(n) +
+                        " bytes, have " + std::to_string(data_.size() - pos_));
+    }
+  }
+  std::span<const std::uint8_t> data_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace afs

@@ -1,0 +1,79 @@
+// The operator API (DESIGN sections 2-3): what a user implements to run an algorithm on afstream.
+//
+// An operator consumes items and emits items through an Emitter. Its state lives in tracked containers
+// (afstream/state) or is managed by the operator itself; either way it exposes
+//   - divergence(): the distance between the current state and the state at the last mark_backed_up(),
+//     maintained incrementally (O(1) per update). The backup manager compares it with the runtime threshold theta.
+//   - snapshot_full / snapshot_delta / restore_full / apply_delta: full and partial backups.
+//   - alpha(): the most one item can add to divergence(); beta(): the most items one input item can emit.
+//   - on_recovered(): an optional compensation hook after the k-th recovery (e.g. Theorem 2 for Count-Min).
+//   - distance(): a brute-force distance to another instance's state in the same metric as divergence(); used by
+//     the conformance kit (afstream/testing) and by tests measuring what a failure lost.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "afstream/core/bytes.h"
+#include "afstream/core/item.h"
+
+namespace afs {
+
+class Emitter {
+ public:
+  virtual ~Emitter() = default;
+  virtual void emit(std::uint64_t key, std::int64_t value, std::int64_t time = 0) = 0;
+};
+
+// What the runtime tells an operator after it has been restored and its backed-up items replayed.
+struct RecoveryInfo {
+  int failure_count = 0;     // k: this is the operator's k-th recovery (1-based)
+  double theta = 0;          // runtime theta in force when the failure happened (Theta / 2^k for one copy)
+  double l = 0;              // runtime l in force when the failure happened
+  double alpha = 0;          // the operator's alpha
+  double state_loss_bound() const { return theta + l * alpha; }  // DESIGN 3: one failure loses at most this
+};
+
+class Operator {
+ public:
+  virtual ~Operator() = default;
+
+  // Consume one item; emit zero or more (at most beta()) items.
+  virtual void process(const Item& item, Emitter& out) = 0;
+  // All inputs have ended: emit final results.
+  virtual void finish(Emitter& /*out*/) {}
+
+  virtual double alpha() const = 0;
+  virtual double beta() const = 0;
+
+  // Distance from the state at the last mark_backed_up() (or construction). O(1).
+  virtual double divergence() const = 0;
+  // Serialize the whole state.
+  virtual void snapshot_full(ByteWriter& out) const = 0;
+  // Serialize what changed since the last mark_backed_up(); applying it to that state gives the current state.
+  virtual void snapshot_delta(ByteWriter& out) const = 0;
+  // The current state is now the backed-up state: divergence() becomes 0 and the delta empty.
+  virtual void mark_backed_up() = 0;
+  // Replace the state by a full snapshot / apply a delta. Throws FormatError and leaves the state unchanged on bad
+  // input. After either call the restored state counts as backed up.
+  virtual void restore_full(ByteReader& in) = 0;
+  virtual void apply_delta(ByteReader& in) = 0;
+
+  virtual void on_recovered(const RecoveryInfo& /*info*/) {}
+
+  // Brute-force distance between this state and other's, in divergence()'s metric (other has the same type).
+  virtual double distance(const Operator& other) const = 0;
+};
+
+// A replayable source: the items at any offset can be produced again, so a source's state is only its offset.
+class Source {
+ public:
+  virtual ~Source() = default;
+  // Total items this source instance produces.
+  virtual std::uint64_t size() const = 0;
+  // Fill out with the items at [offset, offset + out.size()) of this instance's stream; returns how many were
+  // written (fewer only at the end). Deterministic: the same offset always gives the same items.
+  virtual std::size_t read(std::uint64_t offset, Item* out, std::size_t n) = 0;
+};
+
+}  // namespace afs

@@ -1,0 +1,52 @@
+#include "afstream/core/params.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "afstream/core/errors.h"
+
+namespace afs {
+
+std::string Params::get_string(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+double Params::get_double(const std::string& name, double fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  try {
+    std::size_t used = 0;
+    double v = std::stod(it->second, &used);
+    if (used != it->second.size() || !std::isfinite(v)) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::exception&) {
+    throw ConfigError("parameter '" + name + "': expected a number, got '" + it->second + "'");
+  }
+}
+
+std::int64_t Params::get_int(const std::string& name, std::int64_t fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  std::int64_t v = 0;
+  const auto& s = it->second;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) {
+    // Accept integral values written in scientific notation ("1e6").
+    double d = get_double(name, 0);
+    if (d != std::floor(d) || std::fabs(d) > 9e18) {
+      throw ConfigError("parameter '" + name + "': expected an integer, got '" + s + "'");
+    }
+    return static_cast<std::int64_t>(d);
+  }
+  return v;
+}
+
+std::uint64_t Params::get_uint(const std::string& name, std::uint64_t fallback) const {
+  if (!has(name)) return fallback;
+  auto v = get_int(name, 0);
+  if (v < 0) throw ConfigError("parameter '" + name + "': expected a non-negative integer, got " + std::to_string(v));
+  return static_cast<std::uint64_t>(v);
+}
+
+}  // namespace afs

@@ -1,0 +1,36 @@
+// Named parameters of an operator or source, as given in a job file or on the command line ("width=8000").
+// Typed getters throw ConfigError naming the parameter and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace afs {
+
+class Params {
+ public:
+  Params() = default;
+  Params(std::initializer_list<std::pair<const std::string, std::string>> init) : values_(init) {}
+
+  Params& set(const std::string& name, const std::string& value) {
+    values_[name] = value;
+    return *this;
+  }
+  template <typename T>
+  Params& set(const std::string& name, T value) {
+    values_[name] = std::to_string(value);
+    return *this;
+  }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string get_string(const std::string& name, const std::string& fallback) const;
+  double get_double(const std::string& name, double fallback) const;
+  std::int64_t get_int(const std::string& name, std::int64_t fallback) const;
+  std::uint64_t get_uint(const std::string& name, std::uint64_t fallback) const;
+  const std::map<std::string, std::string>& values() const { return values_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+}  // namespace afs

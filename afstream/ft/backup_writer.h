@@ -1,0 +1,45 @@
+// The backup thread of a worker (DESIGN 4): backups are captured on the compute thread (a delta copy, a list of
+// items) and written to the backup store here, asynchronously. Each submission gets a ticket; the compute thread
+// asks which tickets are confirmed (to release deferred acknowledgements) or waits for one (only when a bound would
+// otherwise be broken). abandon() emulates a crash: queued, unwritten backups are lost.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace afs {
+
+class BackupWriter {
+ public:
+  using Task = std::function<void()>;
+
+  BackupWriter();
+  ~BackupWriter();  // finishes queued work
+  BackupWriter(const BackupWriter&) = delete;
+  BackupWriter& operator=(const BackupWriter&) = delete;
+
+  std::uint64_t submit(Task task);
+  // Highest ticket whose task (and all before it) has completed. Rethrows a failed task's exception.
+  std::uint64_t confirmed();
+  void wait(std::uint64_t ticket);
+  // Drop queued tasks (the one running finishes) and stop: what a crash does to backups not yet written.
+  void abandon();
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::uint64_t, Task>> queue_;
+  std::uint64_t next_ticket_ = 0;
+  std::uint64_t done_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace afs

@@ -1,0 +1,110 @@
+#include "afstream/ft/records.h"
+
+#include "afstream/core/bytes.h"
+
+namespace afs {
+
+namespace {
+constexpr std::uint32_t kStateMagic = 0x41465354;  // "AFST"
+constexpr std::uint32_t kItemsMagic = 0x4146494d;  // "AFIM"
+constexpr std::uint16_t kRecordVersion = 1;
+
+void put_seqs(ByteWriter& w, const SeqByChannel& m) {
+  w.put<std::uint64_t>(m.size());
+  for (const auto& [c, s] : m) {
+    w.put(c);
+    w.put(s);
+  }
+}
+
+SeqByChannel get_seqs(ByteReader& r) {
+  SeqByChannel m;
+  auto n = r.get<std::uint64_t>("channel count");
+  if (n > 1u << 20) throw FormatError("state record: implausible channel count " + std::to_string(n));
+  for (std::uint64_t i = 0; i < n; ++i) {
+    auto c = r.get<std::uint32_t>("channel");
+    m[c] = r.get<std::uint64_t>("sequence number");
+  }
+  return m;
+}
+
+void put_items(ByteWriter& w, const std::vector<ChannelItem>& items) {
+  w.put<std::uint64_t>(items.size());
+  for (const auto& ci : items) {
+    w.put(ci.channel);
+    w.put<std::uint8_t>(ci.end_of_stream ? 1 : 0);
+    w.put(ci.item);
+  }
+}
+
+std::vector<ChannelItem> get_items(ByteReader& r) {
+  auto n = r.get<std::uint64_t>("item count");
+  constexpr std::size_t kPer = sizeof(std::uint32_t) + 1 + sizeof(Item);
+  if (n > r.rest().size() / kPer) throw FormatError("item record: item count " + std::to_string(n) + " exceeds data");
+  std::vector<ChannelItem> v(n);
+  for (auto& ci : v) {
+    ci.channel = r.get<std::uint32_t>("channel");
+    auto eos = r.get<std::uint8_t>("end-of-stream flag");
+    if (eos > 1) throw FormatError("item record: bad end-of-stream flag");
+    ci.end_of_stream = eos == 1;
+    ci.item = r.get<Item>("item");
+  }
+  return v;
+}
+
+void check_header(ByteReader& r, std::uint32_t magic, const char* what) {
+  if (r.get<std::uint32_t>("magic") != magic) throw FormatError(std::string(what) + ": bad magic");
+  auto v = r.get<std::uint16_t>("version");
+  if (v != kRecordVersion) {
+    throw FormatError(std::string(what) + ": unsupported version " + std::to_string(v) + " (expected " +
+                      std::to_string(kRecordVersion) + ")");
+  }
+}
+}  // namespace
+
+Bytes StateRecord::encode() const {
+  ByteWriter w;
+  w.put(kStateMagic);
+  w.put(kRecordVersion);
+  w.put<std::uint8_t>(full ? 1 : 0);
+  w.put_bytes(snapshot);
+  put_seqs(w, inputs);
+  put_seqs(w, outputs);
+  w.put_array<std::uint32_t>(ended_inputs);
+  w.put(source_offset);
+  put_items(w, unacked_outputs);
+  return w.take();
+}
+
+StateRecord StateRecord::decode(const Bytes& b) {
+  ByteReader r(b);
+  check_header(r, kStateMagic, "state record");
+  StateRecord s;
+  s.full = r.get<std::uint8_t>("full flag") != 0;
+  s.snapshot = r.get_array<std::uint8_t>("snapshot");
+  s.inputs = get_seqs(r);
+  s.outputs = get_seqs(r);
+  s.ended_inputs = r.get_array<std::uint32_t>("ended inputs");
+  s.source_offset = r.get<std::uint64_t>("source offset");
+  s.unacked_outputs = get_items(r);
+  r.expect_end("state record");
+  return s;
+}
+
+Bytes encode_items(const std::vector<ChannelItem>& items) {
+  ByteWriter w;
+  w.put(kItemsMagic);
+  w.put(kRecordVersion);
+  put_items(w, items);
+  return w.take();
+}
+
+std::vector<ChannelItem> decode_items(const Bytes& b) {
+  ByteReader r(b);
+  check_header(r, kItemsMagic, "item record");
+  auto v = get_items(r);
+  r.expect_end("item record");
+  return v;
+}
+
+}  // namespace afs

@@ -1,0 +1,37 @@
+// The records a worker writes to the backup store (DESIGN 5): a state record (the operator's sealed snapshot or
+// delta, the input sequence numbers it reflects, the output sequence numbers reached, the source offset, and,
+// when gamma is 0, the unacknowledged outputs) and an item record (received items not yet processed).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "afstream/core/item.h"
+#include "afstream/store/backup_store.h"
+
+namespace afs {
+
+struct ChannelItem {
+  std::uint32_t channel = 0;
+  bool end_of_stream = false;  // punctuation: the channel ends after this sequence number
+  Item item;
+};
+
+struct StateRecord {
+  bool full = false;
+  Bytes snapshot;                  // sealed operator snapshot (afs::seal_snapshot), Full or Delta
+  SeqByChannel inputs;             // input channel -> last processed sequence number
+  SeqByChannel outputs;            // output channel -> last emitted sequence number
+  std::vector<std::uint32_t> ended_inputs;  // input channels whose end-of-stream was processed
+  std::uint64_t source_offset = 0;
+  std::vector<ChannelItem> unacked_outputs;  // only when the runtime gamma is 0
+
+  Bytes encode() const;
+  static StateRecord decode(const Bytes& b);  // throws FormatError
+};
+
+Bytes encode_items(const std::vector<ChannelItem>& items);
+std::vector<ChannelItem> decode_items(const Bytes& b);  // throws FormatError
+
+}  // namespace afs

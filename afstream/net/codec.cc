@@ -1,0 +1,370 @@
+#include "afstream/net/codec.h"
+
+#include <capnp/any.h>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "afstream/core/errors.h"
+#include "afstream/net/wire.capnp.h"
+
+namespace afs::net {
+
+static_assert(kWireVersion == wire::WIRE_VERSION, "kWireVersion in codec.h must match wireVersion in wire.capnp");
+static_assert(static_cast<std::uint16_t>(ControlKind::kPeerRestarted) ==
+              static_cast<std::uint16_t>(wire::Control::Kind::PEER_RESTARTED));
+static_assert(static_cast<std::uint16_t>(ControlKind::kResendFrom) ==
+              static_cast<std::uint16_t>(wire::Control::Kind::RESEND_FROM));
+static_assert(static_cast<std::uint16_t>(ControlKind::kStop) == static_cast<std::uint16_t>(wire::Control::Kind::STOP));
+static_assert(static_cast<std::uint16_t>(ControlKind::kHeartbeat) ==
+              static_cast<std::uint16_t>(wire::Control::Kind::HEARTBEAT));
+static_assert(sizeof(capnp::word) == 8 && alignof(capnp::word) <= 8);
+
+namespace {
+
+constexpr std::uint16_t kMaxControlKind = static_cast<std::uint16_t>(ControlKind::kHeartbeat);
+
+// Words of a single-segment frame beyond the 3 list bodies of a batch: segment table (1), root pointer (1),
+// Envelope (2 data + 1 pointer), Batch (2 data + 3 pointers). Used to size the encoder's buffer; if it were
+// ever too small the encoder falls back to a (correct, slower) multi-segment copy.
+constexpr std::size_t kBatchOverheadWords = 10;
+
+// A Cap'n Proto segment holds at most 2^29 words; keep a batch within one.
+constexpr std::size_t kMaxBatchItems = ((std::size_t{1} << 29) - kBatchOverheadWords) / 3;
+constexpr std::size_t kSmallMessageWords = 16;
+
+// Raw element access to the columnar lists is valid only where the host byte order is the wire's (little).
+constexpr bool kRawLists = std::endian::native == std::endian::little;
+
+inline std::uint64_t load_u64(const capnp::byte* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store_u64(capnp::byte* p, std::uint64_t v) { std::memcpy(p, &v, sizeof v); }
+
+// Bytes of a list of 8-byte elements written by this process. The list lives in the builder's (mutable)
+// segment; capnp only exposes it read-only through its reader, hence the const_cast.
+template <typename T>
+capnp::byte* raw_list_bytes(typename capnp::List<T>::Builder list) {
+  auto bytes = capnp::AnyList::Reader(list.asReader()).getRawBytes();
+  return const_cast<capnp::byte*>(bytes.begin());
+}
+
+}  // namespace
+
+std::string_view to_string(ControlKind kind) {
+  switch (kind) {
+    case ControlKind::kPeerRestarted:
+      return "peer-restarted";
+    case ControlKind::kResendFrom:
+      return "resend-from";
+    case ControlKind::kStop:
+      return "stop";
+    case ControlKind::kHeartbeat:
+      return "heartbeat";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Encoder
+
+// buf[0] is reserved for the segment table; buf[1..] is handed to MallocMessageBuilder as its first segment.
+// MallocMessageBuilder requires that segment zeroed and re-zeroes what it used when destroyed, so the builder of
+// the last message is kept alive (its bytes are the caller's output) until the next call or release_memory().
+struct Encoder::State {
+  std::vector<capnp::word> buf;
+  std::optional<capnp::MallocMessageBuilder> builder;
+  kj::Array<capnp::word> fallback;  // only for a message that did not fit in one segment
+
+  capnp::MallocMessageBuilder& start(std::size_t frame_words) {
+    builder.reset();
+    fallback = nullptr;
+    if (buf.size() < frame_words) {
+      std::vector<capnp::word> bigger(frame_words + frame_words / 4);  // value-initialized: zeroed
+      buf.swap(bigger);
+    }
+    builder.emplace(kj::arrayPtr(buf.data() + 1, buf.size() - 1));
+    return *builder;
+  }
+
+  std::span<const std::uint8_t> finish() {
+    auto segments = builder->getSegmentsForOutput();
+    if (segments.size() == 1 && segments[0].begin() == buf.data() + 1) {
+      const std::uint32_t table[2] = {0, static_cast<std::uint32_t>(segments[0].size())};  // count - 1, size
+      std::memcpy(buf.data(), table, sizeof table);
+      return {reinterpret_cast<const std::uint8_t*>(buf.data()), (1 + segments[0].size()) * sizeof(capnp::word)};
+    }
+    fallback = capnp::messageToFlatArray(segments);
+    return {reinterpret_cast<const std::uint8_t*>(fallback.begin()), fallback.size() * sizeof(capnp::word)};
+  }
+
+  wire::Envelope::Builder envelope(std::size_t frame_words, std::uint32_t sender, std::uint32_t epoch) {
+    auto env = start(frame_words).initRoot<wire::Envelope>();
+    env.setVersion(kWireVersion);
+    env.setSender(sender);
+    env.setEpoch(epoch);
+    return env;
+  }
+};
+
+Encoder::Encoder() : state_(std::make_unique<State>()) {}
+Encoder::~Encoder() = default;
+Encoder::Encoder(Encoder&&) noexcept = default;
+Encoder& Encoder::operator=(Encoder&&) noexcept = default;
+
+std::span<const std::uint8_t> Encoder::encode_batch(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
+                                                    std::uint64_t first_seq, std::span<const Item> items,
+                                                    bool end_of_stream) {
+  const std::size_t n = items.size();
+  if (n > kMaxBatchItems) {
+    throw FormatError("cannot encode a batch of " + std::to_string(n) + " items: the wire limit is " +
+                      std::to_string(kMaxBatchItems) + " items per batch");
+  }
+  auto batch = state_->envelope(kBatchOverheadWords + 3 * n, sender, epoch).initBatch();
+  batch.setChannel(channel);
+  batch.setFirstSeq(first_seq);
+  batch.setEndOfStream(end_of_stream);
+  const auto count = static_cast<unsigned>(n);
+  auto keys = batch.initKeys(count);
+  auto values = batch.initValues(count);
+  auto times = batch.initTimes(count);
+  if (n == 0) return state_->finish();
+  if constexpr (kRawLists) {
+    capnp::byte* k = raw_list_bytes<std::uint64_t>(keys);
+    capnp::byte* v = raw_list_bytes<std::int64_t>(values);
+    capnp::byte* t = raw_list_bytes<std::int64_t>(times);
+    const Item* it = items.data();
+    for (std::size_t i = 0; i < n; ++i) {
+      store_u64(k + 8 * i, it[i].key);
+      store_u64(v + 8 * i, static_cast<std::uint64_t>(it[i].value));
+      store_u64(t + 8 * i, static_cast<std::uint64_t>(it[i].time));
+    }
+  } else {
+    for (unsigned i = 0; i < count; ++i) {
+      keys.set(i, items[i].key);
+      values.set(i, items[i].value);
+      times.set(i, items[i].time);
+    }
+  }
+  return state_->finish();
+}
+
+std::span<const std::uint8_t> Encoder::encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
+                                                  std::uint64_t seq) {
+  auto ack = state_->envelope(kSmallMessageWords, sender, epoch).initAck();
+  ack.setChannel(channel);
+  ack.setSeq(seq);
+  return state_->finish();
+}
+
+std::span<const std::uint8_t> Encoder::encode_control(std::uint32_t sender, std::uint32_t epoch,
+                                                      const ControlMsg& control) {
+  auto c = state_->envelope(kSmallMessageWords, sender, epoch).initControl();
+  c.setKind(static_cast<wire::Control::Kind>(static_cast<std::uint16_t>(control.kind)));
+  c.setWorker(control.worker);
+  c.setEpoch(control.epoch);
+  c.setSeq(control.seq);
+  c.setChannel(control.channel);
+  return state_->finish();
+}
+
+std::span<const std::uint8_t> Encoder::encode(const Message& message) {
+  struct Visitor {
+    Encoder& e;
+    const Message& m;
+    std::span<const std::uint8_t> operator()(const BatchMsg& b) const {
+      return e.encode_batch(m.sender, m.epoch, b.channel, b.first_seq, b.items, b.end_of_stream);
+    }
+    std::span<const std::uint8_t> operator()(const AckMsg& a) const {
+      return e.encode_ack(m.sender, m.epoch, a.channel, a.seq);
+    }
+    std::span<const std::uint8_t> operator()(const ControlMsg& c) const {
+      return e.encode_control(m.sender, m.epoch, c);
+    }
+  };
+  return std::visit(Visitor{*this, message}, message.body);
+}
+
+void Encoder::release_memory() {
+  state_->builder.reset();
+  state_->fallback = nullptr;
+  std::vector<capnp::word>().swap(state_->buf);
+}
+
+std::vector<std::uint8_t> encode(const Message& message) {
+  Encoder encoder;
+  auto bytes = encoder.encode(message);
+  return {bytes.begin(), bytes.end()};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Decoding
+
+namespace {
+
+const char* body_name(wire::Envelope::Which which) {
+  switch (which) {
+    case wire::Envelope::BATCH:
+      return "batch";
+    case wire::Envelope::ACK:
+      return "ack";
+    case wire::Envelope::CONTROL:
+      return "control";
+  }
+  return "unknown";
+}
+
+// Frames up to this size that are not 8-byte aligned are copied into a per-thread buffer that is kept for
+// reuse; larger ones into a temporary one (so a thread does not hold on to a huge buffer).
+constexpr std::size_t kScratchKeepWords = std::size_t{1} << 17;  // 1 MiB
+
+// Validates the frame's size, makes it word-aligned, opens it as an Envelope of our version and calls
+// fn(envelope). Cap'n Proto errors (kj::Exception) become FormatError.
+template <typename Fn>
+void with_envelope(std::span<const std::uint8_t> frame, const DecodeLimits& limits, Fn&& fn) {
+  if (frame.empty()) throw FormatError("wire frame is empty");
+  if (frame.size() % sizeof(capnp::word) != 0) {
+    throw FormatError("wire frame of " + std::to_string(frame.size()) +
+                      " bytes is truncated or corrupt: its size is not a multiple of 8");
+  }
+  if (frame.size() > limits.max_message_bytes) {
+    throw FormatError("wire frame of " + std::to_string(frame.size()) + " bytes exceeds the limit of " +
+                      std::to_string(limits.max_message_bytes) + " bytes");
+  }
+  const std::size_t words = frame.size() / sizeof(capnp::word);
+  const capnp::word* data = reinterpret_cast<const capnp::word*>(frame.data());
+  thread_local std::vector<capnp::word> scratch;
+  std::vector<capnp::word> big;
+  if (reinterpret_cast<std::uintptr_t>(frame.data()) % alignof(std::uint64_t) != 0) {
+    std::vector<capnp::word>& copy = words <= kScratchKeepWords ? scratch : big;
+    if (copy.size() < words) copy.resize(words);
+    std::memcpy(copy.data(), frame.data(), frame.size());
+    data = copy.data();
+  }
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = limits.max_message_bytes / sizeof(capnp::word);
+    options.nestingLimit = limits.nesting_limit;
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(data, words), options);
+    if (reader.getEnd() != data + words) {
+      throw FormatError("wire frame of " + std::to_string(frame.size()) + " bytes has " +
+                        std::to_string((data + words - reader.getEnd()) * sizeof(capnp::word)) +
+                        " trailing bytes after the message");
+    }
+    auto env = reader.getRoot<wire::Envelope>();
+    if (env.getVersion() != kWireVersion) {
+      throw FormatError("wire message has version " + std::to_string(env.getVersion()) + ", expected version " +
+                        std::to_string(kWireVersion));
+    }
+    fn(env);
+  } catch (const kj::Exception& e) {
+    throw FormatError("malformed wire message (frame of " + std::to_string(frame.size()) +
+                      " bytes): " + std::string(e.getDescription().cStr()));
+  }
+}
+
+// Copies a batch into `out`, reusing out.items' storage.
+void read_batch(wire::Batch::Reader batch, BatchMsg& out) {
+  auto keys = batch.getKeys();
+  auto values = batch.getValues();
+  auto times = batch.getTimes();
+  const std::size_t n = keys.size();
+  if (values.size() != n || times.size() != n) {
+    throw FormatError("wire batch has lists of different lengths: " + std::to_string(keys.size()) + " keys, " +
+                      std::to_string(values.size()) + " values, " + std::to_string(times.size()) + " times");
+  }
+  const std::uint64_t first_seq = batch.getFirstSeq();
+  if (n > 0 && first_seq > std::numeric_limits<std::uint64_t>::max() - (n - 1)) {
+    throw FormatError("wire batch seqs overflow: first seq " + std::to_string(first_seq) + " with " +
+                      std::to_string(n) + " items");
+  }
+  out.channel = batch.getChannel();
+  out.first_seq = first_seq;
+  out.end_of_stream = batch.getEndOfStream();
+  out.items.resize(n);
+  Item* it = out.items.data();
+
+  // Fast path: plain 8-byte element lists (what every encoder writes). A message may legally encode the lists
+  // differently (e.g. as struct lists, for schema evolution); the generic getters handle those.
+  const capnp::AnyList::Reader ak(keys), av(values), at(times);
+  if (kRawLists && ak.getElementSize() == capnp::ElementSize::EIGHT_BYTES &&
+      av.getElementSize() == capnp::ElementSize::EIGHT_BYTES &&
+      at.getElementSize() == capnp::ElementSize::EIGHT_BYTES) {
+    const capnp::byte* k = ak.getRawBytes().begin();
+    const capnp::byte* v = av.getRawBytes().begin();
+    const capnp::byte* t = at.getRawBytes().begin();
+    for (std::size_t i = 0; i < n; ++i) {
+      it[i].key = load_u64(k + 8 * i);
+      it[i].value = static_cast<std::int64_t>(load_u64(v + 8 * i));
+      it[i].time = static_cast<std::int64_t>(load_u64(t + 8 * i));
+      it[i].seq = first_seq + i;
+    }
+  } else {
+    for (unsigned i = 0; i < n; ++i) {
+      it[i] = Item{keys[i], values[i], times[i], first_seq + i};
+    }
+  }
+}
+
+ControlMsg read_control(wire::Control::Reader c) {
+  const auto kind = static_cast<std::uint16_t>(c.getKind());
+  if (kind == 0 || kind > kMaxControlKind) {
+    throw FormatError("wire control message has unknown kind " + std::to_string(kind));
+  }
+  return ControlMsg{static_cast<ControlKind>(kind), c.getWorker(), c.getEpoch(), c.getSeq(), c.getChannel()};
+}
+
+}  // namespace
+
+void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits, Message& out) {
+  with_envelope(frame, limits, [&](wire::Envelope::Reader env) {
+    out.sender = env.getSender();
+    out.epoch = env.getEpoch();
+    switch (env.which()) {
+      case wire::Envelope::BATCH: {
+        BatchMsg* batch = std::get_if<BatchMsg>(&out.body);
+        if (batch == nullptr) batch = &out.body.emplace<BatchMsg>();
+        read_batch(env.getBatch(), *batch);
+        return;
+      }
+      case wire::Envelope::ACK: {
+        auto ack = env.getAck();
+        out.body = AckMsg{ack.getChannel(), ack.getSeq()};
+        return;
+      }
+      case wire::Envelope::CONTROL:
+        out.body = read_control(env.getControl());
+        return;
+    }
+    throw FormatError("wire message has unknown body kind " + std::to_string(static_cast<unsigned>(env.which())));
+  });
+}
+
+Message decode(std::span<const std::uint8_t> frame, const DecodeLimits& limits) {
+  Message message;
+  decode_into(frame, limits, message);
+  return message;
+}
+
+FrameHeader decode_batch_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits, BatchMsg& out) {
+  FrameHeader header;
+  with_envelope(frame, limits, [&](wire::Envelope::Reader env) {
+    if (env.which() != wire::Envelope::BATCH) {
+      throw FormatError(std::string("expected a wire batch message, got ") + body_name(env.which()));
+    }
+    header = FrameHeader{env.getSender(), env.getEpoch()};
+    read_batch(env.getBatch(), out);
+  });
+  return header;
+}
+
+}  // namespace afs::net

@@ -1,0 +1,130 @@
+// Wire codec: turns messages (batches of items, acks, controller messages) into Cap'n Proto frames
+// (afstream/net/wire.capnp) and back. The runtime only sees the plain structs below; no capnp type leaks out.
+//
+// Hot path: one Encoder per sending thread (its output stays valid until its next call, so the bytes can go
+// straight into a ZeroMQ message), and decode_batch_into / decode_into on the receiving side, which reuse the
+// items vector. Every decoding error (bad size, truncation, version, malformed content) is an afs::FormatError.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "afstream/core/item.h"
+
+namespace afs::net {
+
+// Mirrors `wireVersion` in wire.capnp (static_assert'ed against the generated WIRE_VERSION in codec.cc).
+inline constexpr std::uint16_t kWireVersion = 1;
+
+// Default largest frame a decoder accepts: 64 MiB (Cap'n Proto's own default traversal limit).
+inline constexpr std::size_t kDefaultMaxMessageBytes = std::size_t{64} << 20;
+
+// Limits for decoding untrusted frames. The reader's traversal limit is max_message_bytes / 8 words (each
+// object is read once, so a valid frame never exceeds it) and its nesting limit is nesting_limit.
+struct DecodeLimits {
+  std::size_t max_message_bytes = kDefaultMaxMessageBytes;
+  int nesting_limit = 8;  // our messages nest 3 deep (envelope, body, list)
+};
+
+// Items i = 0..n-1 of one channel carry seq first_seq + i. Encoding ignores Item::seq; decoding sets it.
+struct BatchMsg {
+  std::uint32_t channel = 0;
+  std::uint64_t first_seq = 0;
+  std::vector<Item> items;
+  bool end_of_stream = false;  // the channel ends after the last item of this batch
+
+  friend bool operator==(const BatchMsg&, const BatchMsg&) = default;
+};
+
+// Cumulative: every item with seq <= `seq` on `channel` was received.
+struct AckMsg {
+  std::uint32_t channel = 0;
+  std::uint64_t seq = 0;
+
+  friend bool operator==(const AckMsg&, const AckMsg&) = default;
+};
+
+// Values equal those of wire.capnp's Control.Kind (checked in codec.cc). 0 (unset) is rejected on decode.
+enum class ControlKind : std::uint16_t {
+  kPeerRestarted = 1,  // worker `worker` restarted as incarnation `epoch`
+  kResendFrom = 2,     // resend items of `channel` starting at `seq`
+  kStop = 3,           // stop the job (or the addressed worker)
+  kHeartbeat = 4,      // liveness ping/reply
+};
+std::string_view to_string(ControlKind kind);
+
+struct ControlMsg {
+  ControlKind kind = ControlKind::kHeartbeat;
+  std::uint32_t worker = 0;
+  std::uint32_t epoch = 0;
+  std::uint64_t seq = 0;
+  std::uint32_t channel = 0;
+
+  friend bool operator==(const ControlMsg&, const ControlMsg&) = default;
+};
+
+struct Message {
+  std::uint32_t sender = 0;  // worker id
+  std::uint32_t epoch = 0;   // the sender's incarnation
+  std::variant<BatchMsg, AckMsg, ControlMsg> body;
+
+  friend bool operator==(const Message&, const Message&) = default;
+};
+
+// The envelope fields of a decoded frame.
+struct FrameHeader {
+  std::uint32_t sender = 0;
+  std::uint32_t epoch = 0;
+};
+
+// Encodes into a reusable, 8-byte aligned buffer: the returned bytes stay valid until the next call on this
+// Encoder (or its destruction). A batch of n items is one flat frame of 8 * (10 + 3n) bytes, built in place
+// with no per-call allocation once the buffer has grown to the largest batch. Not thread-safe: one per thread.
+// A moved-from Encoder may only be destroyed or assigned to.
+class Encoder {
+ public:
+  Encoder();
+  ~Encoder();
+  Encoder(const Encoder&) = delete;
+  Encoder& operator=(const Encoder&) = delete;
+  Encoder(Encoder&&) noexcept;
+  Encoder& operator=(Encoder&&) noexcept;
+
+  std::span<const std::uint8_t> encode_batch(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
+                                             std::uint64_t first_seq, std::span<const Item> items, bool end_of_stream);
+  std::span<const std::uint8_t> encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
+                                           std::uint64_t seq);
+  std::span<const std::uint8_t> encode_control(std::uint32_t sender, std::uint32_t epoch, const ControlMsg& control);
+  std::span<const std::uint8_t> encode(const Message& message);
+
+  // Frees the buffer (it regrows on demand), e.g. after an unusually large batch.
+  void release_memory();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Convenience (allocates): an owned copy of the frame for `message`.
+std::vector<std::uint8_t> encode(const Message& message);
+
+// Decodes one frame. The frame may have any alignment (it is copied to an aligned buffer only if it is not
+// 8-byte aligned). Throws FormatError if the frame is empty, not a multiple of 8 bytes, larger than
+// limits.max_message_bytes, truncated or malformed, of another wire version, has trailing bytes, or holds a
+// batch whose keys/values/times lengths differ.
+Message decode(std::span<const std::uint8_t> frame, const DecodeLimits& limits = {});
+
+// As decode, but reuses `out`: if out.body already holds a BatchMsg its items storage is reused. `out` is
+// unspecified after a throw.
+void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits, Message& out);
+
+// Hot path for data sockets: decodes a batch into `out`, reusing out.items' storage. Throws FormatError (as
+// decode) and also if the frame is a valid message that is not a batch. `out` is unspecified after a throw.
+FrameHeader decode_batch_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits, BatchMsg& out);
+
+}  // namespace afs::net

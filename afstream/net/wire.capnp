@@ -1,0 +1,59 @@
+# afstream wire format: every frame between workers, the backup server and the controller is one Envelope.
+# Generated C++: #include "afstream/net/wire.capnp.h" (namespace afs::net::wire). Runtime code does not use
+# these types directly; it goes through afstream/net/codec.h, which mirrors wireVersion as afs::net::kWireVersion
+# (checked at compile time against WIRE_VERSION generated from this file).
+#
+# Evolution rules: add fields only with new ordinals at the end; never renumber or change a field's type.
+# Bump wireVersion for any change a reader of the previous version would misinterpret; decoders reject
+# frames whose version differs from theirs.
+@0x8f9c61cf0b7a1162;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("afs::net::wire");
+
+const wireVersion :UInt16 = 1;
+
+struct Envelope {
+  version @0 :UInt16;   # must equal wireVersion
+  sender @1 :UInt32;    # worker id of the sender
+  epoch @2 :UInt32;     # the sender's incarnation (bumped on every restart)
+
+  union {
+    batch @3 :Batch;
+    ack @4 :Ack;
+    control @5 :Control;
+  }
+}
+
+# Items on one channel, columnar. Item i has seq = firstSeq + i; keys, values and times have the same length.
+struct Batch {
+  channel @0 :UInt32;
+  firstSeq @1 :UInt64;
+  keys @2 :List(UInt64);
+  values @3 :List(Int64);
+  times @4 :List(Int64);
+  endOfStream @5 :Bool;  # punctuation: the channel ends after the last item of this batch
+}
+
+# Cumulative acknowledgement: every item with seq <= this one on the channel was received.
+struct Ack {
+  channel @0 :UInt32;
+  seq @1 :UInt64;
+}
+
+# Controller messages. Which fields matter depends on kind (see codec.h, ControlKind).
+struct Control {
+  kind @0 :Kind;
+  worker @1 :UInt32;
+  epoch @2 :UInt32;
+  seq @3 :UInt64;
+  channel @4 :UInt32;
+
+  enum Kind {
+    unset @0;          # never sent; a decoder rejects it
+    peerRestarted @1;  # worker `worker` restarted as incarnation `epoch`
+    resendFrom @2;     # resend items of `channel` starting at `seq`
+    stop @3;           # stop (end the job, or the addressed worker)
+    heartbeat @4;      # liveness ping/reply
+  }
+}

@@ -1,0 +1,34 @@
+// Run-time configuration of a job on a cluster: the fault-tolerance mode and thresholds, batching, the failure
+// plan. One struct filled by the command-line layer (afstream/cli/options.cc is the single place options are
+// declared) or by tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "afstream/core/thresholds.h"
+
+namespace afs {
+
+struct FailureEvent {
+  std::uint64_t at_items = 0;  // when this many source items have been emitted
+  std::vector<int> workers;    // which workers are killed at once
+};
+
+struct RunConfig {
+  FtMode mode = FtMode::Approx;
+  UserBounds bounds{1e5, 1e3, 1e3};
+  ResetPolicy reset = ResetPolicy::Fixed;
+  std::uint64_t reset_window = 0;           // items; for hopping/sliding
+  std::size_t batch_items = 1024;           // items per message
+  std::uint64_t flow_window = 1u << 16;     // unacked items a sender may hold when gamma does not bound it
+  std::size_t queue_items = 1u << 14;       // received, unprocessed items a worker holds before it stops reading
+  std::uint64_t exact_state_every = 100000; // exact mode: items between state backups
+  int full_backup_every = 16;               // every n-th state backup is full, the others deltas
+  std::vector<FailureEvent> failures;
+  bool measure_losses = false;              // tests: keep the state at each crash to measure what it lost
+  std::string job_id = "job";
+};
+
+}  // namespace afs

@@ -1,0 +1,40 @@
+// A job the command line can run by name (`afstream run --job NAME`): it declares its own options next to its
+// code, builds its topology from them, and evaluates the results against its ground truth.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "afstream/core/registry.h"
+#include "afstream/core/topology.h"
+#include "afstream/runtime/local_cluster.h"
+
+namespace afs {
+
+// Named metric values (precision, recall, are, ...) for the summary row.
+using Scores = std::vector<std::pair<std::string, double>>;
+
+class Job {
+ public:
+  virtual ~Job() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  // The job's own parameters (e.g. --hh.phi), with defaults.
+  virtual void add_options(boost::program_options::options_description& options) const = 0;
+  // Validates the options (ConfigError naming the bad one) and builds the topology.
+  virtual Topology topology(const boost::program_options::variables_map& vm) = 0;
+  virtual std::uint64_t total_items() const = 0;
+  // Score of the finished run against exact ground truth; writes the job's results (a file sink) into out_dir
+  // when it is not empty.
+  virtual Scores evaluate(LocalCluster& cluster, const Topology& topology, const std::string& out_dir) = 0;
+  // The names of the scores evaluate() returns, in order (summary.csv columns).
+  virtual std::vector<std::string> score_names() const = 0;
+};
+
+using JobFactory = std::unique_ptr<Job> (*)();
+
+}  // namespace afs

@@ -1,0 +1,238 @@
+#include "afstream/runtime/local_cluster.h"
+
+#include <algorithm>
+#include <sstream>
+#include <thread>
+
+#include "afstream/core/errors.h"
+#include "afstream/runtime/worker.h"
+#include "afstream/store/memory_store.h"
+
+namespace afs {
+
+struct LocalCluster::Impl {
+  struct Slot {
+    std::unique_ptr<Worker> worker;
+    std::thread thread;
+    std::atomic<bool> exited{false};
+    std::exception_ptr error;
+    std::uint32_t epoch = 0;
+    int failures = 0;
+    bool done = false;
+  };
+
+  const Topology& topology;
+  const Registry& registry;
+  zmq::context_t zmq{1};
+  PeerDirectory directory;
+  ClusterContext ctx;
+  std::vector<std::atomic<std::uint64_t>> progress;
+  std::vector<std::unique_ptr<Slot>> slots;
+
+  Impl(const Topology& t, const Registry& r, RunConfig config, BackupStore* store)
+      : topology(t), registry(r), directory(config.job_id, t.worker_count()), progress(t.worker_count()) {
+    ctx.topology = &topology;
+    ctx.registry = &registry;
+    ctx.config = std::move(config);
+    ctx.store = store;
+    ctx.zmq = &zmq;
+    ctx.directory = &directory;
+    ctx.source_progress = &progress;
+    for (int i = 0; i < t.worker_count(); ++i) {
+      ctx.counters.push_back(std::make_unique<WorkerCounters>());
+      slots.push_back(std::make_unique<Slot>());
+    }
+  }
+
+  void start(int id, std::optional<CrashInfo> crash) {
+    auto& s = *slots[id];
+    s.epoch++;
+    s.exited = false;
+    s.worker = std::make_unique<Worker>(ctx, id, s.epoch, s.failures, std::move(crash));
+    s.thread = std::thread([&s] {
+      try {
+        s.worker->run();
+      } catch (...) {
+        s.error = std::current_exception();
+      }
+      s.exited.store(true, std::memory_order_release);
+    });
+  }
+
+  std::uint64_t source_items() const {
+    std::uint64_t n = 0;
+    for (const auto& p : progress) n += p.load(std::memory_order_relaxed);
+    return n;
+  }
+
+  void stop_all() {
+    for (auto& s : slots) {
+      if (s->worker && !s->done) s->worker->kill();
+    }
+    for (auto& s : slots) {
+      if (s->thread.joinable()) s->thread.join();
+    }
+  }
+};
+
+LocalCluster::LocalCluster(const Topology& topology, const Registry& registry, RunConfig config,
+                           std::shared_ptr<BackupStore> store)
+    : store_(store ? std::move(store) : std::make_shared<MemoryStore>()) {
+  config.bounds.validate();
+  if (config.batch_items == 0) throw ConfigError("net.batch-items must be > 0");
+  if (config.flow_window < config.batch_items) throw ConfigError("net.flow-window must be >= net.batch-items");
+  for (const auto& f : config.failures) {
+    for (int w : f.workers) {
+      if (w < 0 || w >= topology.worker_count()) {
+        throw ConfigError("fail.target: no worker " + std::to_string(w) + " (the job has " +
+                          std::to_string(topology.worker_count()) + " workers, 0.." +
+                          std::to_string(topology.worker_count() - 1) + ")");
+      }
+    }
+  }
+  impl_ = std::make_unique<Impl>(topology, registry, std::move(config), store_.get());
+}
+
+LocalCluster::~LocalCluster() {
+  if (impl_) impl_->stop_all();
+}
+
+RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_sample,
+                            std::chrono::milliseconds sample_every) {
+  auto& im = *impl_;
+  auto failures = im.ctx.config.failures;
+  std::sort(failures.begin(), failures.end(), [](auto& a, auto& b) { return a.at_items < b.at_items; });
+  std::size_t next_failure = 0;
+  RunResult result;
+  const auto t0 = Clock::now();
+  auto last_sample = t0;
+  std::uint64_t last_items = 0;
+  double last_recovery_ms = 0;
+
+  for (int i = 0; i < im.topology.worker_count(); ++i) im.start(i, std::nullopt);
+
+  auto sample = [&](Clock::time_point now) {
+    MetricsSample m;
+    m.t = std::chrono::duration<double>(now - t0).count();
+    m.source_items = im.source_items();
+    const double dt = std::chrono::duration<double>(now - last_sample).count();
+    m.items_per_s = dt > 0 ? static_cast<double>(m.source_items - last_items) / dt : 0;
+    for (int i = 0; i < im.topology.worker_count(); ++i) {
+      const auto& c = *im.ctx.counters[i];
+      if (!im.topology.stages()[im.topology.workers()[i].stage].is_source) m.items_out += c.items_out.load();
+      m.state_backups += c.state_backups.load();
+      m.item_backups += c.item_backups.load();
+      m.backup_bytes += c.backup_bytes.load();
+      m.divergence += c.divergence.load();
+      m.unbacked += c.unbacked.load();
+      m.unacked += c.unacked.load();
+    }
+    m.failures = result.failures.size();
+    m.last_recovery_ms = last_recovery_ms;
+    last_items = m.source_items;
+    last_sample = now;
+    return m;
+  };
+
+  std::exception_ptr error;
+  for (;;) {
+    // Failure plan.
+    while (next_failure < failures.size() && im.source_items() >= failures[next_failure].at_items) {
+      for (int w : failures[next_failure].workers) {
+        auto& s = *im.slots[w];
+        if (!s.done && s.worker && !s.exited.load()) s.worker->kill();
+      }
+      ++next_failure;
+    }
+    // Exits: finished, crashed (restart), or failed (abort the run).
+    bool all_done = true;
+    for (int i = 0; i < im.topology.worker_count(); ++i) {
+      auto& s = *im.slots[i];
+      if (s.done) continue;
+      all_done = false;
+      if (!s.exited.load(std::memory_order_acquire)) continue;
+      s.thread.join();
+      if (s.error) {
+        error = s.error;
+        break;
+      }
+      if (s.worker->recovered_from()) {
+        result.failures.push_back(*s.worker->recovered_from());
+        last_recovery_ms = result.failures.back().recovery_ms;
+      }
+      if (s.worker->crashed()) {
+        auto crash = s.worker->take_crash_info();
+        crash.record.at_items = im.source_items();
+        s.failures++;
+        im.start(i, std::move(crash));
+      } else {
+        s.done = true;
+      }
+    }
+    if (error) break;
+    if (all_done) break;
+    const auto now = Clock::now();
+    if (on_sample && now - last_sample >= sample_every) on_sample(sample(now));
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  if (error) {
+    im.stop_all();
+    std::rethrow_exception(error);
+  }
+  const auto t1 = Clock::now();
+  if (on_sample) on_sample(sample(t1));
+  result.seconds = std::chrono::duration<double>(t1 - t0).count();
+  result.source_items = im.source_items();
+  for (const auto& c : im.ctx.counters) {
+    result.state_backups += c->state_backups.load();
+    result.item_backups += c->item_backups.load();
+    result.backup_bytes += c->backup_bytes.load();
+    result.duplicates_dropped += c->duplicates_dropped.load();
+    result.gaps += c->gaps.load();
+    result.bad_messages += c->bad_messages.load();
+  }
+  return result;
+}
+
+Operator* LocalCluster::final_operator(int worker) {
+  auto& s = *impl_->slots.at(static_cast<std::size_t>(worker));
+  return s.worker ? s.worker->op() : nullptr;
+}
+
+std::vector<int> parse_worker_list(const std::string& spec, int worker_count) {
+  std::vector<int> out;
+  if (spec == "all") {
+    for (int i = 0; i < worker_count; ++i) out.push_back(i);
+    return out;
+  }
+  std::stringstream ss(spec);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    try {
+      std::size_t used = 0;
+      int v = std::stoi(part, &used);
+      if (used != part.size()) throw std::invalid_argument(part);
+      if (v < 0 || v >= worker_count) {
+        throw ConfigError("fail.target: no worker " + part + " (workers are 0.." + std::to_string(worker_count - 1) +
+                          ")");
+      }
+      out.push_back(v);
+    } catch (const std::logic_error&) {
+      throw ConfigError("fail.target: expected 'all' or a list of worker ids like 1,3; got '" + spec + "'");
+    }
+  }
+  if (out.empty()) throw ConfigError("fail.target: empty worker list");
+  return out;
+}
+
+std::vector<FailureEvent> spread_failures(int count, std::uint64_t total_items, const std::vector<int>& workers,
+                                          double from, double to) {
+  std::vector<FailureEvent> v;
+  for (int i = 0; i < count; ++i) {
+    const double f = count == 1 ? (from + to) / 2 : from + (to - from) * i / (count - 1);
+    v.push_back({static_cast<std::uint64_t>(f * static_cast<double>(total_items)), workers});
+  }
+  return v;
+}
+
+}  // namespace afs

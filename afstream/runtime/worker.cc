@@ -1,0 +1,681 @@
+#include "afstream/runtime/worker.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "afstream/core/errors.h"
+#include "afstream/state/snapshot.h"
+
+namespace afs {
+
+namespace {
+inline std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+PeerDirectory::PeerDirectory(std::string job_id, int workers)
+    : job_id_(std::move(job_id)), slots_(new Slot[static_cast<std::size_t>(workers)]) {}
+
+std::string PeerDirectory::endpoint(int worker, std::uint32_t epoch) const {
+  return "inproc://afs-" + job_id_ + "-w" + std::to_string(worker) + "-e" + std::to_string(epoch);
+}
+
+void PeerDirectory::set_up(int worker, std::uint32_t epoch) {
+  slots_[worker].epoch.store(epoch, std::memory_order_release);
+  slots_[worker].up.store(true, std::memory_order_release);
+  version_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void PeerDirectory::set_down(int worker) {
+  slots_[worker].up.store(false, std::memory_order_release);
+  version_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+class Worker::RuntimeEmitter final : public Emitter {
+ public:
+  explicit RuntimeEmitter(Worker& w) : w_(w) {}
+  void emit(std::uint64_t key, std::int64_t value, std::int64_t time) override { w_.emit(key, value, time); }
+
+ private:
+  Worker& w_;
+};
+
+Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, int failure_count, std::optional<CrashInfo> crash)
+    : ctx_(ctx),
+      id_(id),
+      epoch_(epoch),
+      failure_count_(failure_count),
+      ref_(ctx.topology->workers()[id]),
+      stage_(ctx.topology->stages()[ref_.stage]),
+      counters_(*ctx.counters[id]),
+      schedule_(ctx.config.bounds, ThresholdScope{stage_.parallelism, 1.0}, ctx.config.reset, ctx.config.reset_window),
+      crash_in_(std::move(crash)),
+      started_(Clock::now()),
+      emitter_(std::make_unique<RuntimeEmitter>(*this)) {
+  for (int k = 0; k < failure_count_; ++k) schedule_.on_failure(0);
+  const InstanceInfo at{ref_.index, stage_.parallelism};
+  if (stage_.is_source) {
+    source_ = ctx.registry->make_source(stage_.kind, stage_.params, at);
+    source_size_ = source_->size();
+  } else {
+    op_ = ctx.registry->make_operator(stage_.kind, stage_.params, at);
+    op_type_ = type_id_of(stage_.kind);
+  }
+  // Pipeline scope: a lost item here can cause beta^(stages below) lost items at the end (DESIGN 3).
+  if (op_) {
+    const int below = ctx.topology->stages_to_end(ref_.stage) - 1;
+    const double bp = std::pow(std::max(1.0, op_->beta()), below);
+    schedule_ = ThresholdSchedule(ctx.config.bounds, ThresholdScope{stage_.parallelism, bp}, ctx.config.reset,
+                                  ctx.config.reset_window);
+    for (int k = 0; k < failure_count_; ++k) schedule_.on_failure(0);
+  }
+  for (int c : ctx.topology->outputs_of(id)) {
+    const auto& ch = ctx.topology->channels()[c];
+    out_index_[c] = outs_.size();
+    OutChannel o;
+    o.id = c;
+    o.to_worker = ch.to_worker;
+    outs_.push_back(std::move(o));
+  }
+  for (int c : ctx.topology->inputs_of(id)) {
+    const auto& ch = ctx.topology->channels()[c];
+    in_index_[c] = ins_.size();
+    InChannel in;
+    in.id = c;
+    in.from_worker = ch.from_worker;
+    ins_.push_back(std::move(in));
+  }
+  // Routing: the common case (one downstream stage) is a direct index; others go through the general path.
+  std::vector<int> down_stages;
+  for (const auto& o : outs_) {
+    int s = ctx.topology->workers()[o.to_worker].stage;
+    if (std::find(down_stages.begin(), down_stages.end(), s) == down_stages.end()) down_stages.push_back(s);
+  }
+  single_key_route_ = down_stages.size() == 1;
+  if (single_key_route_) {
+    for (std::size_t i = 0; i < outs_.size(); ++i) key_route_.push_back(i);
+  }
+  if (ctx_.config.mode != FtMode::None) writer_ = std::make_unique<BackupWriter>();
+}
+
+Worker::~Worker() = default;
+
+// ---------------------------------------------------------------------------------------------------------------
+void Worker::run() {
+  try {
+    setup_sockets();
+    restore();
+    if (source_ && awaiting_first_item_) mark_recovered();
+    ctx_.directory->set_up(id_, epoch_);
+    for (;;) {
+      check_kill();
+      refresh_peers();
+      const bool busy = (!queue_.empty() || (source_ && source_offset_ < source_size_)) && unacked_total() < window();
+      receive(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1));
+      release_acks();
+      if (source_) {
+        if (source_offset_ < source_size_ && unacked_total() < window()) produce();
+        if (source_offset_ >= source_size_ && !inputs_done_) {
+          inputs_done_ = true;
+          finish_outputs();
+        }
+      } else {
+        if (unacked_total() < window()) process_some(4 * ctx_.config.batch_items);
+        if (!inputs_done_ && queue_.empty() &&
+            std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.ended; })) {
+          inputs_done_ = true;
+          if (awaiting_first_item_) mark_recovered();
+          op_->finish(*emitter_);
+          finish_outputs();
+        }
+      }
+      flush(queue_.empty() || inputs_done_);
+      if (inputs_done_ && all_acked()) break;
+    }
+    if (writer_) writer_->wait(last_state_ticket_);
+    finished_ = true;
+  } catch (const Crash&) {
+    on_crash();
+  }
+  ctx_.directory->set_down(id_);
+  if (writer_) writer_->abandon();
+  peers_.clear();
+  inbox_.reset();
+}
+
+void Worker::setup_sockets() {
+  inbox_ = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::pull);
+  inbox_->set(zmq::sockopt::linger, 0);
+  inbox_->set(zmq::sockopt::rcvhwm, 4096);
+  inbox_->bind(ctx_.directory->endpoint(id_, epoch_));
+}
+
+zmq::socket_t& Worker::socket_to(int worker) {
+  auto& slot = peers_[worker];
+  const auto e = ctx_.directory->epoch(worker);
+  if (!slot.second || slot.first != e) {
+    slot.second = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::push);
+    slot.second->set(zmq::sockopt::linger, 0);
+    slot.second->set(zmq::sockopt::sndhwm, 4096);
+    slot.second->connect(ctx_.directory->endpoint(worker, e));
+    slot.first = e;
+  }
+  return *slot.second;
+}
+
+// A peer restarted: reconnect, and resend to it everything it has not acknowledged (DESIGN 5 step 4).
+void Worker::refresh_peers() {
+  const auto v = ctx_.directory->version();
+  if (v == directory_version_) return;
+  directory_version_ = v;
+  for (auto& o : outs_) {
+    const auto e = ctx_.directory->epoch(o.to_worker);
+    auto it = peers_.find(o.to_worker);
+    if (it != peers_.end() && it->second.first != e) {
+      if (acks_enabled()) {
+        o.sent = o.acked;  // resend from the first unacknowledged item
+      } else if (o.eos_seq && o.acked < o.eos_seq) {
+        o.sent = o.eos_seq - 1;  // mode none: only the end of stream is resent
+      }
+      peers_.erase(it);
+    }
+  }
+  for (auto& in : ins_) {
+    auto it = peers_.find(in.from_worker);
+    if (it != peers_.end() && it->second.first != ctx_.directory->epoch(in.from_worker)) peers_.erase(it);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Recovery (DESIGN 5): fetch the latest state chain, restore, queue the backed-up items it does not reflect.
+void Worker::restore() {
+  if (ctx_.config.mode == FtMode::None) {
+    if (crash_in_) {
+      crash_in_->record.recovery_ms = 0;
+      awaiting_first_item_ = true;
+    }
+    return;
+  }
+  const auto t0 = Clock::now();
+  auto chain = ctx_.store->state_chain(id_);
+  StateRecord last;
+  bool have_state = false;
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    StateRecord rec = StateRecord::decode(chain[i]);
+    if (i == 0 && !rec.full) throw FormatError("worker " + std::to_string(id_) + ": backup chain starts with a delta");
+    if (op_) {
+      const auto opened = open_snapshot(rec.snapshot, op_type_);
+      ByteReader r(opened.payload);
+      if (rec.full) {
+        op_->restore_full(r);
+      } else {
+        op_->apply_delta(r);
+      }
+    }
+    last = std::move(rec);
+    have_state = true;
+  }
+  if (have_state) {
+    source_offset_ = last.source_offset;
+    for (auto& o : outs_) {
+      auto it = last.outputs.find(static_cast<std::uint32_t>(o.id));
+      o.out_seq = it == last.outputs.end() ? 0 : it->second;
+      o.acked = o.sent = o.out_seq;
+    }
+    for (const auto& ci : last.unacked_outputs) {
+      auto& o = outs_[out_index_.at(static_cast<int>(ci.channel))];
+      if (o.unacked.empty()) o.acked = o.sent = ci.item.seq - 1;
+      o.unacked.push_back(ci.item);
+    }
+    for (auto& in : ins_) {
+      auto it = last.inputs.find(static_cast<std::uint32_t>(in.id));
+      in.processed = in.received = it == last.inputs.end() ? 0 : it->second;
+    }
+    for (auto c : last.ended_inputs) ins_[in_index_.at(static_cast<int>(c))].ended = true;
+  }
+  if (!source_) {
+    std::uint64_t replayed = 0;
+    for (const auto& rec : ctx_.store->item_records(id_)) {
+      for (auto& ci : decode_items(rec)) {
+        auto& in = ins_[in_index_.at(static_cast<int>(ci.channel))];
+        if (ci.item.seq <= in.received) continue;
+        in.received = ci.item.seq;
+        queue_.push_back(ci);
+        ++replayed;
+      }
+    }
+    if (crash_in_) crash_in_->record.replayed_items = replayed;
+  }
+  if (crash_in_) {
+    crash_in_->record.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    awaiting_first_item_ = true;
+  }
+}
+
+// The failure record is complete once the replayed items the crashed state had reflected are processed again:
+// measure what was lost (tests), then let the operator compensate (e.g. Theorem 2) and carry on.
+void Worker::mark_recovered() {
+  awaiting_first_item_ = false;
+  if (!crash_in_) return;
+  auto& rec = crash_in_->record;
+  rec.recovery_ms = ms_since(crash_in_->killed_at);
+  if (op_ && !crash_in_->state_at_crash.empty()) {
+    auto crashed = ctx_.registry->make_operator(stage_.kind, stage_.params, {ref_.index, stage_.parallelism});
+    const auto opened = open_snapshot(crash_in_->state_at_crash, op_type_);
+    ByteReader r(opened.payload);
+    crashed->restore_full(r);
+    rec.lost_divergence = op_->distance(*crashed);
+  }
+  if (op_ && ctx_.config.mode == FtMode::Approx) {
+    RecoveryInfo info;
+    info.failure_count = failure_count_;
+    info.theta = rec.theta;
+    info.l = static_cast<double>(rec.l);
+    info.alpha = op_->alpha();
+    op_->on_recovered(info);
+    if (op_->divergence() > 0) backup_state(true);
+  }
+  recovered_ = rec;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+bool Worker::receive(std::chrono::milliseconds wait) {
+  bool any = false;
+  zmq::pollitem_t item{static_cast<void*>(*inbox_), 0, ZMQ_POLLIN, 0};
+  if (wait.count() > 0) {
+    zmq::poll(&item, 1, wait);
+    if (!(item.revents & ZMQ_POLLIN)) return false;
+  }
+  zmq::message_t msg;
+  for (int n = 0; n < 64; ++n) {
+    if (queue_.size() >= ctx_.config.queue_items) {
+      // Only acks may still be read when the queue is full; data stays in the socket (backpressure).
+      break;
+    }
+    if (!inbox_->recv(msg, zmq::recv_flags::dontwait)) break;
+    any = true;
+    try {
+      net::decode_into({static_cast<const std::uint8_t*>(msg.data()), msg.size()}, {}, scratch_);
+    } catch (const FormatError&) {
+      counters_.bad_messages.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (auto* b = std::get_if<net::BatchMsg>(&scratch_.body)) {
+      on_batch(*b, scratch_.sender);
+    } else if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) {
+      on_ack(*a);
+    }
+  }
+  return any;
+}
+
+void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
+  auto it = in_index_.find(static_cast<int>(b.channel));
+  if (it == in_index_.end()) {
+    counters_.bad_messages.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto& in = ins_[it->second];
+  const std::uint64_t eos_seq = b.end_of_stream ? b.first_seq + b.items.size() : 0;
+  const std::uint64_t last_seq = b.end_of_stream ? eos_seq : b.first_seq + b.items.size() - 1;
+  if (b.items.empty() && !b.end_of_stream) return;
+  std::size_t added = 0;
+  bool punctuation = false;
+  for (const auto& item : b.items) {
+    if (item.seq <= in.received) {
+      counters_.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (item.seq > in.received + 1) counters_.gaps.fetch_add(item.seq - in.received - 1, std::memory_order_relaxed);
+    in.received = item.seq;
+    queue_.push_back({static_cast<std::uint32_t>(b.channel), false, item});
+    ++added;
+  }
+  if (b.end_of_stream && eos_seq > in.received) {
+    in.received = eos_seq;
+    Item p;
+    p.seq = eos_seq;
+    queue_.push_back({static_cast<std::uint32_t>(b.channel), true, p});
+    ++added;
+    punctuation = true;
+  }
+  if (!acks_enabled()) {
+    if (punctuation) send_ack(in, eos_seq);  // mode none acknowledges only the end of a stream
+    return;
+  }
+  unbacked_ += added;
+  std::uint64_t ticket = 0;
+  // DESIGN 3, L: never acknowledge more than l received, unprocessed, unbacked items; punctuation always backed up.
+  if (unbacked_ > schedule_.current().l || punctuation || ctx_.config.mode == FtMode::Exact) {
+    if (unbacked_ > 0) {
+      backup_items();
+      ticket = writer_->submit([] {});  // barrier: confirmed once the backups before it are written
+    }
+  }
+  if (ticket == 0 && in.deferred_acks.empty()) {
+    send_ack(in, std::max(last_seq, in.received));
+  } else {
+    in.deferred_acks.emplace_back(std::max(last_seq, in.received), ticket);
+  }
+  counters_.unbacked.store(unbacked_, std::memory_order_relaxed);
+}
+
+void Worker::release_acks() {
+  if (!writer_) return;
+  std::uint64_t done = 0;
+  bool fetched = false;
+  for (auto& in : ins_) {
+    if (in.deferred_acks.empty()) continue;
+    if (!fetched) {
+      done = writer_->confirmed();
+      fetched = true;
+    }
+    std::uint64_t ack = 0;
+    while (!in.deferred_acks.empty() && in.deferred_acks.front().second <= done) {
+      ack = in.deferred_acks.front().first;
+      in.deferred_acks.pop_front();
+    }
+    if (ack) send_ack(in, ack);
+  }
+}
+
+void Worker::send_ack(InChannel& in, std::uint64_t seq) {
+  if (!ctx_.directory->up(in.from_worker)) return;  // its successor will resend and get an ack then
+  auto frame = encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(in.id), seq);
+  zmq::message_t m(frame.data(), frame.size());
+  (void)socket_to(in.from_worker).send(m, zmq::send_flags::dontwait);
+}
+
+void Worker::on_ack(const net::AckMsg& a) {
+  auto it = out_index_.find(static_cast<int>(a.channel));
+  if (it == out_index_.end()) return;
+  auto& o = outs_[it->second];
+  if (a.seq <= o.acked) return;
+  o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
+  while (!o.unacked.empty() && o.unacked.front().seq <= o.acked) o.unacked.pop_front();
+  if (o.sent < o.acked) o.sent = o.acked;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+std::size_t Worker::process_some(std::size_t budget) {
+  std::size_t n = 0;
+  while (n < budget && !queue_.empty() && unacked_total() < window()) {
+    check_kill();
+    const ChannelItem ci = queue_.front();
+    // The item counts as unprocessed until its post-update backup check completes (proofs/general-bounds.md).
+    process_one(ci);
+    queue_.pop_front();
+    if (unbacked_ > queue_.size()) unbacked_ = queue_.size();
+    ++n;
+  }
+  if (n) counters_.items_in.fetch_add(n, std::memory_order_relaxed);
+  return n;
+}
+
+void Worker::process_one(const ChannelItem& ci) {
+  auto& in = ins_[in_index_.at(static_cast<int>(ci.channel))];
+  if (awaiting_first_item_ && crash_in_) {
+    auto it = crash_in_->processed.find(ci.channel);
+    const std::uint64_t crash_seq = it == crash_in_->processed.end() ? 0 : it->second;
+    if (ci.item.seq > crash_seq) mark_recovered();
+  }
+  if (ci.end_of_stream) {
+    in.ended = true;
+    in.processed = ci.item.seq;
+    return;
+  }
+  op_->process(ci.item, *emitter_);
+  in.processed = ci.item.seq;
+  after_update();
+}
+
+void Worker::after_update() {
+  switch (ctx_.config.mode) {
+    case FtMode::None:
+      return;
+    case FtMode::Approx:
+      if (op_->divergence() > schedule_.current().theta) backup_state(true);
+      return;
+    case FtMode::Exact:
+      if (++since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
+      return;
+  }
+}
+
+void Worker::produce() {
+  const std::size_t n = std::min<std::uint64_t>(ctx_.config.batch_items, source_size_ - source_offset_);
+  static thread_local std::vector<Item> buf;
+  buf.resize(n);
+  const auto got = source_->read(source_offset_, buf.data(), n);
+  for (std::size_t i = 0; i < got; ++i) emit(buf[i].key, buf[i].value, buf[i].time);
+  source_offset_ += got;
+  if (got < n) source_offset_ = source_size_;
+  counters_.items_in.fetch_add(got, std::memory_order_relaxed);
+  auto& progress = (*ctx_.source_progress)[id_];
+  if (source_offset_ > progress.load(std::memory_order_relaxed)) progress.store(source_offset_);
+  // A source's state is its offset: backing it up is cheap and never needs to wait (the items are replayable).
+  if (ctx_.config.mode != FtMode::None && ++since_state_backup_ >= 16) backup_state(false);
+}
+
+Worker::OutChannel& Worker::out_for(std::uint64_t key) { return outs_[key_route_[mix64(key) % key_route_.size()]]; }
+
+void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
+  if (outs_.empty()) return;
+  auto push = [&](OutChannel& o) {
+    Item it{key, value, time, ++o.out_seq};
+    if (acks_enabled()) {
+      o.unacked.push_back(it);
+    } else {
+      o.pending.push_back(it);
+    }
+  };
+  if (single_key_route_) {
+    const auto part = ctx_.topology->channels()[outs_[0].id].partition;
+    if (part == Partition::Key) {
+      push(out_for(key));
+    } else {
+      for (auto& o : outs_) push(o);  // forward (one channel) or broadcast
+    }
+  } else {
+    // Several downstream stages: key-partition within each stage.
+    std::unordered_map<int, std::vector<std::size_t>> by_stage;
+    for (std::size_t i = 0; i < outs_.size(); ++i) {
+      by_stage[ctx_.topology->workers()[outs_[i].to_worker].stage].push_back(i);
+    }
+    for (auto& [s, idx] : by_stage) {
+      const auto part = ctx_.topology->channels()[outs_[idx[0]].id].partition;
+      if (part == Partition::Key) {
+        push(outs_[idx[mix64(key) % idx.size()]]);
+      } else {
+        for (auto i : idx) push(outs_[i]);
+      }
+    }
+  }
+  counters_.items_out.fetch_add(1, std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const Item> items, bool eos) {
+  if (!ctx_.directory->up(o.to_worker)) return false;
+  auto frame = encoder_.encode_batch(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(o.id),
+                                     first_seq, items, eos);
+  zmq::message_t m(frame.data(), frame.size());
+  return socket_to(o.to_worker).send(m, zmq::send_flags::dontwait).has_value();
+}
+
+void Worker::flush(bool force) {
+  // A batch never waits for more items than the window lets the sender hold.
+  const std::size_t batch = std::max<std::size_t>(1, std::min<std::uint64_t>(ctx_.config.batch_items, window() / 2));
+  if (unacked_total() >= window()) force = true;
+  for (auto& o : outs_) {
+    if (!acks_enabled()) {
+      std::size_t from = 0;
+      while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
+        const std::size_t n = std::min(batch, o.pending.size() - from);
+        if (!ctx_.directory->up(o.to_worker)) {
+          from = o.pending.size();  // mode none: items for a dead worker are lost
+          break;
+        }
+        if (!send_batch(o, o.pending[from].seq, {o.pending.data() + from, n}, false)) break;
+        from += n;
+      }
+      if (from > 0) o.sent = o.pending[from - 1].seq;
+      o.pending.erase(o.pending.begin(), o.pending.begin() + static_cast<std::ptrdiff_t>(from));
+    } else {
+      // Send the unacknowledged items not sent yet, in batches.
+      while (o.sent < o.out_seq) {
+        const std::uint64_t first = o.sent + 1;
+        const std::size_t offset = static_cast<std::size_t>(first - o.unacked.front().seq);
+        const std::size_t avail = o.unacked.size() - offset;
+        if (avail < batch && !force) break;
+        const std::size_t n = std::min(batch, avail);
+        static thread_local std::vector<Item> buf;
+        buf.assign(o.unacked.begin() + static_cast<std::ptrdiff_t>(offset),
+                   o.unacked.begin() + static_cast<std::ptrdiff_t>(offset + n));
+        if (!send_batch(o, first, buf, false)) break;
+        o.sent += n;
+      }
+    }
+    // End of stream once everything before it was sent.
+    if (o.eos_seq && o.sent == o.eos_seq - 1 && (acks_enabled() ? o.sent >= o.out_seq : o.pending.empty())) {
+      if (send_batch(o, o.eos_seq, {}, true)) o.sent = o.eos_seq;
+    }
+  }
+  counters_.unacked.store(unacked_total(), std::memory_order_relaxed);
+}
+
+void Worker::finish_outputs() {
+  for (auto& o : outs_) {
+    o.eos_seq = o.out_seq + 1;
+  }
+}
+
+bool Worker::all_acked() const {
+  for (const auto& o : outs_) {
+    if (o.acked < o.eos_seq) return false;
+  }
+  return true;
+}
+
+std::uint64_t Worker::unacked_total() const {
+  if (!acks_enabled()) return 0;
+  std::uint64_t n = 0;
+  for (const auto& o : outs_) n += o.unacked.size();
+  return n;
+}
+
+// DESIGN 3, Gamma: a sender blocks at gamma unacknowledged items. Sources (replayable) and exact mode only need
+// flow control; gamma = 0 means the unacknowledged items travel in the state backups instead.
+std::uint64_t Worker::window() const {
+  if (ctx_.config.mode != FtMode::Approx || source_) return ctx_.config.flow_window;
+  const auto g = schedule_.current().gamma;
+  return g == 0 ? ctx_.config.flow_window : g;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+void Worker::backup_items() {
+  std::vector<ChannelItem> items(queue_.end() - static_cast<std::ptrdiff_t>(unbacked_), queue_.end());
+  std::vector<ItemRecordInfo> infos;
+  for (const auto& ci : items) {
+    auto it = std::find_if(infos.begin(), infos.end(), [&](const auto& i) { return i.channel == ci.channel; });
+    if (it == infos.end()) {
+      infos.push_back({ci.channel, ci.item.seq, ci.item.seq});
+    } else {
+      it->last_seq = ci.item.seq;
+    }
+  }
+  unbacked_ = 0;
+  auto* store = ctx_.store;
+  auto& counters = counters_;
+  const int id = id_;
+  writer_->submit([store, &counters, id, items = std::move(items), infos = std::move(infos)]() mutable {
+    auto rec = encode_items(items);
+    counters.backup_bytes.fetch_add(rec.size(), std::memory_order_relaxed);
+    counters.item_backups.fetch_add(1, std::memory_order_relaxed);
+    store->put_items(id, std::move(rec), std::move(infos));
+  });
+}
+
+void Worker::backup_state(bool wait) {
+  StateRecord rec;
+  const bool full = op_ ? (state_backups_taken_ % static_cast<std::uint64_t>(ctx_.config.full_backup_every) == 0)
+                        : true;
+  rec.full = full;
+  if (op_) {
+    ByteWriter w;
+    if (full) {
+      op_->snapshot_full(w);
+    } else {
+      op_->snapshot_delta(w);
+    }
+    rec.snapshot = seal_snapshot(op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta, w.buffer());
+    op_->mark_backed_up();
+  }
+  for (const auto& in : ins_) rec.inputs[static_cast<std::uint32_t>(in.id)] = in.processed;
+  for (const auto& in : ins_) {
+    if (in.ended && in.processed >= in.received) rec.ended_inputs.push_back(static_cast<std::uint32_t>(in.id));
+  }
+  for (const auto& o : outs_) rec.outputs[static_cast<std::uint32_t>(o.id)] = o.out_seq;
+  rec.source_offset = source_offset_;
+  const bool keep_outputs = !source_ && (ctx_.config.mode == FtMode::Exact || schedule_.current().gamma == 0);
+  if (keep_outputs) {
+    for (const auto& o : outs_) {
+      for (const auto& it : o.unacked) rec.unacked_outputs.push_back({static_cast<std::uint32_t>(o.id), false, it});
+    }
+  }
+  ++state_backups_taken_;
+  since_state_backup_ = 0;
+  auto* store = ctx_.store;
+  auto& counters = counters_;
+  const int id = id_;
+  SeqByChannel covered = rec.inputs;
+  last_state_ticket_ = writer_->submit([store, &counters, id, rec = std::move(rec), covered]() {
+    auto bytes = rec.encode();
+    counters.backup_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
+    counters.state_backups.fetch_add(1, std::memory_order_relaxed);
+    store->put_state(id, rec.full, std::move(bytes), covered);
+  });
+  if (wait) writer_->wait(last_state_ticket_);
+  counters_.divergence.store(0, std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+void Worker::on_crash() {
+  crashed_ = true;
+  auto& rec = crash_out_.record;
+  crash_out_.killed_at = Clock::now();
+  rec.worker = id_;
+  rec.failure_count = failure_count_ + 1;
+  rec.theta = schedule_.current().theta;
+  rec.l = schedule_.current().l;
+  rec.gamma = schedule_.current().gamma;
+  if (op_) {
+    rec.alpha = op_->alpha();
+    rec.divergence_at_crash = op_->divergence();
+    if (ctx_.config.measure_losses) {
+      ByteWriter w;
+      op_->snapshot_full(w);
+      crash_out_.state_at_crash = seal_snapshot(op_type_, SnapshotKind::Full, w.buffer());
+    }
+    // Lost: the items at the tail of the queue that no backup holds (an upper bound: some of their acks may still
+    // be queued behind a deferred one, in which case their senders still hold them).
+    rec.lost_items = ctx_.config.mode == FtMode::None ? queue_.size() : unbacked_;
+  }
+  std::uint64_t lost_out = 0;
+  if (ctx_.config.mode == FtMode::Approx && !source_ && schedule_.current().gamma > 0) {
+    for (const auto& o : outs_) lost_out += o.unacked.size();
+  }
+  rec.lost_outputs = lost_out;
+  for (const auto& in : ins_) crash_out_.processed[static_cast<std::uint32_t>(in.id)] = in.processed;
+}
+
+}  // namespace afs

@@ -1,0 +1,201 @@
+// One worker (DESIGN 4): runs one operator instance (or a source) on its own thread, connected to its peers by
+// ZeroMQ sockets carrying Cap'n Proto frames. It implements the approximate fault-tolerance protocol of DESIGN 3
+// and 5 on the receive, compute and send paths; backups are written by its BackupWriter thread.
+//
+//   receive: dedupe by (channel, seq); count received-unprocessed-unbacked items; when a batch would make that
+//            count exceed l, back up all of them and defer the batch's ack until the store confirms; else ack now.
+//   compute: process in arrival order; after each item, back up the state when divergence() > theta (waiting for
+//            the store's confirmation, so a crash never loses more than theta of state).
+//   send:    keep every sent item until acknowledged; block at gamma unacknowledged items; resend to a restarted
+//            peer; when gamma is 0 the unacknowledged items are part of every state backup.
+// A crash (kill()) abandons everything in memory, as a real crash does: state, queues, unacked buffers and
+// backups not yet written.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "afstream/core/operator.h"
+#include "afstream/core/registry.h"
+#include "afstream/core/thresholds.h"
+#include "afstream/core/topology.h"
+#include "afstream/ft/backup_writer.h"
+#include "afstream/ft/records.h"
+#include "afstream/net/codec.h"
+#include "afstream/runtime/config.h"
+#include "afstream/runtime/metrics.h"
+#include "afstream/store/backup_store.h"
+
+namespace afs {
+
+using Clock = std::chrono::steady_clock;
+
+// Where each worker can be reached, and whether it is up: shared by the workers of one cluster.
+class PeerDirectory {
+ public:
+  PeerDirectory(std::string job_id, int workers);
+  std::string endpoint(int worker, std::uint32_t epoch) const;
+  std::uint32_t epoch(int worker) const { return slots_[worker].epoch.load(std::memory_order_acquire); }
+  bool up(int worker) const { return slots_[worker].up.load(std::memory_order_acquire); }
+  void set_up(int worker, std::uint32_t epoch);
+  void set_down(int worker);
+  std::uint64_t version() const { return version_.load(std::memory_order_acquire); }
+
+ private:
+  struct Slot {
+    std::atomic<std::uint32_t> epoch{0};
+    std::atomic<bool> up{false};
+  };
+  std::string job_id_;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<std::uint64_t> version_{0};
+};
+
+// What a crashed incarnation leaves behind for its successor, to measure the loss (tests) and recovery time.
+struct CrashInfo {
+  FailureRecord record;
+  Clock::time_point killed_at;
+  Bytes state_at_crash;     // full snapshot at the crash (only when RunConfig::measure_losses)
+  SeqByChannel processed;   // per input channel, the last sequence number the crashed state reflected
+};
+
+// Everything the workers of one cluster share.
+struct ClusterContext {
+  const Topology* topology = nullptr;
+  const Registry* registry = nullptr;
+  RunConfig config;
+  BackupStore* store = nullptr;
+  zmq::context_t* zmq = nullptr;
+  PeerDirectory* directory = nullptr;
+  std::vector<std::unique_ptr<WorkerCounters>> counters;      // per worker, survive crashes
+  std::vector<std::atomic<std::uint64_t>>* source_progress = nullptr;  // per worker: max source offset reached
+};
+
+class Worker {
+ public:
+  // failure_count: how many times this worker has failed before (k); crash: what the previous incarnation left.
+  Worker(ClusterContext& ctx, int id, std::uint32_t epoch, int failure_count, std::optional<CrashInfo> crash);
+  ~Worker();
+
+  // The thread body. Returns normally when the worker finished its stream, or after a kill() (crashed() true).
+  void run();
+  void kill() { kill_.store(true, std::memory_order_relaxed); }
+  bool crashed() const { return crashed_; }
+  bool finished() const { return finished_; }
+
+  // After a crash: what this incarnation lost (read once run() returned).
+  CrashInfo take_crash_info() { return std::move(crash_out_); }
+  // After a recovery: the record of the failure it recovered from, completed with recovery measurements.
+  const std::optional<FailureRecord>& recovered_from() const { return recovered_; }
+  // The operator (nullptr for sources), e.g. to read a sink's results after the run.
+  Operator* op() { return op_.get(); }
+  const RuntimeThresholds& thresholds() const { return schedule_.current(); }
+
+ private:
+  struct OutChannel {
+    int id = 0;
+    int to_worker = 0;
+    std::uint64_t out_seq = 0;          // last seq emitted
+    std::uint64_t acked = 0;            // highest seq acknowledged
+    std::uint64_t sent = 0;             // highest seq handed to the socket
+    std::uint64_t eos_seq = 0;          // seq of the end-of-stream punctuation, 0 if not ended
+    std::deque<Item> unacked;           // items with seq in (acked, out_seq]
+    std::vector<Item> pending;          // mode none: items not yet sent
+  };
+  struct InChannel {
+    int id = 0;
+    int from_worker = 0;
+    std::uint64_t received = 0;         // highest seq received
+    std::uint64_t processed = 0;        // highest seq processed (reflected in the state)
+    bool ended = false;
+    std::deque<std::pair<std::uint64_t, std::uint64_t>> deferred_acks;  // (seq, backup ticket), in order
+  };
+  struct Crash {};
+
+  class RuntimeEmitter;
+
+  void setup_sockets();
+  void restore();
+  void refresh_peers();
+  zmq::socket_t& socket_to(int worker);
+  bool receive(std::chrono::milliseconds wait);
+  void on_batch(const net::BatchMsg& b, std::uint32_t sender);
+  void on_ack(const net::AckMsg& a);
+  void release_acks();
+  void send_ack(InChannel& in, std::uint64_t seq);
+  std::size_t process_some(std::size_t budget);
+  void process_one(const ChannelItem& ci);
+  void after_update();
+  void produce();
+  void emit(std::uint64_t key, std::int64_t value, std::int64_t time);
+  void flush(bool force);
+  bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos);
+  void finish_outputs();
+  bool all_acked() const;
+  std::uint64_t unacked_total() const;
+  std::uint64_t window() const;
+  void backup_items();
+  void backup_state(bool wait);
+  void check_kill() {
+    if (kill_.load(std::memory_order_relaxed)) throw Crash{};
+  }
+  void on_crash();
+  void mark_recovered();
+  bool acks_enabled() const { return ctx_.config.mode != FtMode::None; }
+  OutChannel& out_for(std::uint64_t key);
+
+  ClusterContext& ctx_;
+  const int id_;
+  const std::uint32_t epoch_;
+  const int failure_count_;
+  const WorkerRef ref_;
+  const StageSpec& stage_;
+  WorkerCounters& counters_;
+  ThresholdSchedule schedule_;
+  std::optional<CrashInfo> crash_in_;
+  CrashInfo crash_out_;
+  std::optional<FailureRecord> recovered_;
+  Clock::time_point started_;
+  bool awaiting_first_item_ = false;
+
+  std::unique_ptr<Operator> op_;
+  std::unique_ptr<Source> source_;
+  std::uint32_t op_type_ = 0;
+  std::uint64_t source_offset_ = 0;
+  std::uint64_t source_size_ = 0;
+
+  std::vector<OutChannel> outs_;
+  std::unordered_map<int, std::size_t> out_index_;  // channel id -> index in outs_
+  std::vector<InChannel> ins_;
+  std::unordered_map<int, std::size_t> in_index_;
+  std::vector<std::size_t> key_route_;  // downstream instance -> out index, for the single keyed output stage
+  bool single_key_route_ = false;
+
+  std::deque<ChannelItem> queue_;       // received, unprocessed
+  std::size_t unbacked_ = 0;            // how many items at the tail of queue_ are not backed up
+  std::uint64_t since_state_backup_ = 0;
+  std::uint64_t state_backups_taken_ = 0;
+  std::uint64_t last_state_ticket_ = 0;
+
+  std::unique_ptr<zmq::socket_t> inbox_;
+  std::unordered_map<int, std::pair<std::uint32_t, std::unique_ptr<zmq::socket_t>>> peers_;  // worker -> (epoch, socket)
+  std::uint64_t directory_version_ = ~0ull;
+  net::Encoder encoder_;
+  net::Message scratch_;
+  std::unique_ptr<BackupWriter> writer_;
+  std::unique_ptr<RuntimeEmitter> emitter_;
+
+  std::atomic<bool> kill_{false};
+  bool crashed_ = false;
+  bool finished_ = false;
+  bool inputs_done_ = false;
+};
+
+}  // namespace afs

@@ -1,0 +1,115 @@
+// TrackedArray<T>: serialization, backup bookkeeping and brute-force distance (DESIGN.md section 3).
+#include "afstream/state/tracked_array.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "afstream/core/errors.h"
+#include "afstream/state/container_format.h"
+
+namespace afs {
+
+template <typename T>
+TrackedArray<T>::TrackedArray(std::size_t n, Metric m)
+    : values_(n <= detail::DirtySlots<T>::kMaxSlots ? n : 0, T{}), dirty_(values_.size()), div_(m) {
+  if (n > detail::DirtySlots<T>::kMaxSlots) {
+    throw ConfigError("TrackedArray size " + std::to_string(n) + " exceeds the limit of " +
+                      std::to_string(detail::DirtySlots<T>::kMaxSlots) + " slots");
+  }
+  if (m == Metric::NewKeys) {
+    throw ConfigError(
+        "divergence metric new-keys applies to keyed state (TrackedMap), not to TrackedArray; "
+        "use max-abs, l1 or l2");
+  }
+}
+
+template <typename T>
+std::uint16_t TrackedArray<T>::tag() {
+  return std::is_same_v<T, std::int64_t> ? detail::kTagArrayInt64 : detail::kTagArrayDouble;
+}
+
+template <typename T>
+void TrackedArray<T>::mark_backed_up() {
+  dirty_.clear();
+  div_.reset();
+}
+
+template <typename T>
+void TrackedArray<T>::recompute() {
+  div_.reset_sum();
+  const auto& idx = dirty_.indices();
+  const auto& base = dirty_.bases();
+  for (std::size_t k = 0; k < idx.size(); ++k) div_.accumulate(base[k], values_[idx[k]]);
+}
+
+template <typename T>
+void TrackedArray<T>::write_full(ByteWriter& w) const {
+  detail::write_container_header(w, tag() | detail::kTagFull, values_.size());
+  w.put_array<T>(values_);
+}
+
+template <typename T>
+void TrackedArray<T>::write_delta(ByteWriter& w) const {
+  const std::size_t k = dirty_.count();
+  w.buffer().reserve(w.size() + 12 + 16 + k * (sizeof(std::uint32_t) + sizeof(T)));
+  detail::write_container_header(w, tag() | detail::kTagDelta, values_.size());
+  w.put_array<std::uint32_t>(dirty_.indices());
+  detail::put_gathered<T>(w, values_, dirty_.indices());
+}
+
+template <typename T>
+void TrackedArray<T>::read_full(ByteReader& r) {
+  const char* what = detail::container_tag_name(tag() | detail::kTagFull);
+  const std::uint64_t n = detail::read_container_header(r, tag() | detail::kTagFull);
+  if (n != values_.size()) {
+    throw FormatError(std::string(what) + ": holds " + std::to_string(n) + " slots but this array has " +
+                      std::to_string(values_.size()));
+  }
+  std::vector<T> v = r.get_array<T>(what);
+  if (v.size() != n) {
+    throw FormatError(std::string(what) + ": header says " + std::to_string(n) + " slots but " +
+                      std::to_string(v.size()) + " values follow");
+  }
+  values_.swap(v);
+  mark_backed_up();
+}
+
+template <typename T>
+void TrackedArray<T>::apply_delta(ByteReader& r) {
+  const char* what = detail::container_tag_name(tag() | detail::kTagDelta);
+  const std::uint64_t n = detail::read_container_header(r, tag() | detail::kTagDelta);
+  if (n != values_.size()) {
+    throw FormatError(std::string(what) + ": written for " + std::to_string(n) + " slots but this array has " +
+                      std::to_string(values_.size()));
+  }
+  const std::vector<std::uint32_t> idx = r.get_array<std::uint32_t>(what);
+  const std::vector<T> v = r.get_array<T>(what);
+  if (idx.size() != v.size()) {
+    throw FormatError(std::string(what) + ": " + std::to_string(idx.size()) + " indices but " +
+                      std::to_string(v.size()) + " values");
+  }
+  for (const std::uint32_t i : idx) {
+    if (i >= n) {
+      throw FormatError(std::string(what) + ": slot index " + std::to_string(i) + " out of range (size " +
+                        std::to_string(n) + ")");
+    }
+  }
+  for (std::size_t k = 0; k < idx.size(); ++k) values_[idx[k]] = v[k];
+  mark_backed_up();
+}
+
+template <typename T>
+double TrackedArray<T>::distance(const TrackedArray& other) const {
+  if (other.size() != size()) {
+    throw std::invalid_argument("TrackedArray::distance: sizes differ (" + std::to_string(size()) + " vs " +
+                                std::to_string(other.size()) + ")");
+  }
+  detail::DivergenceTracker<T> acc(metric());
+  for (std::size_t i = 0; i < values_.size(); ++i) acc.accumulate(other.values_[i], values_[i]);
+  return acc.value();
+}
+
+template class TrackedArray<std::int64_t>;
+template class TrackedArray<double>;
+
+}  // namespace afs

@@ -1,0 +1,108 @@
+// TrackedArray<T>: a fixed array of counters (sketch rows, histograms) whose divergence from its last backup is
+// maintained in O(1) per update and whose changes since that backup can be written as a delta.
+//
+// DESIGN.md section 3 (Theta): the runtime compares divergence() with theta after each update and, when exceeded,
+// backs up write_delta() (or write_full()) and calls mark_backed_up(). Restore is read_full() of the last full
+// backup followed by apply_delta() of each later delta, in order.
+#pragma once
+
+#include <cassert>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "afstream/core/bytes.h"
+#include "afstream/state/dirty_slots.h"
+#include "afstream/state/divergence.h"
+
+namespace afs {
+
+// A fixed-size array of T (std::int64_t or double) with incremental divergence tracking (DESIGN.md section 3).
+//
+// Metric (fixed at construction): MaxAbs, L1 or L2 over v_i - b_i, where b is the array at the last backup.
+//  - L1 = sum_i |v_i - b_i| and L2 = sqrt(sum_i (v_i - b_i)^2) are maintained exactly for int64 (64-bit magnitudes,
+//    128-bit sums; any int64 values) and accurate to rounding for double
+//    (a running sum, recomputed from the dirty slots if cancellation makes it negative; error bound in
+//    divergence.h, RunningSum).
+//  - MaxAbs is a high-water mark: the largest |v_i - b_i| any counter reached since the last backup. It equals the
+//    current max_i |v_i - b_i| when counters only move one way between backups (Count-Min: increments only) and is an
+//    upper bound otherwise, so a Theta test on it never under-reports.
+// Cost: add/set are O(1) (a few ns); mark_backed_up and write_delta are O(dirty slots). Memory: n*sizeof(T) for the
+// values, 4n bytes of slot state, and (4 + sizeof(T)) bytes per dirty slot for its index and backed-up value.
+// Sizes are limited to 2^32 - 2 slots.
+template <typename T>
+class TrackedArray {
+  static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
+                "TrackedArray holds std::int64_t or double counters");
+
+ public:
+  using value_type = T;
+
+  // n counters, all 0 and counting as backed up. Throws ConfigError if m is NewKeys (keyed containers only) or n
+  // exceeds the size limit.
+  TrackedArray(std::size_t n, Metric m);
+
+  // v_i += delta. O(1).
+  void add(std::size_t i, T delta) {
+    assert(i < values_.size());
+    update(i, values_[i] + delta);
+  }
+  // v_i = v. O(1).
+  void set(std::size_t i, T v) {
+    assert(i < values_.size());
+    update(i, v);
+  }
+  T get(std::size_t i) const {
+    assert(i < values_.size());
+    return values_[i];
+  }
+  T operator[](std::size_t i) const { return get(i); }
+  std::size_t size() const { return values_.size(); }
+  Metric metric() const { return div_.metric(); }
+  std::span<const T> values() const { return values_; }
+
+  // Distance from the state at the last backup, in metric(). O(1).
+  double divergence() const { return div_.value(); }
+  // Number of slots changed (written) since the last backup: the entries of the next delta.
+  std::size_t dirty_count() const { return dirty_.count(); }
+  // The current state is now the backed-up state: divergence() becomes 0 and the delta empty. O(dirty).
+  void mark_backed_up();
+
+  // Whole array: header (tag, version, n) then the n values.
+  void write_full(ByteWriter& w) const;
+  // Changes since the last backup: header (tag, version, n) then the dirty indices (u32) and their current values.
+  // Applied to the backed-up state it reproduces the current state exactly.
+  void write_delta(ByteWriter& w) const;
+  // Replace the values by a write_full payload of the same size. Validates everything before changing anything:
+  // on FormatError the array is unchanged. Afterwards the array counts as backed up. Reads exactly this container's
+  // payload from r (a payload may hold several containers; the caller checks for trailing bytes).
+  void read_full(ByteReader& r);
+  // Apply a write_delta payload (same all-or-nothing contract as read_full); afterwards the array counts as backed up.
+  void apply_delta(ByteReader& r);
+
+  // Brute-force distance to another array of the same size in metric() (MaxAbs: max |a_i - b_i|, L1: sum, L2: sqrt
+  // of the sum of squares). O(n). Throws std::invalid_argument if the sizes differ.
+  double distance(const TrackedArray& other) const;
+
+ private:
+  void update(std::size_t i, T now) {
+    const T old = values_[i];
+    values_[i] = now;
+    const T base = dirty_.base_for(i, old);
+    div_.change(base, old, now);
+    if (div_.drifted()) [[unlikely]]
+      recompute();
+  }
+  void recompute();
+  static std::uint16_t tag();
+
+  std::vector<T> values_;
+  detail::DirtySlots<T> dirty_;
+  detail::DivergenceTracker<T> div_;
+};
+
+extern template class TrackedArray<std::int64_t>;
+extern template class TrackedArray<double>;
+
+}  // namespace afs

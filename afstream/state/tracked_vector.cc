@@ -1,0 +1,169 @@
+// TrackedVector: dense updates, serialization, backup bookkeeping and brute-force distance (DESIGN.md section 3).
+#include "afstream/state/tracked_vector.h"
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "afstream/core/errors.h"
+#include "afstream/state/container_format.h"
+
+namespace afs {
+namespace {
+
+constexpr std::uint16_t kFullTag = detail::kTagVector | detail::kTagFull;
+constexpr std::uint16_t kDeltaTag = detail::kTagVector | detail::kTagDelta;
+constexpr std::uint8_t kDeltaSparse = 0;
+constexpr std::uint8_t kDeltaFullCopy = 1;
+
+std::size_t checked_size(std::size_t n, Metric m) {
+  if (m != Metric::L2) {
+    throw ConfigError(std::string("TrackedVector tracks the l2 divergence only, not ") + to_string(m));
+  }
+  if (n > detail::DirtySlots<double>::kMaxSlots) {
+    throw ConfigError("TrackedVector size " + std::to_string(n) + " exceeds the limit of " +
+                      std::to_string(detail::DirtySlots<double>::kMaxSlots) + " entries");
+  }
+  return n;
+}
+
+void put_vector(ByteWriter& w, const Eigen::VectorXd& v) {
+  w.put_array<double>(std::span<const double>(v.data(), static_cast<std::size_t>(v.size())));
+}
+
+// Reads a u64-counted array of n doubles into an Eigen vector.
+Eigen::VectorXd get_vector(ByteReader& r, std::uint64_t n, const char* what) {
+  const std::vector<double> v = r.get_array<double>(what);
+  if (v.size() != n) {
+    throw FormatError(std::string(what) + ": expected " + std::to_string(n) + " values but " +
+                      std::to_string(v.size()) + " follow");
+  }
+  return Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
+}
+
+}  // namespace
+
+TrackedVector::TrackedVector(std::size_t n, Metric m)
+    : values_(Eigen::VectorXd::Zero(static_cast<Eigen::Index>(checked_size(n, m)))), dirty_(n), div_(m) {}
+
+TrackedVector::TrackedVector(Eigen::VectorXd initial, Metric m)
+    : values_(std::move(initial)), dirty_(checked_size(static_cast<std::size_t>(values_.size()), m)), div_(m) {}
+
+void TrackedVector::enter_dense() {
+  backup_ = values_;
+  const auto& idx = dirty_.indices();
+  const auto& base = dirty_.bases();
+  for (std::size_t k = 0; k < idx.size(); ++k) backup_[idx[k]] = base[k];
+  dirty_.clear();
+  dense_ = true;
+}
+
+void TrackedVector::add_dense(const Eigen::VectorXd& d) {
+  if (d.size() != values_.size()) {
+    throw std::invalid_argument("TrackedVector::add_dense: update has " + std::to_string(d.size()) +
+                                " entries but the vector has " + std::to_string(values_.size()));
+  }
+  if (!dense_) {
+    const auto nonzero = static_cast<std::size_t>((d.array() != 0.0).count());
+    if (2 * (dirty_.count() + nonzero) <= size()) {
+      for (Eigen::Index i = 0; i < d.size(); ++i) {
+        if (d[i] != 0.0) update(static_cast<std::size_t>(i), values_[i] + d[i]);
+      }
+      return;
+    }
+    enter_dense();
+  }
+  values_ += d;
+  div_.set_sum((values_ - backup_).squaredNorm());
+}
+
+void TrackedVector::recompute() {
+  if (dense_) {
+    div_.set_sum((values_ - backup_).squaredNorm());
+    return;
+  }
+  div_.reset_sum();
+  const auto& idx = dirty_.indices();
+  const auto& base = dirty_.bases();
+  for (std::size_t k = 0; k < idx.size(); ++k) div_.accumulate(base[k], values_[idx[k]]);
+}
+
+void TrackedVector::mark_backed_up() {
+  dirty_.clear();
+  dense_ = false;
+  div_.reset();
+}
+
+void TrackedVector::write_full(ByteWriter& w) const {
+  detail::write_container_header(w, kFullTag, size());
+  put_vector(w, values_);
+}
+
+void TrackedVector::write_delta(ByteWriter& w) const {
+  detail::write_container_header(w, kDeltaTag, size());
+  if (dense_ || 2 * dirty_.count() > size()) {
+    w.put<std::uint8_t>(kDeltaFullCopy);
+    put_vector(w, values_);
+    return;
+  }
+  w.buffer().reserve(w.size() + 17 + dirty_.count() * (sizeof(std::uint32_t) + sizeof(double)));
+  w.put<std::uint8_t>(kDeltaSparse);
+  w.put_array<std::uint32_t>(dirty_.indices());
+  detail::put_gathered<double>(w, values_, dirty_.indices());
+}
+
+void TrackedVector::read_full(ByteReader& r) {
+  const char* what = detail::container_tag_name(kFullTag);
+  const std::uint64_t n = detail::read_container_header(r, kFullTag);
+  if (n != size()) {
+    throw FormatError(std::string(what) + ": holds " + std::to_string(n) + " entries but this vector has " +
+                      std::to_string(size()));
+  }
+  Eigen::VectorXd v = get_vector(r, n, what);
+  values_.swap(v);
+  mark_backed_up();
+}
+
+void TrackedVector::apply_delta(ByteReader& r) {
+  const char* what = detail::container_tag_name(kDeltaTag);
+  const std::uint64_t n = detail::read_container_header(r, kDeltaTag);
+  if (n != size()) {
+    throw FormatError(std::string(what) + ": written for " + std::to_string(n) + " entries but this vector has " +
+                      std::to_string(size()));
+  }
+  const auto mode = r.get<std::uint8_t>("TrackedVector delta mode");
+  if (mode == kDeltaFullCopy) {
+    Eigen::VectorXd v = get_vector(r, n, what);
+    values_.swap(v);
+    mark_backed_up();
+    return;
+  }
+  if (mode != kDeltaSparse) {
+    throw FormatError(std::string(what) + ": unknown delta mode " + std::to_string(mode) +
+                      " (expected 0 = sparse or 1 = full copy)");
+  }
+  const std::vector<std::uint32_t> idx = r.get_array<std::uint32_t>(what);
+  const std::vector<double> v = r.get_array<double>(what);
+  if (idx.size() != v.size()) {
+    throw FormatError(std::string(what) + ": " + std::to_string(idx.size()) + " indices but " +
+                      std::to_string(v.size()) + " values");
+  }
+  for (const std::uint32_t i : idx) {
+    if (i >= n) {
+      throw FormatError(std::string(what) + ": entry index " + std::to_string(i) + " out of range (size " +
+                        std::to_string(n) + ")");
+    }
+  }
+  for (std::size_t k = 0; k < idx.size(); ++k) values_[idx[k]] = v[k];
+  mark_backed_up();
+}
+
+double TrackedVector::distance(const TrackedVector& other) const {
+  if (other.size() != size()) {
+    throw std::invalid_argument("TrackedVector::distance: sizes differ (" + std::to_string(size()) + " vs " +
+                                std::to_string(other.size()) + ")");
+  }
+  return (values_ - other.values_).norm();
+}
+
+}  // namespace afs

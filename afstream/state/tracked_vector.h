@@ -1,0 +1,102 @@
+// TrackedVector: a dense vector of doubles (online-learning weights) whose L2 distance from its last backup is
+// maintained incrementally and whose changes since that backup can be written as a delta.
+//
+// DESIGN.md section 3 (Theta): the runtime compares divergence() with theta after each update and, when exceeded,
+// backs up write_delta() (or write_full()) and calls mark_backed_up(). For SGD the divergence is the L2 distance
+// between the current and the backed-up model, the quantity the convergence bound of the paper is stated in.
+#pragma once
+
+#include <Eigen/Core>
+#include <cassert>
+#include <cstdint>
+
+#include "afstream/core/bytes.h"
+#include "afstream/state/dirty_slots.h"
+#include "afstream/state/divergence.h"
+
+namespace afs {
+
+// An Eigen::VectorXd of weights with incremental L2 divergence tracking (DESIGN.md section 3).
+//
+// Two regimes, switched automatically:
+//  - sparse (after each backup): like TrackedArray<double> -- per-entry dirty tracking, add()/set() O(1), the
+//    delta holds only the changed entries;
+//  - dense: entered when an add_dense() would leave more than half of the entries changed. A full shadow copy of the
+//    backed-up vector is kept (allocated once, reused), add_dense() is a vectorised O(n) update that recomputes the
+//    divergence exactly, every entry counts as dirty and the delta is a full copy (flagged). mark_backed_up()
+//    returns to the sparse regime.
+// A sparse-regime delta with more than half the entries changed is also written as a flagged full copy.
+// L2 is accurate to floating-point rounding (a running sum for sparse updates, recomputed from the dirty entries if
+// cancellation makes it negative -- see RunningSum in divergence.h; recomputed from scratch by every dense add). Sizes
+// are limited to 2^32 - 2 entries.
+class TrackedVector {
+ public:
+  // n weights, all 0, counting as backed up. Throws ConfigError for a metric other than L2 or an oversized n.
+  explicit TrackedVector(std::size_t n, Metric m = Metric::L2);
+  // Starts from the given weights, which count as backed up.
+  explicit TrackedVector(Eigen::VectorXd initial, Metric m = Metric::L2);
+
+  // w_i += delta. O(1).
+  void add(std::size_t i, double delta) {
+    assert(i < size());
+    update(i, values_[static_cast<Eigen::Index>(i)] + delta);
+  }
+  // w_i = v. O(1).
+  void set(std::size_t i, double v) {
+    assert(i < size());
+    update(i, v);
+  }
+  // w += d (d.size() == size(), else std::invalid_argument). O(n).
+  void add_dense(const Eigen::VectorXd& d);
+  double get(std::size_t i) const {
+    assert(i < size());
+    return values_[static_cast<Eigen::Index>(i)];
+  }
+  double operator[](std::size_t i) const { return get(i); }
+  const Eigen::VectorXd& values() const { return values_; }
+  std::size_t size() const { return static_cast<std::size_t>(values_.size()); }
+  Metric metric() const { return Metric::L2; }
+
+  // L2 distance from the state at the last backup. O(1).
+  double divergence() const { return div_.value(); }
+  // Entries changed since the last backup (all of them in the dense regime).
+  std::size_t dirty_count() const { return dense_ ? size() : dirty_.count(); }
+  // The current state is now the backed-up state: divergence() becomes 0 and the delta empty. O(dirty), or O(1)
+  // when leaving the dense regime.
+  void mark_backed_up();
+
+  // Whole vector: header (tag, version, n) then the n values.
+  void write_full(ByteWriter& w) const;
+  // Changes since the last backup: header (tag, version, n), a u8 flag (0 = sparse: indices u32 + values;
+  // 1 = full copy of all n values). Applied to the backed-up state it reproduces the current state exactly.
+  void write_delta(ByteWriter& w) const;
+  // Replace the weights by a write_full payload of the same size; all-or-nothing (unchanged on FormatError).
+  // Afterwards the vector counts as backed up.
+  void read_full(ByteReader& r);
+  // Apply a write_delta payload; all-or-nothing. Afterwards the vector counts as backed up.
+  void apply_delta(ByteReader& r);
+
+  // Brute-force L2 distance to another vector of the same size (else std::invalid_argument). O(n).
+  double distance(const TrackedVector& other) const;
+
+ private:
+  void update(std::size_t i, double now) {
+    const auto k = static_cast<Eigen::Index>(i);
+    const double old = values_[k];
+    values_[k] = now;
+    const double base = dense_ ? backup_[k] : dirty_.base_for(i, old);
+    div_.change(base, old, now);
+    if (div_.drifted()) [[unlikely]]
+      recompute();
+  }
+  void recompute();
+  void enter_dense();
+
+  Eigen::VectorXd values_;
+  detail::DirtySlots<double> dirty_;
+  detail::DivergenceTracker<double> div_;
+  bool dense_ = false;
+  Eigen::VectorXd backup_;  // the backed-up weights; meaningful only in the dense regime
+};
+
+}  // namespace afs

@@ -1,0 +1,53 @@
+// The backup store interface (DESIGN sections 4-5): where state backups and item backups live.
+//
+// State backups form a chain per worker: the latest full snapshot followed by the deltas taken after it, in order.
+// Item backups are records of received, unprocessed items per worker; those wholly covered by a newer state backup
+// (every item's sequence number at or below what that state reflects on its channel) are dropped, so storage
+// stays bounded on endless streams. Records are opaque bytes to the store; each is kept with an xxh3 checksum
+// that is verified on every read, and a corrupt record is reported (FormatError), never returned.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace afs {
+
+using Bytes = std::vector<std::uint8_t>;
+using SeqByChannel = std::map<std::uint32_t, std::uint64_t>;  // channel -> last sequence number
+
+struct StoreStats {
+  std::uint64_t state_backups = 0;
+  std::uint64_t item_backups = 0;
+  std::uint64_t bytes_written = 0;   // everything ever written
+  std::uint64_t bytes_stored = 0;    // what is held now
+};
+
+struct ItemRecordInfo {
+  std::uint32_t channel = 0;
+  std::uint64_t first_seq = 0;
+  std::uint64_t last_seq = 0;
+};
+
+class BackupStore {
+ public:
+  virtual ~BackupStore() = default;
+
+  // Append a state backup for worker; full == true starts a new chain. covered: per input channel, the last
+  // sequence number the state reflects (item records at or below are dropped).
+  virtual void put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) = 0;
+  // The latest chain: full snapshot first, then deltas in order. Empty if the worker has no backup.
+  virtual std::vector<Bytes> state_chain(int worker) const = 0;
+
+  // A record holding received items of several channels; infos say which sequence numbers it holds.
+  virtual void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) = 0;
+  // All item records of worker still held, in the order they were put.
+  virtual std::vector<Bytes> item_records(int worker) const = 0;
+
+  // Forget everything about worker (a job restarted from scratch).
+  virtual void drop(int worker) = 0;
+
+  virtual StoreStats stats() const = 0;
+};
+
+}  // namespace afs

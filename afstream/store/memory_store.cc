@@ -1,0 +1,101 @@
+#include "afstream/store/memory_store.h"
+
+#include <string>
+
+#include "afstream/core/errors.h"
+#include "afstream/state/snapshot.h"
+
+namespace afs {
+
+MemoryStore::Sealed MemoryStore::seal(Bytes b) {
+  Sealed s;
+  s.checksum = checksum(b);
+  s.data = std::move(b);
+  return s;
+}
+
+const Bytes& MemoryStore::verified(const Sealed& s, int worker, const char* what) {
+  if (checksum(s.data) != s.checksum) {
+    throw FormatError(std::string("backup store: corrupt ") + what + " of worker " + std::to_string(worker) +
+                      " (checksum mismatch); it will not be restored");
+  }
+  return s.data;
+}
+
+void MemoryStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
+  std::lock_guard lock(mu_);
+  auto& w = workers_[worker];
+  stats_.state_backups++;
+  stats_.bytes_written += record.size();
+  if (full) {
+    for (const auto& s : w.chain) stats_.bytes_stored -= s.data.size();
+    w.chain.clear();
+  }
+  stats_.bytes_stored += record.size();
+  w.chain.push_back(seal(std::move(record)));
+  // Drop item records wholly covered by this state.
+  for (auto it = w.items.begin(); it != w.items.end();) {
+    bool covered_all = true;
+    for (const auto& info : it->infos) {
+      auto c = covered.find(info.channel);
+      if (c == covered.end() || c->second < info.last_seq) {
+        covered_all = false;
+        break;
+      }
+    }
+    if (covered_all) {
+      stats_.bytes_stored -= it->sealed.data.size();
+      it = w.items.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<Bytes> MemoryStore::state_chain(int worker) const {
+  std::lock_guard lock(mu_);
+  std::vector<Bytes> out;
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return out;
+  for (const auto& s : it->second.chain) out.push_back(verified(s, worker, "state backup"));
+  return out;
+}
+
+void MemoryStore::put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) {
+  std::lock_guard lock(mu_);
+  stats_.item_backups++;
+  stats_.bytes_written += record.size();
+  stats_.bytes_stored += record.size();
+  workers_[worker].items.push_back({seal(std::move(record)), std::move(infos)});
+}
+
+std::vector<Bytes> MemoryStore::item_records(int worker) const {
+  std::lock_guard lock(mu_);
+  std::vector<Bytes> out;
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return out;
+  for (const auto& r : it->second.items) out.push_back(verified(r.sealed, worker, "item backup"));
+  return out;
+}
+
+void MemoryStore::drop(int worker) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return;
+  for (const auto& s : it->second.chain) stats_.bytes_stored -= s.data.size();
+  for (const auto& r : it->second.items) stats_.bytes_stored -= r.sealed.data.size();
+  workers_.erase(it);
+}
+
+StoreStats MemoryStore::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void MemoryStore::corrupt_latest_state(int worker) {
+  std::lock_guard lock(mu_);
+  auto& chain = workers_[worker].chain;
+  if (!chain.empty() && !chain.back().data.empty()) chain.back().data[chain.back().data.size() / 2] ^= 0x5a;
+}
+
+}  // namespace afs

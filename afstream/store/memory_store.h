@@ -1,0 +1,45 @@
+// In-memory backup store: the backend of the in-process runtime and of tests. Thread-safe.
+#pragma once
+
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+
+#include "afstream/store/backup_store.h"
+
+namespace afs {
+
+class MemoryStore final : public BackupStore {
+ public:
+  void put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
+  std::vector<Bytes> state_chain(int worker) const override;
+  void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
+  std::vector<Bytes> item_records(int worker) const override;
+  void drop(int worker) override;
+  StoreStats stats() const override;
+
+  // For tests: flip one byte of the newest state record of worker (simulates storage corruption).
+  void corrupt_latest_state(int worker);
+
+ private:
+  struct Sealed {
+    Bytes data;
+    std::uint64_t checksum = 0;
+  };
+  struct ItemRecord {
+    Sealed sealed;
+    std::vector<ItemRecordInfo> infos;
+  };
+  struct WorkerData {
+    std::vector<Sealed> chain;
+    std::deque<ItemRecord> items;
+  };
+  static Sealed seal(Bytes b);
+  static const Bytes& verified(const Sealed& s, int worker, const char* what);
+
+  mutable std::mutex mu_;
+  std::unordered_map<int, WorkerData> workers_;
+  StoreStats stats_;
+};
+
+}  // namespace afs

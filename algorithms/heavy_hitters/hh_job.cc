@@ -1,0 +1,120 @@
+#include "algorithms/heavy_hitters/hh_job.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "afstream/core/errors.h"
+#include "algorithms/heavy_hitters/evaluation.h"
+#include "algorithms/heavy_hitters/hh_operators.h"
+
+namespace po = boost::program_options;
+
+namespace afs::hh {
+
+namespace {
+
+class HeavyHittersJob final : public Job {
+ public:
+  std::string name() const override { return "heavy-hitters"; }
+  std::string description() const override {
+    return "Count-Min heavy hitters over a Zipf stream: precision, recall, average relative error (PAPER Theorem 2)";
+  }
+
+  void add_options(po::options_description& o) const override {
+    o.add_options()
+        ("hh.keys", po::value<std::uint64_t>()->default_value(1000000), "distinct keys in the Zipf stream")
+        ("hh.skew", po::value<double>()->default_value(1.1), "Zipf skew s (P(rank k) ~ (k+1)^-s)")
+        ("hh.width", po::value<std::uint64_t>()->default_value(8000), "Count-Min width w (0: from hh.epsilon)")
+        ("hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")
+        ("hh.epsilon", po::value<double>()->default_value(0), "Count-Min error epsilon (sizes the width if > 0)")
+        ("hh.delta", po::value<double>()->default_value(0), "Count-Min confidence delta (sizes the depth if > 0)")
+        ("hh.phi", po::value<double>()->default_value(1e-4),
+         "heavy-hitter threshold: a key is heavy if its count exceeds phi (a fraction of the items if < 1)")
+        ("hh.parallelism", po::value<int>()->default_value(2), "parallel count-min-hh workers (keyed)")
+        ("hh.sources", po::value<int>()->default_value(1), "parallel source instances");
+  }
+
+  Topology topology(const po::variables_map& vm) override {
+    items_ = vm["items"].as<std::uint64_t>();
+    seed_ = vm["seed"].as<std::uint64_t>();
+    keys_ = vm["hh.keys"].as<std::uint64_t>();
+    skew_ = vm["hh.skew"].as<double>();
+    const double phi = vm["hh.phi"].as<double>();
+    if (!(phi > 0)) throw ConfigError("hh.phi: expected > 0, got " + std::to_string(phi));
+    phi_ = phi < 1 ? phi * static_cast<double>(items_) : phi;
+    const auto width = vm["hh.width"].as<std::uint64_t>();
+    const auto depth = vm["hh.depth"].as<std::uint64_t>();
+    const auto eps = vm["hh.epsilon"].as<double>();
+    const auto delta = vm["hh.delta"].as<double>();
+    if (eps < 0 || eps >= 1) throw ConfigError("hh.epsilon: expected 0 <= epsilon < 1");
+    if (delta < 0 || delta >= 1) throw ConfigError("hh.delta: expected 0 <= delta < 1");
+    if (width == 0 && eps == 0) throw ConfigError("hh.width: must be > 0 (or give hh.epsilon)");
+    if (depth == 0 && delta == 0) throw ConfigError("hh.depth: must be > 0 (or give hh.delta)");
+    const int par = vm["hh.parallelism"].as<int>();
+    const int sources = vm["hh.sources"].as<int>();
+    if (par < 1) throw ConfigError("hh.parallelism: expected >= 1");
+    if (sources < 1) throw ConfigError("hh.sources: expected >= 1");
+    if (items_ == 0) throw ConfigError("items: expected > 0");
+
+    Params src;
+    src.set("items", items_).set("keys", keys_).set("skew", skew_).set("seed", seed_);
+    Params cm;
+    cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed_ * 7919 + 1);
+    if (eps > 0) cm.set("epsilon", eps);
+    if (delta > 0) cm.set("delta", delta);
+    // Fail fast on bad sketch parameters, before any thread starts.
+    CountMinHeavyHitters probe(cm);
+    (void)probe;
+    return TopologyBuilder()
+        .source("source", "zipf", src)
+        .parallelism(sources)
+        .stage("hh", "count-min-hh", cm)
+        .parallelism(par)
+        .key_by()
+        .from("source")
+        .stage("sink", "hh-merge")
+        .forward()
+        .from("hh")
+        .build();
+  }
+
+  std::uint64_t total_items() const override { return items_; }
+
+  Scores evaluate(LocalCluster& cluster, const Topology& t, const std::string& out_dir) override {
+    ZipfParams zp{keys_, skew_, items_, seed_};
+    ZipfGenerator gen(zp);
+    const auto exact = gen.exact_counts(0, items_);
+    const int sink = t.first_worker(t.stage_index("sink"));
+    auto* merge = dynamic_cast<HeavyHitterMerge*>(cluster.final_operator(sink));
+    if (!merge) throw RuntimeError("heavy-hitters: the sink did not finish");
+    const auto reported = merge->results();
+    const auto s = score_heavy_hitters(reported, exact, phi_);
+    if (!out_dir.empty()) {
+      std::ofstream f(out_dir + "/heavy_hitters.csv");
+      f << "key,estimate,exact\n";
+      for (const auto& [k, v] : reported) {
+        auto it = exact.find(k);
+        f << k << ',' << v << ',' << (it == exact.end() ? 0 : it->second) << '\n';
+      }
+    }
+    return {{"precision", s.precision},
+            {"recall", s.recall},
+            {"are", s.are},
+            {"reported", static_cast<double>(s.reported)},
+            {"true_heavy", static_cast<double>(s.true_heavy)}};
+  }
+
+  std::vector<std::string> score_names() const override {
+    return {"precision", "recall", "are", "reported", "true_heavy"};
+  }
+
+ private:
+  std::uint64_t items_ = 0, seed_ = 0, keys_ = 0;
+  double skew_ = 0, phi_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Job> make_heavy_hitters_job() { return std::make_unique<HeavyHittersJob>(); }
+
+}  // namespace afs::hh

@@ -1,0 +1,144 @@
+#include "algorithms/heavy_hitters/hh_operators.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "afstream/core/errors.h"
+
+namespace afs::hh {
+
+ZipfParams zipf_params(const Params& p) {
+  ZipfParams z;
+  z.total_items = p.get_uint("items", 1000000);
+  z.num_keys = p.get_uint("keys", 100000);
+  z.skew = p.get_double("skew", 1.1);
+  z.seed = p.get_uint("seed", 1);
+  return z;
+}
+
+ZipfSource::ZipfSource(const Params& p, const InstanceInfo& at) : gen_(zipf_params(p)) {
+  const auto n = gen_.total_items();
+  begin_ = n * static_cast<std::uint64_t>(at.index) / static_cast<std::uint64_t>(at.parallelism);
+  end_ = n * static_cast<std::uint64_t>(at.index + 1) / static_cast<std::uint64_t>(at.parallelism);
+}
+
+std::size_t ZipfSource::read(std::uint64_t offset, Item* out, std::size_t n) {
+  if (offset >= size()) return 0;
+  n = static_cast<std::size_t>(std::min<std::uint64_t>(n, size() - offset));
+  gen_.fill(begin_ + offset, out, n);
+  return n;
+}
+
+namespace {
+CountMinHash make_hash(const Params& p) {
+  std::size_t width = p.get_uint("width", 0);
+  std::size_t depth = p.get_uint("depth", 0);
+  if (p.has("epsilon") || width == 0) width = CountMin::width_for_epsilon(p.get_double("epsilon", 1e-4));
+  if (p.has("delta") || depth == 0) depth = CountMin::depth_for_delta(p.get_double("delta", 0.01));
+  return CountMinHash(width, depth, p.get_uint("seed", 7));
+}
+}  // namespace
+
+CountMinHeavyHitters::CountMinHeavyHitters(const Params& p)
+    : hash_(make_hash(p)),
+      phi_(p.get_double("phi", 1000)),
+      counters_(hash_.size(), Metric::MaxAbs),
+      candidates_(Metric::NewKeys) {
+  if (!(phi_ > 0)) throw ConfigError("hh.phi: expected a count > 0, got " + std::to_string(phi_));
+}
+
+void CountMinHeavyHitters::process(const Item& item, Emitter& out) {
+  std::int64_t est = INT64_MAX;
+  for (std::size_t r = 0; r < hash_.depth(); ++r) {
+    const auto b = hash_.bucket(static_cast<int>(r), item.key);
+    counters_.add(b, item.value);
+    est = std::min(est, counters_[b]);
+  }
+  if (static_cast<double>(est) > phi_ && !candidates_.contains(item.key)) {
+    candidates_.set(item.key, 1);
+    out.emit(item.key, est, item.time);
+  }
+}
+
+void CountMinHeavyHitters::finish(Emitter& out) {
+  candidates_.for_each([&](std::uint64_t key, std::int64_t) {
+    const auto est = estimate(key);
+    if (static_cast<double>(est) > phi_) out.emit(key, est);
+  });
+}
+
+void CountMinHeavyHitters::snapshot_full(ByteWriter& out) const {
+  counters_.write_full(out);
+  candidates_.write_full(out);
+}
+void CountMinHeavyHitters::snapshot_delta(ByteWriter& out) const {
+  counters_.write_delta(out);
+  candidates_.write_delta(out);
+}
+void CountMinHeavyHitters::mark_backed_up() {
+  counters_.mark_backed_up();
+  candidates_.mark_backed_up();
+}
+
+// All-or-nothing across both containers: restore into copies, then swap.
+void CountMinHeavyHitters::restore_full(ByteReader& in) {
+  auto c = counters_;
+  auto k = candidates_;
+  c.read_full(in);
+  k.read_full(in);
+  in.expect_end("count-min-hh snapshot");
+  if (c.size() != hash_.size()) throw FormatError("count-min-hh snapshot: counter array size does not match width*depth");
+  counters_ = std::move(c);
+  candidates_ = std::move(k);
+}
+void CountMinHeavyHitters::apply_delta(ByteReader& in) {
+  auto c = counters_;
+  auto k = candidates_;
+  c.apply_delta(in);
+  k.apply_delta(in);
+  in.expect_end("count-min-hh delta");
+  counters_ = std::move(c);
+  candidates_ = std::move(k);
+}
+
+// Theorem 2: a failure loses at most theta + l * 1 of any counter (the counters' share of the divergence is at
+// most theta, and each lost item moves a counter by 1). Adding that to every counter restores "no false negatives".
+void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
+  const auto c = static_cast<std::int64_t>(std::ceil(info.theta + info.l));
+  for (std::size_t i = 0; i < counters_.size(); ++i) counters_.add(i, c);
+  compensation_ += c;
+}
+
+double CountMinHeavyHitters::distance(const Operator& other) const {
+  const auto& o = dynamic_cast<const CountMinHeavyHitters&>(other);
+  return counters_.distance(o.counters_) + candidates_.distance(o.candidates_);
+}
+
+HeavyHitterMerge::HeavyHitterMerge(const Params&) : estimates_(Metric::MaxAbs) {}
+
+void HeavyHitterMerge::process(const Item& item, Emitter&) { estimates_.set(item.key, item.value); }
+
+double HeavyHitterMerge::distance(const Operator& other) const {
+  const auto& o = dynamic_cast<const HeavyHitterMerge&>(other);
+  double d = 0;
+  estimates_.for_each([&](std::uint64_t k, std::int64_t v) { d += (o.estimates_.get(k) != v || !o.estimates_.contains(k)); });
+  o.estimates_.for_each([&](std::uint64_t k, std::int64_t) { d += !estimates_.contains(k); });
+  return d;
+}
+
+std::unordered_map<std::uint64_t, std::int64_t> HeavyHitterMerge::results() const {
+  std::unordered_map<std::uint64_t, std::int64_t> m;
+  estimates_.for_each([&](std::uint64_t k, std::int64_t v) { m[k] = v; });
+  return m;
+}
+
+void register_heavy_hitters(Registry& registry) {
+  registry.add_source("zipf", "seeded Zipf keys (items, keys, skew, seed)",
+                      [](const Params& p, const InstanceInfo& at) { return std::make_unique<ZipfSource>(p, at); });
+  registry.add_operator("count-min-hh", "Count-Min heavy hitters (width, depth | epsilon, delta; phi; seed)",
+                        [](const Params& p, const InstanceInfo&) { return std::make_unique<CountMinHeavyHitters>(p); });
+  registry.add_operator("hh-merge", "merges reported heavy hitters (sink)",
+                        [](const Params& p, const InstanceInfo&) { return std::make_unique<HeavyHitterMerge>(p); });
+}
+
+}  // namespace afs::hh

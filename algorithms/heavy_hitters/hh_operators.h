@@ -1,0 +1,94 @@
+// Heavy hitters on afstream, written against the operator API exactly as a user would (PAPER: Theorem 2).
+//
+//   zipf            source: a seeded Zipf stream (ZipfGenerator), split across the source's parallel instances.
+//   count-min-hh    a Count-Min sketch whose counters are a TrackedArray (max-abs divergence, alpha = 1 per
+//                   counter); reports a key (emits key, estimate) the first time its estimate exceeds phi, and at
+//                   the end emits the final estimate of every reported key. After its k-th recovery it adds
+//                   theta_k + l_k to every counter (Theorem 2), so no heavy hitter is missed.
+//   hh-merge        the sink: the latest estimate of every reported key, merged over the parallel instances.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "afstream/core/operator.h"
+#include "afstream/core/params.h"
+#include "afstream/core/registry.h"
+#include "afstream/state/tracked_array.h"
+#include "afstream/state/tracked_map.h"
+#include "algorithms/heavy_hitters/count_min.h"
+#include "algorithms/heavy_hitters/zipf.h"
+
+namespace afs::hh {
+
+// Parameters: items, keys, skew, seed (see ZipfParams).
+ZipfParams zipf_params(const Params& p);
+
+class ZipfSource final : public Source {
+ public:
+  ZipfSource(const Params& p, const InstanceInfo& at);
+  std::uint64_t size() const override { return end_ - begin_; }
+  std::size_t read(std::uint64_t offset, Item* out, std::size_t n) override;
+
+ private:
+  ZipfGenerator gen_;
+  std::uint64_t begin_ = 0;
+  std::uint64_t end_ = 0;
+};
+
+// Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi).
+class CountMinHeavyHitters final : public Operator {
+ public:
+  explicit CountMinHeavyHitters(const Params& p);
+
+  void process(const Item& item, Emitter& out) override;
+  void finish(Emitter& out) override;
+
+  double alpha() const override { return 2; }  // one counter per row moves by 1, plus at most one new candidate
+  double beta() const override { return 1; }   // a key is reported at most once per item
+  double divergence() const override { return counters_.divergence() + candidates_.divergence(); }
+  void snapshot_full(ByteWriter& out) const override;
+  void snapshot_delta(ByteWriter& out) const override;
+  void mark_backed_up() override;
+  void restore_full(ByteReader& in) override;
+  void apply_delta(ByteReader& in) override;
+  void on_recovered(const RecoveryInfo& info) override;
+  double distance(const Operator& other) const override;
+
+  std::int64_t estimate(std::uint64_t key) const { return hash_.estimate(counters_.values(), key); }
+  const CountMinHash& hash() const { return hash_; }
+  double phi() const { return phi_; }
+  std::int64_t compensation() const { return compensation_; }
+
+ private:
+  CountMinHash hash_;
+  double phi_;
+  TrackedArray<std::int64_t> counters_;
+  TrackedMap<std::int64_t> candidates_;  // reported keys (NewKeys divergence)
+  std::int64_t compensation_ = 0;        // total added by on_recovered (not part of the backed-up state)
+};
+
+// The sink: key -> latest estimate. Divergence: number of keys changed since the last backup (alpha = 1).
+class HeavyHitterMerge final : public Operator {
+ public:
+  explicit HeavyHitterMerge(const Params& p);
+  void process(const Item& item, Emitter& out) override;
+  double alpha() const override { return 1; }
+  double beta() const override { return 0; }
+  double divergence() const override { return static_cast<double>(estimates_.dirty_count()); }
+  void snapshot_full(ByteWriter& out) const override { estimates_.write_full(out); }
+  void snapshot_delta(ByteWriter& out) const override { estimates_.write_delta(out); }
+  void mark_backed_up() override { estimates_.mark_backed_up(); }
+  void restore_full(ByteReader& in) override { estimates_.read_full(in); }
+  void apply_delta(ByteReader& in) override { estimates_.apply_delta(in); }
+  double distance(const Operator& other) const override;
+
+  std::unordered_map<std::uint64_t, std::int64_t> results() const;
+
+ private:
+  TrackedMap<std::int64_t> estimates_;
+};
+
+void register_heavy_hitters(Registry& registry);
+
+}  // namespace afs::hh

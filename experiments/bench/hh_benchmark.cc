@@ -1,0 +1,114 @@
+// Micro-benchmarks of the engine-free heavy-hitter core: Count-Min update and point query (the 4 x 8000 sketch of
+// the heavy-hitter workload of [J] and the eps = 1e-4, delta = 0.01 sizing) and per-item cost of the seekable Zipf
+// generator (n = 1e6, s = 1.1). Keys come from the Zipf generator, as in the experiments.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/heavy_hitters/count_min.h"
+#include "algorithms/heavy_hitters/zipf.h"
+
+namespace {
+
+using afs::hh::CountMin;
+using afs::hh::ZipfGenerator;
+
+constexpr std::size_t kKeys = 1 << 16;
+
+const std::vector<std::uint64_t>& zipf_keys() {
+  static const std::vector<std::uint64_t> keys = [] {
+    const ZipfGenerator gen({.num_keys = 1'000'000, .skew = 1.1, .total_items = kKeys, .seed = 1});
+    std::vector<afs::Item> items(kKeys);
+    gen.fill(0, items);
+    std::vector<std::uint64_t> k;
+    for (const auto& it : items) k.push_back(it.key);
+    return k;
+  }();
+  return keys;
+}
+
+CountMin make_sketch(const benchmark::State& state) {
+  if (state.range(0) == 0) return CountMin::from_error(1e-4, 0.01, 42);
+  return CountMin(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)), 42);
+}
+
+void set_label(benchmark::State& state, const CountMin& cm) {
+  state.SetLabel(std::to_string(cm.depth()) + "x" + std::to_string(cm.width()));
+}
+
+// Args: (width, depth); (0, 0) = from_error(1e-4, 0.01) = 5 x 27183.
+void BM_CountMinUpdate(benchmark::State& state) {
+  CountMin cm = make_sketch(state);
+  const auto& keys = zipf_keys();
+  std::size_t i = 0;
+  for (auto _ : state) {
+    cm.update(keys[i++ & (kKeys - 1)]);
+  }
+  benchmark::DoNotOptimize(cm.counters().data());
+  state.SetItemsProcessed(state.iterations());
+  set_label(state, cm);
+}
+BENCHMARK(BM_CountMinUpdate)->Args({8000, 4})->Args({0, 0});
+
+void BM_CountMinEstimate(benchmark::State& state) {
+  CountMin cm = make_sketch(state);
+  const auto& keys = zipf_keys();
+  for (auto k : keys) cm.update(k);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(cm.estimate(keys[i++ & (kKeys - 1)]));
+  }
+  state.SetItemsProcessed(state.iterations());
+  set_label(state, cm);
+}
+BENCHMARK(BM_CountMinEstimate)->Args({8000, 4})->Args({0, 0});
+
+// Hashing alone: one counter index (one row) per iteration.
+void BM_CountMinBucket(benchmark::State& state) {
+  const CountMin cm(8000, 4, 42);
+  const auto& keys = zipf_keys();
+  std::size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(cm.bucket(static_cast<int>(i & 3), keys[i & (kKeys - 1)]));
+    ++i;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CountMinBucket);
+
+// Per-item cost of fill() in batches of range(0) items over range(1) keys (s = 1.1).
+void BM_ZipfFill(benchmark::State& state) {
+  const auto batch = static_cast<std::size_t>(state.range(0));
+  const ZipfGenerator gen({.num_keys = static_cast<std::uint64_t>(state.range(1)),
+                           .skew = 1.1,
+                           .total_items = std::uint64_t{1} << 62,
+                           .seed = 7});
+  std::vector<afs::Item> out(batch);
+  std::uint64_t offset = 0;
+  for (auto _ : state) {
+    gen.fill(offset, out.data(), batch);
+    offset += batch;
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * batch));
+}
+BENCHMARK(BM_ZipfFill)
+    ->Args({1024, 1'000'000})
+    ->Args({65536, 1'000'000})
+    ->Args({65536, 1000})
+    ->Args({65536, 10'000'000});
+
+// One-off cost of building the alias table for n = 1e6.
+void BM_ZipfConstruct(benchmark::State& state) {
+  for (auto _ : state) {
+    ZipfGenerator gen({.num_keys = static_cast<std::uint64_t>(state.range(0)), .skew = 1.1, .total_items = 1});
+    benchmark::DoNotOptimize(gen.probability(0));
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_ZipfConstruct)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,229 @@
+// Benchmarks of the state layer (afstream/state): the cost of O(1) divergence tracking on the hot path
+// (DESIGN.md section 3: divergence is maintained incrementally on every state update) and of delta backups.
+// Each "plain" benchmark is the untracked reference for the tracked one below it; compare per_update within one
+// run (DESIGN.md section 9: absolute numbers on shared machines are noise, ratios are the result).
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "afstream/core/bytes.h"
+#include "afstream/state/tracked_array.h"
+#include "afstream/state/tracked_map.h"
+#include "afstream/state/tracked_vector.h"
+
+namespace {
+
+constexpr std::size_t kBatch = 1 << 16;  // updates per benchmark iteration
+
+std::vector<std::uint32_t> random_indices(std::size_t n, std::uint64_t seed = 1) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint32_t> idx(kBatch);
+  for (auto& i : idx) i = static_cast<std::uint32_t>(rng() % n);
+  return idx;
+}
+
+void report(benchmark::State& state, std::size_t updates_per_iteration) {
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * updates_per_iteration));
+  // Shown as time per update (e.g. "2.5ns").
+  state.counters["per_update"] = benchmark::Counter(static_cast<double>(state.iterations() * updates_per_iteration),
+                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// --- counters: std::vector<int64_t> vs TrackedArray<int64_t> ------------------------------------------------------
+
+void BM_PlainArrayAdd(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  std::vector<std::int64_t> v(n, 0);
+  const auto idx = random_indices(n);
+  for (auto _ : state) {
+    for (const std::uint32_t i : idx) v[i] += 1;
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(v.data());
+  report(state, kBatch);
+}
+
+template <afs::Metric M>
+void BM_TrackedArrayAdd(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  afs::TrackedArray<std::int64_t> a(n, M);
+  const auto idx = random_indices(n);
+  for (auto _ : state) {
+    for (const std::uint32_t i : idx) a.add(i, 1);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(a.divergence());
+  report(state, kBatch);
+}
+
+// As above, but backed up (delta written, mark_backed_up) every 10,000 updates: the amortised cost of a Theta-driven
+// run, in which the dirty set stays small.
+template <afs::Metric M>
+void BM_TrackedArrayAddWithBackups(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  afs::TrackedArray<std::int64_t> a(n, M);
+  const auto idx = random_indices(n);
+  std::size_t since_backup = 0;
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    for (const std::uint32_t i : idx) {
+      a.add(i, 1);
+      if (++since_backup == 10000) [[unlikely]] {
+        afs::ByteWriter w;
+        a.write_delta(w);
+        bytes += w.size();
+        a.mark_backed_up();
+        since_backup = 0;
+      }
+    }
+  }
+  benchmark::DoNotOptimize(bytes);
+  report(state, kBatch);
+}
+
+#define STATE_ARRAY_SIZES Arg(32768)->Arg(1000000)
+BENCHMARK(BM_PlainArrayAdd)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_TrackedArrayAdd<afs::Metric::MaxAbs>)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_TrackedArrayAdd<afs::Metric::L1>)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_TrackedArrayAdd<afs::Metric::L2>)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_TrackedArrayAddWithBackups<afs::Metric::MaxAbs>)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_TrackedArrayAddWithBackups<afs::Metric::L1>)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_TrackedArrayAddWithBackups<afs::Metric::L2>)->STATE_ARRAY_SIZES;
+
+// --- keyed counters: std::unordered_map vs TrackedMap -------------------------------------------------------------
+// The argument is the key range; each iteration adds to 65,536 random keys from it.
+
+void BM_PlainUnorderedMapAdd(benchmark::State& state) {
+  const auto keys = random_indices(static_cast<std::size_t>(state.range(0)), 2);
+  std::unordered_map<std::uint64_t, std::int64_t> m;
+  for (auto _ : state) {
+    for (const std::uint32_t k : keys) m[k] += 1;
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(m.size());
+  report(state, kBatch);
+}
+
+template <afs::Metric M>
+void BM_TrackedMapAdd(benchmark::State& state) {
+  const auto keys = random_indices(static_cast<std::size_t>(state.range(0)), 2);
+  afs::TrackedMap<std::int64_t> m(M);
+  for (auto _ : state) {
+    for (const std::uint32_t k : keys) m.add(k, 1);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(m.divergence());
+  report(state, kBatch);
+}
+
+BENCHMARK(BM_PlainUnorderedMapAdd)->Arg(10000)->Arg(1000000);
+BENCHMARK(BM_TrackedMapAdd<afs::Metric::L1>)->Arg(10000)->Arg(1000000);
+BENCHMARK(BM_TrackedMapAdd<afs::Metric::NewKeys>)->Arg(10000);
+
+// --- model weights: Eigen::VectorXd vs TrackedVector --------------------------------------------------------------
+
+void BM_PlainVectorSparseAdd(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(n));
+  const auto idx = random_indices(n, 3);
+  for (auto _ : state) {
+    for (const std::uint32_t i : idx) w[i] += 0.01;
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(w.data());
+  report(state, kBatch);
+}
+
+void BM_TrackedVectorSparseAdd(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  afs::TrackedVector w(n);
+  const auto idx = random_indices(n, 3);
+  for (auto _ : state) {
+    for (const std::uint32_t i : idx) w.add(i, 0.01);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(w.divergence());
+  report(state, kBatch);
+}
+
+void BM_PlainVectorDenseAdd(benchmark::State& state) {
+  const auto n = static_cast<Eigen::Index>(state.range(0));
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(n);
+  const Eigen::VectorXd g = Eigen::VectorXd::Constant(n, 1e-3);
+  for (auto _ : state) {
+    w += g;
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(w.data());
+  report(state, static_cast<std::size_t>(n));
+}
+
+void BM_TrackedVectorDenseAdd(benchmark::State& state) {
+  const auto n = static_cast<Eigen::Index>(state.range(0));
+  afs::TrackedVector w(static_cast<std::size_t>(n));
+  const Eigen::VectorXd g = Eigen::VectorXd::Constant(n, 1e-3);
+  for (auto _ : state) {
+    w.add_dense(g);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(w.divergence());
+  report(state, static_cast<std::size_t>(n));
+}
+
+BENCHMARK(BM_PlainVectorSparseAdd)->Arg(32768)->Arg(1 << 20);
+BENCHMARK(BM_TrackedVectorSparseAdd)->Arg(32768)->Arg(1 << 20);
+BENCHMARK(BM_PlainVectorDenseAdd)->Arg(100000);
+BENCHMARK(BM_TrackedVectorDenseAdd)->Arg(100000);
+
+// --- delta backup: write_delta + mark_backed_up of 10,000 dirty counters out of 1e6 --------------------------------
+
+void BM_ArrayWriteDeltaAndBackup(benchmark::State& state) {
+  const std::size_t n = 1000000, dirty = static_cast<std::size_t>(state.range(0));
+  afs::TrackedArray<std::int64_t> a(n, afs::Metric::L1);
+  std::mt19937_64 rng(4);
+  std::size_t bytes = 0;
+  afs::ByteWriter w;  // reused, as a backup writer would: measures the container, not the allocator
+  for (auto _ : state) {
+    state.PauseTiming();
+    while (a.dirty_count() < dirty) a.add(rng() % n, 1);
+    w.buffer().clear();
+    state.ResumeTiming();
+    a.write_delta(w);
+    a.mark_backed_up();
+    bytes = w.size();
+  }
+  state.counters["delta_bytes"] = static_cast<double>(bytes);
+  report(state, dirty);
+}
+
+void BM_MapWriteDeltaAndBackup(benchmark::State& state) {
+  const std::size_t dirty = static_cast<std::size_t>(state.range(0));
+  afs::TrackedMap<std::int64_t> m(afs::Metric::L1);
+  std::mt19937_64 rng(5);
+  for (std::size_t k = 0; k < 1000000; ++k) m.add(k, 1);
+  m.mark_backed_up();
+  std::size_t bytes = 0;
+  afs::ByteWriter w;
+  for (auto _ : state) {
+    state.PauseTiming();
+    while (m.dirty_count() < dirty) m.add(rng() % 1000000, 1);
+    w.buffer().clear();
+    state.ResumeTiming();
+    m.write_delta(w);
+    m.mark_backed_up();
+    bytes = w.size();
+  }
+  state.counters["delta_bytes"] = static_cast<double>(bytes);
+  report(state, dirty);
+}
+
+BENCHMARK(BM_ArrayWriteDeltaAndBackup)->Arg(10000);
+BENCHMARK(BM_MapWriteDeltaAndBackup)->Arg(10000);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,290 @@
+// Unit tests for TrackedVector (DESIGN.md section 3, and section 9: "every tracked container's divergence equals a
+// brute-force recomputation; every snapshot/restore/continue equals an uninterrupted run").
+#include "afstream/state/tracked_vector.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "afstream/core/errors.h"
+#include "afstream/state/snapshot.h"
+#include "state_test_util.h"
+
+namespace afs {
+namespace {
+
+using namespace afs::testing_state;
+
+constexpr std::size_t kDeltaModeOffset = 12;  // after the u16 tag, u16 version and u64 size
+
+void expect_close(double got, double want) { EXPECT_NEAR(got, want, 1e-9 * (1.0 + std::fabs(want))); }
+
+bool same_values(const TrackedVector& a, const Eigen::VectorXd& v) { return a.values() == v; }
+
+// A gradient with `nnz` random nonzero entries (all entries when nnz >= n).
+Eigen::VectorXd random_gradient(std::size_t n, std::size_t nnz, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  Eigen::VectorXd d = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(n));
+  if (nnz >= n) {
+    for (Eigen::Index i = 0; i < d.size(); ++i) d[i] = u(rng);
+  } else {
+    for (std::size_t k = 0; k < nnz; ++k) d[static_cast<Eigen::Index>(rng() % n)] = u(rng);
+  }
+  return d;
+}
+
+struct VectorModel {
+  Eigen::VectorXd cur, base;
+  std::set<std::size_t> touched;
+  bool dense = false;
+};
+
+// One random operation on the vector and (if given) the model: sparse add, set, sparse add_dense, dense add_dense.
+void random_update(TrackedVector& a, VectorModel* model, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-10.0, 10.0);
+  const std::size_t n = a.size();
+  const auto op = rng() % 100;
+  if (op < 70) {
+    const std::size_t i = rng() % n;
+    const double d = u(rng);
+    a.add(i, d);
+    if (model) {
+      model->cur[static_cast<Eigen::Index>(i)] += d;
+      model->touched.insert(i);
+    }
+  } else if (op < 85) {
+    const std::size_t i = rng() % n;
+    const double v = u(rng);
+    a.set(i, v);
+    if (model) {
+      model->cur[static_cast<Eigen::Index>(i)] = v;
+      model->touched.insert(i);
+    }
+  } else {
+    const Eigen::VectorXd d = random_gradient(n, op < 97 ? 4 : n, rng);
+    a.add_dense(d);
+    if (model) {
+      model->cur += d;
+      std::size_t nnz = 0;
+      for (Eigen::Index i = 0; i < d.size(); ++i) nnz += d[i] != 0.0;
+      if (!model->dense && 2 * (model->touched.size() + nnz) > n) model->dense = true;
+      for (Eigen::Index i = 0; i < d.size(); ++i) {
+        if (d[i] != 0.0) model->touched.insert(static_cast<std::size_t>(i));
+      }
+    }
+  }
+}
+
+TEST(TrackedVector, DivergenceMatchesBruteForce) {
+  std::mt19937_64 rng(1);
+  const std::size_t n = 200;
+  TrackedVector a(n);
+  TrackedVector backed_up = a;
+  VectorModel model{Eigen::VectorXd::Zero(n), Eigen::VectorXd::Zero(n), {}, false};
+  int dense_deltas = 0, sparse_deltas = 0;
+  for (int step = 0; step < 6000; ++step) {
+    const auto r = rng() % 100;
+    if (r < 3) {
+      a.mark_backed_up();
+      backed_up = a;
+      model.base = model.cur;
+      model.touched.clear();
+      model.dense = false;
+    } else if (r < 7) {
+      const auto d = delta_bytes(a);
+      const bool full_copy = model.dense || 2 * model.touched.size() > n;
+      ASSERT_EQ(d.at(kDeltaModeOffset), full_copy ? 1 : 0);
+      (full_copy ? dense_deltas : sparse_deltas)++;
+      TrackedVector c = backed_up;
+      ByteReader rd(d);
+      c.apply_delta(rd);
+      rd.expect_end("delta");
+      ASSERT_TRUE(same_values(c, model.cur));
+      EXPECT_EQ(c.divergence(), 0.0);
+      EXPECT_EQ(c.dirty_count(), 0u);
+    } else {
+      random_update(a, &model, rng);
+    }
+    const double now = (model.cur - model.base).norm();
+    expect_close(a.divergence(), now);
+    EXPECT_EQ(a.dirty_count(), model.dense ? n : model.touched.size());
+    if (step % 50 == 0) {
+      ASSERT_TRUE(same_values(a, model.cur));
+      expect_close(a.distance(backed_up), now);
+    }
+    if (HasFailure()) return;
+  }
+  EXPECT_GT(dense_deltas, 10);
+  EXPECT_GT(sparse_deltas, 10);
+}
+
+TEST(TrackedVector, SparseDeltaStaysSparse) {
+  TrackedVector a(100000);
+  for (std::size_t i = 0; i < 100; ++i) a.add(i * 991, 0.5);
+  Eigen::VectorXd d = Eigen::VectorXd::Zero(100000);
+  d[3] = 1.0;
+  a.add_dense(d);  // few nonzeros: stays in the sparse regime
+  EXPECT_EQ(a.dirty_count(), 101u);
+  EXPECT_LT(delta_bytes(a).size(), 101u * 12 + 64);
+  expect_close(a.divergence(), std::sqrt(100 * 0.25 + 1.0));
+}
+
+TEST(TrackedVector, DenseUpdateSwitchesToFullCopyDelta) {
+  std::mt19937_64 rng(2);
+  TrackedVector a(Eigen::VectorXd::Constant(1000, 2.0));  // initial weights count as backed up
+  EXPECT_EQ(a.divergence(), 0.0);
+  a.add(5, 1.0);
+  const Eigen::VectorXd g = random_gradient(1000, 1000, rng);
+  a.add_dense(g);
+  EXPECT_EQ(a.dirty_count(), 1000u);
+  Eigen::VectorXd expected = Eigen::VectorXd::Constant(1000, 2.0) + g;
+  expected[5] += 1.0;
+  expect_close(a.divergence(), (expected - Eigen::VectorXd::Constant(1000, 2.0)).norm());
+  a.add(7, -3.0);  // sparse add in the dense regime
+  expected[7] -= 3.0;
+  expect_close(a.divergence(), (expected - Eigen::VectorXd::Constant(1000, 2.0)).norm());
+  const auto d = delta_bytes(a);
+  EXPECT_EQ(d.at(kDeltaModeOffset), 1);
+  TrackedVector c(Eigen::VectorXd::Constant(1000, 2.0));
+  ByteReader r(d);
+  c.apply_delta(r);
+  EXPECT_TRUE(same_values(c, a.values()));
+  a.mark_backed_up();  // back to the sparse regime
+  a.add(9, 1.0);
+  EXPECT_EQ(a.dirty_count(), 1u);
+  EXPECT_EQ(a.divergence(), 1.0);
+}
+
+TEST(TrackedVector, FullRoundTrip) {
+  std::mt19937_64 rng(3);
+  TrackedVector a(300);
+  for (int k = 0; k < 500; ++k) random_update(a, nullptr, rng);
+  TrackedVector b(300);
+  b.add(1, 1.0);
+  const auto full = full_bytes(a);
+  ByteReader r(full);
+  b.read_full(r);
+  r.expect_end("full");
+  EXPECT_TRUE(same_values(b, a.values()));
+  EXPECT_EQ(b.divergence(), 0.0);
+  EXPECT_EQ(b.dirty_count(), 0u);
+  EXPECT_EQ(b.distance(a), 0.0);
+}
+
+TEST(TrackedVector, SnapshotRestoreContinueEqualsUninterrupted) {
+  const std::uint32_t type_id = type_id_of("test.tracked_vector");
+  const double theta = 25.0;
+  TrackedVector a(128);
+  std::vector<std::vector<std::uint8_t>> chain;
+  chain.push_back(seal_snapshot(type_id, SnapshotKind::Full, full_bytes(a)));
+  a.mark_backed_up();
+  std::mt19937_64 ops(4);
+  auto step = [&](TrackedVector& c, std::vector<std::vector<std::uint8_t>>* log) {
+    random_update(c, nullptr, ops);
+    if (c.divergence() > theta) {
+      log->push_back(seal_snapshot(type_id, SnapshotKind::Delta, delta_bytes(c)));
+      c.mark_backed_up();
+    }
+  };
+  for (int k = 0; k < 1500; ++k) step(a, &chain);
+  chain.push_back(seal_snapshot(type_id, SnapshotKind::Delta, delta_bytes(a)));
+  a.mark_backed_up();
+  ASSERT_GT(chain.size(), 3u);
+
+  TrackedVector b(128);
+  for (const auto& snap : chain) {
+    const OpenedSnapshot s = open_snapshot(snap, type_id);
+    ByteReader r(s.payload);
+    if (s.kind == SnapshotKind::Full) {
+      b.read_full(r);
+    } else {
+      b.apply_delta(r);
+    }
+    r.expect_end("snapshot payload");
+  }
+  ASSERT_TRUE(same_values(b, a.values()));
+
+  const auto ops_state = ops;
+  std::vector<std::vector<std::uint8_t>> log_a, log_b;
+  for (int k = 0; k < 1500; ++k) step(a, &log_a);
+  ops = ops_state;
+  for (int k = 0; k < 1500; ++k) step(b, &log_b);
+  EXPECT_TRUE(same_values(b, a.values()));
+  EXPECT_EQ(log_b, log_a);
+  EXPECT_TRUE(fingerprint(b) == fingerprint(a));
+}
+
+TEST(TrackedVector, CorruptDeltaLeavesVectorUnchanged) {
+  std::mt19937_64 rng(5);
+  TrackedVector writer(64);
+  for (int k = 0; k < 100; ++k) random_update(writer, nullptr, rng);
+  writer.mark_backed_up();
+  TrackedVector target = writer;
+  target.add(2, 4.0);
+  auto apply = [](auto& c, ByteReader& r) { c.apply_delta(r); };
+  TrackedVector sparse_writer = writer;
+  sparse_writer.add(3, 1.0);
+  sparse_writer.add(9, 2.0);
+  const auto sparse = delta_bytes(sparse_writer);
+  ASSERT_EQ(sparse.at(kDeltaModeOffset), 0);
+  expect_prefixes_rejected(target, sparse, apply);
+  TrackedVector dense_writer = writer;
+  dense_writer.add_dense(random_gradient(64, 64, rng));
+  const auto dense = delta_bytes(dense_writer);
+  ASSERT_EQ(dense.at(kDeltaModeOffset), 1);
+  expect_prefixes_rejected(target, dense, apply);
+
+  auto bad_mode = sparse;
+  bad_mode[kDeltaModeOffset] = 7;
+  expect_rejected(target, bad_mode, apply);
+  auto craft = [](std::uint64_t size, std::vector<std::uint32_t> idx, std::vector<double> vals) {
+    ByteWriter w;
+    w.put<std::uint16_t>(0x0502);
+    w.put<std::uint16_t>(1);
+    w.put<std::uint64_t>(size);
+    w.put<std::uint8_t>(0);
+    w.put_array<std::uint32_t>(idx);
+    w.put_array<double>(vals);
+    return w.take();
+  };
+  expect_rejected(target, craft(64, {64}, {1.0}), apply);    // index out of range
+  expect_rejected(target, craft(64, {1, 2}, {1.0}), apply);  // count mismatch
+  expect_rejected(target, craft(65, {1}, {1.0}), apply);     // wrong size
+  expect_rejected(target, full_bytes(writer), apply);        // a full payload is not a delta
+  expect_rejected(target, delta_bytes(TrackedVector(63)), apply);
+  // A full-copy delta with the wrong number of values.
+  ByteWriter w;
+  w.put<std::uint16_t>(0x0502);
+  w.put<std::uint16_t>(1);
+  w.put<std::uint64_t>(64);
+  w.put<std::uint8_t>(1);
+  w.put_array<double>(std::vector<double>(63, 1.0));
+  expect_rejected(target, w.take(), apply);
+}
+
+TEST(TrackedVector, CorruptFullLeavesVectorUnchanged) {
+  std::mt19937_64 rng(6);
+  TrackedVector a(40);
+  for (int k = 0; k < 100; ++k) random_update(a, nullptr, rng);
+  TrackedVector target(40);
+  target.add(3, 4.0);
+  auto read = [](auto& c, ByteReader& r) { c.read_full(r); };
+  expect_prefixes_rejected(target, full_bytes(a), read);
+  expect_rejected(target, full_bytes(TrackedVector(41)), read);
+  expect_rejected(target, delta_bytes(a), read);
+}
+
+TEST(TrackedVector, RejectsBadArguments) {
+  EXPECT_THROW(TrackedVector(4, Metric::L1), ConfigError);
+  EXPECT_THROW(TrackedVector(Eigen::VectorXd::Zero(4), Metric::MaxAbs), ConfigError);
+  TrackedVector a(4);
+  EXPECT_THROW(a.add_dense(Eigen::VectorXd::Zero(5)), std::invalid_argument);
+  EXPECT_THROW(static_cast<void>(a.distance(TrackedVector(3))), std::invalid_argument);
+  EXPECT_EQ(a.metric(), Metric::L2);
+}
+
+}  // namespace
+}  // namespace afs
