@@ -24,8 +24,9 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 PeerDirectory::PeerDirectory(std::string job_id, int workers)
     : job_id_(std::move(job_id)), slots_(new Slot[static_cast<std::size_t>(workers)]) {}
 
-std::string PeerDirectory::endpoint(int worker, std::uint32_t epoch) const {
-  return "inproc://afs-" + job_id_ + "-w" + std::to_string(worker) + "-e" + std::to_string(epoch);
+std::string PeerDirectory::endpoint(int worker, std::uint32_t epoch, bool acks) const {
+  return "inproc://afs-" + job_id_ + "-w" + std::to_string(worker) + "-e" + std::to_string(epoch) +
+         (acks ? "-acks" : "-data");
 }
 
 void PeerDirectory::set_up(int worker, std::uint32_t epoch) {
@@ -139,7 +140,10 @@ void Worker::run() {
         }
       }
       flush(queue_.empty() || inputs_done_);
-      if (inputs_done_ && all_acked()) break;
+      if (inputs_done_ && all_acked() &&
+          std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.deferred_acks.empty(); })) {
+        break;
+      }
     }
     if (writer_) writer_->wait(last_state_ticket_);
     finished_ = true;
@@ -149,24 +153,30 @@ void Worker::run() {
   ctx_.directory->set_down(id_);
   if (writer_) writer_->abandon();
   peers_.clear();
+  ack_peers_.clear();
   inbox_.reset();
+  ackbox_.reset();
 }
 
 void Worker::setup_sockets() {
-  inbox_ = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::pull);
-  inbox_->set(zmq::sockopt::linger, 0);
-  inbox_->set(zmq::sockopt::rcvhwm, 4096);
-  inbox_->bind(ctx_.directory->endpoint(id_, epoch_));
+  // Data and acknowledgements arrive on separate sockets, so acks are read even when the data queue is full.
+  for (bool acks : {false, true}) {
+    auto& sock = acks ? ackbox_ : inbox_;
+    sock = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::pull);
+    sock->set(zmq::sockopt::linger, 0);
+    sock->set(zmq::sockopt::rcvhwm, 4096);
+    sock->bind(ctx_.directory->endpoint(id_, epoch_, acks));
+  }
 }
 
-zmq::socket_t& Worker::socket_to(int worker) {
-  auto& slot = peers_[worker];
+zmq::socket_t& Worker::socket_to(int worker, bool acks) {
+  auto& slot = (acks ? ack_peers_ : peers_)[worker];
   const auto e = ctx_.directory->epoch(worker);
   if (!slot.second || slot.first != e) {
     slot.second = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::push);
     slot.second->set(zmq::sockopt::linger, 0);
     slot.second->set(zmq::sockopt::sndhwm, 4096);
-    slot.second->connect(ctx_.directory->endpoint(worker, e));
+    slot.second->connect(ctx_.directory->endpoint(worker, e, acks));
     slot.first = e;
   }
   return *slot.second;
@@ -190,8 +200,8 @@ void Worker::refresh_peers() {
     }
   }
   for (auto& in : ins_) {
-    auto it = peers_.find(in.from_worker);
-    if (it != peers_.end() && it->second.first != ctx_.directory->epoch(in.from_worker)) peers_.erase(it);
+    auto it = ack_peers_.find(in.from_worker);
+    if (it != ack_peers_.end() && it->second.first != ctx_.directory->epoch(in.from_worker)) ack_peers_.erase(it);
   }
 }
 
@@ -290,17 +300,27 @@ void Worker::mark_recovered() {
 // ---------------------------------------------------------------------------------------------------------------
 bool Worker::receive(std::chrono::milliseconds wait) {
   bool any = false;
-  zmq::pollitem_t item{static_cast<void*>(*inbox_), 0, ZMQ_POLLIN, 0};
   if (wait.count() > 0) {
-    zmq::poll(&item, 1, wait);
-    if (!(item.revents & ZMQ_POLLIN)) return false;
+    zmq::pollitem_t items[] = {{static_cast<void*>(*inbox_), 0, ZMQ_POLLIN, 0},
+                               {static_cast<void*>(*ackbox_), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, wait);
+    if (!(items[0].revents & ZMQ_POLLIN) && !(items[1].revents & ZMQ_POLLIN)) return false;
   }
   zmq::message_t msg;
-  for (int n = 0; n < 64; ++n) {
-    if (queue_.size() >= ctx_.config.queue_items) {
-      // Only acks may still be read when the queue is full; data stays in the socket (backpressure).
-      break;
+  for (int n = 0; n < 1024; ++n) {
+    if (!ackbox_->recv(msg, zmq::recv_flags::dontwait)) break;
+    any = true;
+    try {
+      net::decode_into({static_cast<const std::uint8_t*>(msg.data()), msg.size()}, {}, scratch_);
+    } catch (const FormatError&) {
+      counters_.bad_messages.fetch_add(1, std::memory_order_relaxed);
+      continue;
     }
+    if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) on_ack(*a);
+  }
+  for (int n = 0; n < 64; ++n) {
+    // Data stays in the socket while the queue is full (backpressure).
+    if (queue_.size() >= ctx_.config.queue_items) break;
     if (!inbox_->recv(msg, zmq::recv_flags::dontwait)) break;
     any = true;
     try {
@@ -392,7 +412,7 @@ void Worker::send_ack(InChannel& in, std::uint64_t seq) {
   if (!ctx_.directory->up(in.from_worker)) return;  // its successor will resend and get an ack then
   auto frame = encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(in.id), seq);
   zmq::message_t m(frame.data(), frame.size());
-  (void)socket_to(in.from_worker).send(m, zmq::send_flags::dontwait);
+  (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
 }
 
 void Worker::on_ack(const net::AckMsg& a) {
@@ -509,7 +529,7 @@ bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const 
   auto frame = encoder_.encode_batch(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(o.id),
                                      first_seq, items, eos);
   zmq::message_t m(frame.data(), frame.size());
-  return socket_to(o.to_worker).send(m, zmq::send_flags::dontwait).has_value();
+  return socket_to(o.to_worker, false).send(m, zmq::send_flags::dontwait).has_value();
 }
 
 void Worker::flush(bool force) {

@@ -41,7 +41,7 @@ using Clock = std::chrono::steady_clock;
 class PeerDirectory {
  public:
   PeerDirectory(std::string job_id, int workers);
-  std::string endpoint(int worker, std::uint32_t epoch) const;
+  std::string endpoint(int worker, std::uint32_t epoch, bool acks) const;
   std::uint32_t epoch(int worker) const { return slots_[worker].epoch.load(std::memory_order_acquire); }
   bool up(int worker) const { return slots_[worker].up.load(std::memory_order_acquire); }
   void set_up(int worker, std::uint32_t epoch);
@@ -124,7 +124,7 @@ class Worker {
   void setup_sockets();
   void restore();
   void refresh_peers();
-  zmq::socket_t& socket_to(int worker);
+  zmq::socket_t& socket_to(int worker, bool acks);
   bool receive(std::chrono::milliseconds wait);
   void on_batch(const net::BatchMsg& b, std::uint32_t sender);
   void on_ack(const net::AckMsg& a);
@@ -184,8 +184,11 @@ class Worker {
   std::uint64_t state_backups_taken_ = 0;
   std::uint64_t last_state_ticket_ = 0;
 
-  std::unique_ptr<zmq::socket_t> inbox_;
-  std::unordered_map<int, std::pair<std::uint32_t, std::unique_ptr<zmq::socket_t>>> peers_;  // worker -> (epoch, socket)
+  std::unique_ptr<zmq::socket_t> inbox_;   // data
+  std::unique_ptr<zmq::socket_t> ackbox_;  // acknowledgements
+  using PeerSockets = std::unordered_map<int, std::pair<std::uint32_t, std::unique_ptr<zmq::socket_t>>>;
+  PeerSockets peers_;      // worker -> (its epoch, data socket to it)
+  PeerSockets ack_peers_;  // worker -> (its epoch, ack socket to it)
   std::uint64_t directory_version_ = ~0ull;
   net::Encoder encoder_;
   net::Message scratch_;
