@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "afstream/core/bytes.h"
 #include "afstream/core/item.h"
@@ -31,6 +32,11 @@ struct RecoveryInfo {
   double theta = 0;          // runtime theta in force when the failure happened (Theta / 2^k for one copy)
   double l = 0;              // runtime l in force when the failure happened
   double alpha = 0;          // the operator's alpha
+  // The thresholds in force at every failure j = 1..k of this worker (the last entries equal theta and l).
+  // Compensation that must survive a crash during recovery keeps, in its state, how many failures it has
+  // compensated, and adds the terms of the others.
+  std::vector<double> theta_by_failure;
+  std::vector<double> l_by_failure;
   double state_loss_bound() const { return theta + l * alpha; }  // DESIGN 3: one failure loses at most this
 };
 

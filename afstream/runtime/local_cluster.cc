@@ -17,7 +17,7 @@ struct LocalCluster::Impl {
     std::atomic<bool> exited{false};
     std::exception_ptr error;
     std::uint32_t epoch = 0;
-    int failures = 0;
+    std::vector<std::uint64_t> failures;  // items the worker had processed at each of its failures
     bool done = false;
   };
 
@@ -27,10 +27,15 @@ struct LocalCluster::Impl {
   PeerDirectory directory;
   ClusterContext ctx;
   std::vector<std::atomic<std::uint64_t>> progress;
+  std::vector<std::atomic<std::uint64_t>> channel_received;
   std::vector<std::unique_ptr<Slot>> slots;
 
   Impl(const Topology& t, const Registry& r, RunConfig config, BackupStore* store)
-      : topology(t), registry(r), directory(config.job_id, t.worker_count()), progress(t.worker_count()) {
+      : topology(t),
+        registry(r),
+        directory(config.job_id, t.worker_count()),
+        progress(t.worker_count()),
+        channel_received(t.channels().size()) {
     ctx.topology = &topology;
     ctx.registry = &registry;
     ctx.config = std::move(config);
@@ -38,6 +43,7 @@ struct LocalCluster::Impl {
     ctx.zmq = &zmq;
     ctx.directory = &directory;
     ctx.source_progress = &progress;
+    ctx.channel_received = &channel_received;
     for (int i = 0; i < t.worker_count(); ++i) {
       ctx.counters.push_back(std::make_unique<WorkerCounters>());
       slots.push_back(std::make_unique<Slot>());
@@ -48,6 +54,9 @@ struct LocalCluster::Impl {
     auto& s = *slots[id];
     s.epoch++;
     s.exited = false;
+    // First incarnations are up from the start (ZeroMQ inproc queues messages until the bind); a restarted worker
+    // is announced by itself once it has restored.
+    if (s.epoch == 1) directory.set_up(id, 1);
     s.worker = std::make_unique<Worker>(ctx, id, s.epoch, s.failures, std::move(crash));
     s.thread = std::thread([&s] {
       try {
@@ -163,7 +172,7 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
       if (s.worker->crashed()) {
         auto crash = s.worker->take_crash_info();
         crash.record.at_items = im.source_items();
-        s.failures++;
+        s.failures.push_back(im.ctx.counters[i]->items_in.load());
         im.start(i, std::move(crash));
       } else {
         s.done = true;

@@ -50,11 +50,13 @@ class Worker::RuntimeEmitter final : public Emitter {
   Worker& w_;
 };
 
-Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, int failure_count, std::optional<CrashInfo> crash)
+Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std::uint64_t> failures,
+               std::optional<CrashInfo> crash)
     : ctx_(ctx),
       id_(id),
       epoch_(epoch),
-      failure_count_(failure_count),
+      failure_positions_(std::move(failures)),
+      failure_count_(static_cast<int>(failure_positions_.size())),
       ref_(ctx.topology->workers()[id]),
       stage_(ctx.topology->stages()[ref_.stage]),
       counters_(*ctx.counters[id]),
@@ -62,7 +64,6 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, int failure_cou
       crash_in_(std::move(crash)),
       started_(Clock::now()),
       emitter_(std::make_unique<RuntimeEmitter>(*this)) {
-  for (int k = 0; k < failure_count_; ++k) schedule_.on_failure(0);
   const InstanceInfo at{ref_.index, stage_.parallelism};
   if (stage_.is_source) {
     source_ = ctx.registry->make_source(stage_.kind, stage_.params, at);
@@ -77,8 +78,16 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, int failure_cou
     const double bp = std::pow(std::max(1.0, op_->beta()), below);
     schedule_ = ThresholdSchedule(ctx.config.bounds, ThresholdScope{stage_.parallelism, bp}, ctx.config.reset,
                                   ctx.config.reset_window);
-    for (int k = 0; k < failure_count_; ++k) schedule_.on_failure(0);
   }
+  // Replay the failure history through the reset policy: the thresholds are halved once per failure (DESIGN 3).
+  for (auto at : failure_positions_) {
+    schedule_.on_progress(at);
+    loss_theta_.push_back(schedule_.current().theta);  // in force when failure j happened
+    loss_l_.push_back(static_cast<double>(schedule_.current().l));
+    schedule_.on_failure(at);
+  }
+  processed_ = counters_.items_in.load();
+  schedule_.on_progress(processed_);
   for (int c : ctx.topology->outputs_of(id)) {
     const auto& ch = ctx.topology->channels()[c];
     out_index_[c] = outs_.size();
@@ -106,6 +115,8 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, int failure_cou
     for (std::size_t i = 0; i < outs_.size(); ++i) key_route_.push_back(i);
   }
   if (ctx_.config.mode != FtMode::None) writer_ = std::make_unique<BackupWriter>();
+  // A batch never waits for more items than half the window lets the sender hold.
+  batch_ = std::max<std::size_t>(1, std::min<std::uint64_t>(ctx_.config.batch_items, window() / 2));
 }
 
 Worker::~Worker() = default;
@@ -120,7 +131,8 @@ void Worker::run() {
     for (;;) {
       check_kill();
       refresh_peers();
-      const bool busy = (!queue_.empty() || (source_ && source_offset_ < source_size_)) && unacked_total() < window();
+      const bool busy = (!queue_.empty() || !staging_.empty() || (source_ && source_offset_ < source_size_)) &&
+                        unacked_total() < window();
       receive(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1));
       release_acks();
       if (source_) {
@@ -131,7 +143,7 @@ void Worker::run() {
         }
       } else {
         if (unacked_total() < window()) process_some(4 * ctx_.config.batch_items);
-        if (!inputs_done_ && queue_.empty() &&
+        if (!inputs_done_ && queue_.empty() && staging_.empty() &&
             std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.ended; })) {
           inputs_done_ = true;
           if (awaiting_first_item_) mark_recovered();
@@ -264,6 +276,9 @@ void Worker::restore() {
       }
     }
     if (crash_in_) crash_in_->record.replayed_items = replayed;
+    if (ctx_.channel_received) {
+      for (const auto& in : ins_) (*ctx_.channel_received)[in.id].store(in.received, std::memory_order_relaxed);
+    }
   }
   if (crash_in_) {
     crash_in_->record.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -276,6 +291,19 @@ void Worker::restore() {
 void Worker::mark_recovered() {
   awaiting_first_item_ = false;
   if (!crash_in_) return;
+  // The outputs of the replayed items the crashed incarnation had processed are numbered as before, so receivers
+  // drop the ones they hold; everything after them is new, so it is numbered after what the receivers hold.
+  if (ctx_.channel_received && ctx_.config.mode != FtMode::None) {
+    for (auto& o : outs_) {
+      const auto held = (*ctx_.channel_received)[o.id].load(std::memory_order_relaxed);
+      if (held > o.out_seq) {
+        o.out_seq = held;
+        o.acked = std::max(o.acked, held);
+        o.sent = std::max(o.sent, held);
+        while (!o.unacked.empty() && o.unacked.front().seq <= held) o.unacked.pop_front();
+      }
+    }
+  }
   auto& rec = crash_in_->record;
   rec.recovery_ms = ms_since(crash_in_->killed_at);
   if (op_ && !crash_in_->state_at_crash.empty()) {
@@ -291,6 +319,8 @@ void Worker::mark_recovered() {
     info.theta = rec.theta;
     info.l = static_cast<double>(rec.l);
     info.alpha = op_->alpha();
+    info.theta_by_failure = loss_theta_;
+    info.l_by_failure = loss_l_;
     op_->on_recovered(info);
     if (op_->divergence() > 0) backup_state(true);
   }
@@ -319,8 +349,8 @@ bool Worker::receive(std::chrono::milliseconds wait) {
     if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) on_ack(*a);
   }
   for (int n = 0; n < 64; ++n) {
-    // Data stays in the socket while the queue is full (backpressure).
-    if (queue_.size() >= ctx_.config.queue_items) break;
+    // Data stays in the socket (unacknowledged, so still held by its sender) while the stage is full.
+    if (staging_.size() >= ctx_.config.queue_items) break;
     if (!inbox_->recv(msg, zmq::recv_flags::dontwait)) break;
     any = true;
     try {
@@ -335,9 +365,16 @@ bool Worker::receive(std::chrono::milliseconds wait) {
       on_ack(*a);
     }
   }
+  admit();
+  send_due_acks();
   return any;
 }
 
+// Receipt (DESIGN 3, L). A batch is first staged: staged items are not acknowledged, so their sender still holds
+// them, exactly as if they were still on the wire. Items are admitted from the stage into the processing queue and
+// acknowledged on admission; in approximate mode at most l admitted items are ever unprocessed and unbacked, so
+// acknowledging never needs an item backup. With l = 0 (and in exact mode) every admitted item is backed up before
+// its acknowledgement; punctuation (end of stream) is always backed up.
 void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
   auto it = in_index_.find(static_cast<int>(b.channel));
   if (it == in_index_.end()) {
@@ -346,10 +383,8 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
   }
   auto& in = ins_[it->second];
   const std::uint64_t eos_seq = b.end_of_stream ? b.first_seq + b.items.size() : 0;
-  const std::uint64_t last_seq = b.end_of_stream ? eos_seq : b.first_seq + b.items.size() - 1;
   if (b.items.empty() && !b.end_of_stream) return;
-  std::size_t added = 0;
-  bool punctuation = false;
+  bool took = false;
   for (const auto& item : b.items) {
     if (item.seq <= in.received) {
       counters_.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -357,34 +392,62 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
     }
     if (item.seq > in.received + 1) counters_.gaps.fetch_add(item.seq - in.received - 1, std::memory_order_relaxed);
     in.received = item.seq;
-    queue_.push_back({static_cast<std::uint32_t>(b.channel), false, item});
-    ++added;
+    staging_.push_back({static_cast<std::uint32_t>(b.channel), false, item});
+    took = true;
   }
   if (b.end_of_stream && eos_seq > in.received) {
     in.received = eos_seq;
     Item p;
     p.seq = eos_seq;
-    queue_.push_back({static_cast<std::uint32_t>(b.channel), true, p});
-    ++added;
-    punctuation = true;
+    staging_.push_back({static_cast<std::uint32_t>(b.channel), true, p});
+    took = true;
   }
-  if (!acks_enabled()) {
-    if (punctuation) send_ack(in, eos_seq);  // mode none acknowledges only the end of a stream
-    return;
-  }
-  unbacked_ += added;
-  std::uint64_t ticket = 0;
-  // DESIGN 3, L: never acknowledge more than l received, unprocessed, unbacked items; punctuation always backed up.
-  if (unbacked_ > schedule_.current().l || punctuation || ctx_.config.mode == FtMode::Exact) {
-    if (unbacked_ > 0) {
-      backup_items();
-      ticket = writer_->submit([] {});  // barrier: confirmed once the backups before it are written
+  if (!took && acks_enabled()) {
+    // Only duplicates (a restarted sender resending): acknowledge them so it can let them go.
+    if (in.deferred_acks.empty()) {
+      in.ack_due = std::max(in.ack_due, in.admitted);
     }
   }
-  if (ticket == 0 && in.deferred_acks.empty()) {
-    send_ack(in, std::max(last_seq, in.received));
-  } else {
-    in.deferred_acks.emplace_back(std::max(last_seq, in.received), ticket);
+  if (ctx_.channel_received) (*ctx_.channel_received)[in.id].store(in.received, std::memory_order_relaxed);
+}
+
+void Worker::admit() {
+  if (staging_.empty()) return;
+  const bool ft = acks_enabled();
+  const auto l = schedule_.current().l;
+  const bool log_all = ctx_.config.mode == FtMode::Exact || l == 0;
+  std::size_t n = staging_.size();
+  if (ft && !log_all) n = std::min<std::size_t>(n, l > unbacked_ ? l - unbacked_ : 0);
+  if (n == 0) return;
+  bool punctuation = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& ci = staging_.front();
+    auto& in = ins_[in_index_.at(static_cast<int>(ci.channel))];
+    in.admitted = ci.item.seq;
+    in.touched = true;
+    if (ci.end_of_stream) {
+      punctuation = true;
+      if (!ft) send_ack(in, ci.item.seq);  // mode none acknowledges only the end of a stream
+    }
+    queue_.push_back(ci);
+    staging_.pop_front();
+  }
+  if (!ft) return;
+  unbacked_ += n;
+  if (log_all || punctuation) {
+    backup_items();
+    last_item_ticket_ = writer_->submit([] {});  // barrier: confirmed once the backups before it are written
+  }
+  // Acknowledge only once every earlier item backup is confirmed: until then the items it holds are unprotected.
+  const std::uint64_t ticket = last_item_ticket_ > writer_->confirmed() ? last_item_ticket_ : 0;
+  for (auto& in : ins_) {
+    if (!in.touched) continue;
+    in.touched = false;
+    if (ticket == 0 && in.deferred_acks.empty()) {
+      in.ack_due = std::max(in.ack_due, in.admitted);
+    } else {
+      in.deferred_acks.emplace_back(in.admitted, ticket);
+    }
   }
   counters_.unbacked.store(unbacked_, std::memory_order_relaxed);
 }
@@ -408,6 +471,15 @@ void Worker::release_acks() {
   }
 }
 
+void Worker::send_due_acks() {
+  for (auto& in : ins_) {
+    if (in.ack_due) {
+      send_ack(in, in.ack_due);
+      in.ack_due = 0;
+    }
+  }
+}
+
 void Worker::send_ack(InChannel& in, std::uint64_t seq) {
   if (!ctx_.directory->up(in.from_worker)) return;  // its successor will resend and get an ack then
   auto frame = encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(in.id), seq);
@@ -428,7 +500,11 @@ void Worker::on_ack(const net::AckMsg& a) {
 // ---------------------------------------------------------------------------------------------------------------
 std::size_t Worker::process_some(std::size_t budget) {
   std::size_t n = 0;
-  while (n < budget && !queue_.empty() && unacked_total() < window()) {
+  while (n < budget && unacked_total() < window()) {
+    if (queue_.empty()) {
+      admit();
+      if (queue_.empty()) break;
+    }
     check_kill();
     const ChannelItem ci = queue_.front();
     // The item counts as unprocessed until its post-update backup check completes (proofs/general-bounds.md).
@@ -438,6 +514,8 @@ std::size_t Worker::process_some(std::size_t budget) {
     ++n;
   }
   if (n) counters_.items_in.fetch_add(n, std::memory_order_relaxed);
+  admit();
+  send_due_acks();
   return n;
 }
 
@@ -483,7 +561,8 @@ void Worker::produce() {
   auto& progress = (*ctx_.source_progress)[id_];
   if (source_offset_ > progress.load(std::memory_order_relaxed)) progress.store(source_offset_);
   // A source's state is its offset: backing it up is cheap and never needs to wait (the items are replayable).
-  if (ctx_.config.mode != FtMode::None && ++since_state_backup_ >= 16) backup_state(false);
+  since_state_backup_ += got;
+  if (ctx_.config.mode != FtMode::None && since_state_backup_ >= 65536) backup_state(false);
 }
 
 Worker::OutChannel& Worker::out_for(std::uint64_t key) { return outs_[key_route_[mix64(key) % key_route_.size()]]; }
@@ -533,8 +612,7 @@ bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const 
 }
 
 void Worker::flush(bool force) {
-  // A batch never waits for more items than the window lets the sender hold.
-  const std::size_t batch = std::max<std::size_t>(1, std::min<std::uint64_t>(ctx_.config.batch_items, window() / 2));
+  const std::size_t batch = batch_;
   if (unacked_total() >= window()) force = true;
   for (auto& o : outs_) {
     if (!acks_enabled()) {

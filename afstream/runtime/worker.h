@@ -76,12 +76,17 @@ struct ClusterContext {
   PeerDirectory* directory = nullptr;
   std::vector<std::unique_ptr<WorkerCounters>> counters;      // per worker, survive crashes
   std::vector<std::atomic<std::uint64_t>>* source_progress = nullptr;  // per worker: max source offset reached
+  // Per channel, the highest sequence number its receiver holds (received or restored). A recovered sender
+  // continues numbering after it (the controller's "resend from" coordination, DESIGN 5 step 4).
+  std::vector<std::atomic<std::uint64_t>>* channel_received = nullptr;
 };
 
 class Worker {
  public:
-  // failure_count: how many times this worker has failed before (k); crash: what the previous incarnation left.
-  Worker(ClusterContext& ctx, int id, std::uint32_t epoch, int failure_count, std::optional<CrashInfo> crash);
+  // failures: where (in items this worker had processed) each of its earlier failures happened; its size is k.
+  // crash: what the previous incarnation left.
+  Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std::uint64_t> failures,
+         std::optional<CrashInfo> crash);
   ~Worker();
 
   // The thread body. Returns normally when the worker finished its stream, or after a kill() (crashed() true).
@@ -115,6 +120,9 @@ class Worker {
     std::uint64_t received = 0;         // highest seq received
     std::uint64_t processed = 0;        // highest seq processed (reflected in the state)
     bool ended = false;
+    std::uint64_t ack_due = 0;          // cumulative ack to send at the end of this receive() call
+    std::uint64_t admitted = 0;         // highest seq admitted into the queue (and so acknowledged)
+    bool touched = false;
     std::deque<std::pair<std::uint64_t, std::uint64_t>> deferred_acks;  // (seq, backup ticket), in order
   };
   struct Crash {};
@@ -129,7 +137,9 @@ class Worker {
   void on_batch(const net::BatchMsg& b, std::uint32_t sender);
   void on_ack(const net::AckMsg& a);
   void release_acks();
+  void admit();
   void send_ack(InChannel& in, std::uint64_t seq);
+  void send_due_acks();
   std::size_t process_some(std::size_t budget);
   void process_one(const ChannelItem& ci);
   void after_update();
@@ -154,6 +164,7 @@ class Worker {
   ClusterContext& ctx_;
   const int id_;
   const std::uint32_t epoch_;
+  const std::vector<std::uint64_t> failure_positions_;
   const int failure_count_;
   const WorkerRef ref_;
   const StageSpec& stage_;
@@ -178,11 +189,17 @@ class Worker {
   std::vector<std::size_t> key_route_;  // downstream instance -> out index, for the single keyed output stage
   bool single_key_route_ = false;
 
-  std::deque<ChannelItem> queue_;       // received, unprocessed
+  std::deque<ChannelItem> staging_;     // received, not yet admitted (nor acknowledged)
+  std::deque<ChannelItem> queue_;       // admitted (acknowledged), unprocessed
   std::size_t unbacked_ = 0;            // how many items at the tail of queue_ are not backed up
   std::uint64_t since_state_backup_ = 0;
   std::uint64_t state_backups_taken_ = 0;
   std::uint64_t last_state_ticket_ = 0;
+  std::uint64_t last_item_ticket_ = 0;    // barrier after the latest item backup
+  std::size_t batch_ = 0;                 // items per message sent
+  std::uint64_t processed_ = 0;           // items processed by this worker (all incarnations, from its counters)
+  std::vector<double> loss_theta_;        // runtime theta in force at each failure j = 1..k
+  std::vector<double> loss_l_;
 
   std::unique_ptr<zmq::socket_t> inbox_;   // data
   std::unique_ptr<zmq::socket_t> ackbox_;  // acknowledgements

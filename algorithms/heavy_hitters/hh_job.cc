@@ -72,7 +72,7 @@ class HeavyHittersJob final : public Job {
         .parallelism(par)
         .key_by()
         .from("source")
-        .stage("sink", "hh-merge")
+        .stage("sink", "hh-merge", Params().set("items", items_))
         .forward()
         .from("hh")
         .build();

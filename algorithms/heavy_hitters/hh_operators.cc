@@ -70,60 +70,76 @@ void CountMinHeavyHitters::finish(Emitter& out) {
 void CountMinHeavyHitters::snapshot_full(ByteWriter& out) const {
   counters_.write_full(out);
   candidates_.write_full(out);
+  compensation_.write_full(out);
 }
 void CountMinHeavyHitters::snapshot_delta(ByteWriter& out) const {
   counters_.write_delta(out);
   candidates_.write_delta(out);
+  compensation_.write_delta(out);
 }
 void CountMinHeavyHitters::mark_backed_up() {
   counters_.mark_backed_up();
   candidates_.mark_backed_up();
+  compensation_.mark_backed_up();
 }
 
 // All-or-nothing across both containers: restore into copies, then swap.
 void CountMinHeavyHitters::restore_full(ByteReader& in) {
   auto c = counters_;
   auto k = candidates_;
+  auto m = compensation_;
   c.read_full(in);
   k.read_full(in);
+  m.read_full(in);
   in.expect_end("count-min-hh snapshot");
   if (c.size() != hash_.size()) throw FormatError("count-min-hh snapshot: counter array size does not match width*depth");
   counters_ = std::move(c);
   candidates_ = std::move(k);
+  compensation_ = std::move(m);
 }
 void CountMinHeavyHitters::apply_delta(ByteReader& in) {
   auto c = counters_;
   auto k = candidates_;
+  auto m = compensation_;
   c.apply_delta(in);
   k.apply_delta(in);
+  m.apply_delta(in);
   in.expect_end("count-min-hh delta");
   counters_ = std::move(c);
   candidates_ = std::move(k);
+  compensation_ = std::move(m);
 }
 
-// Theorem 2: a failure loses at most theta + l * 1 of any counter (the counters' share of the divergence is at
-// most theta, and each lost item moves a counter by 1). Adding that to every counter restores "no false negatives".
+// Theorem 2: failure j loses at most floor(theta_j) + l_j of any counter (integer counters diverge by at most
+// theta_j from the restored backup, and each lost unit item moves a counter by 1). Adding that to every counter,
+// once per failure, restores "no false negatives".
 void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
-  const auto c = static_cast<std::int64_t>(std::ceil(info.theta + info.l));
+  std::int64_t c = 0;
+  const auto done = static_cast<std::size_t>(compensation_[1]);
+  for (std::size_t j = done; j < info.theta_by_failure.size(); ++j) {
+    c += static_cast<std::int64_t>(std::floor(info.theta_by_failure[j])) +
+         static_cast<std::int64_t>(info.l_by_failure[j]);
+  }
+  if (info.theta_by_failure.size() <= done) return;
   for (std::size_t i = 0; i < counters_.size(); ++i) counters_.add(i, c);
-  compensation_ += c;
+  compensation_.add(0, c);
+  compensation_.set(1, static_cast<std::int64_t>(info.theta_by_failure.size()));
 }
 
 double CountMinHeavyHitters::distance(const Operator& other) const {
   const auto& o = dynamic_cast<const CountMinHeavyHitters&>(other);
-  return counters_.distance(o.counters_) + candidates_.distance(o.candidates_);
+  // Same metric as divergence(): the reported keys must agree exactly.
+  if (candidates_.distance(o.candidates_) > 0) return std::numeric_limits<double>::infinity();
+  return counters_.distance(o.counters_);
 }
 
-HeavyHitterMerge::HeavyHitterMerge(const Params&) : estimates_(Metric::MaxAbs) {}
+HeavyHitterMerge::HeavyHitterMerge(const Params& p)
+    : estimates_(Metric::L1), alpha_(static_cast<double>(p.get_uint("items", 1u << 30))) {}
 
 void HeavyHitterMerge::process(const Item& item, Emitter&) { estimates_.set(item.key, item.value); }
 
 double HeavyHitterMerge::distance(const Operator& other) const {
-  const auto& o = dynamic_cast<const HeavyHitterMerge&>(other);
-  double d = 0;
-  estimates_.for_each([&](std::uint64_t k, std::int64_t v) { d += (o.estimates_.get(k) != v || !o.estimates_.contains(k)); });
-  o.estimates_.for_each([&](std::uint64_t k, std::int64_t) { d += !estimates_.contains(k); });
-  return d;
+  return estimates_.distance(dynamic_cast<const HeavyHitterMerge&>(other).estimates_);
 }
 
 std::unordered_map<std::uint64_t, std::int64_t> HeavyHitterMerge::results() const {

@@ -1,14 +1,17 @@
 // Heavy hitters on afstream, written against the operator API exactly as a user would (PAPER: Theorem 2).
 //
 //   zipf            source: a seeded Zipf stream (ZipfGenerator), split across the source's parallel instances.
-//   count-min-hh    a Count-Min sketch whose counters are a TrackedArray (max-abs divergence, alpha = 1 per
-//                   counter); reports a key (emits key, estimate) the first time its estimate exceeds phi, and at
-//                   the end emits the final estimate of every reported key. After its k-th recovery it adds
-//                   theta_k + l_k to every counter (Theorem 2), so no heavy hitter is missed.
+//   count-min-hh    a Count-Min sketch whose counters are a TrackedArray (max-abs divergence, alpha = 1 for unit
+//                   items); reports a key (emits key, estimate) the first time its estimate exceeds phi, and at
+//                   the end emits the final estimate of every reported key. The set of reported keys is protected
+//                   exactly (a new one makes the divergence infinite, so it is backed up at once). After its k-th
+//                   recovery it adds floor(theta_j) + l_j to every counter for every failure j not yet
+//                   compensated (Theorem 2, proofs/theorem2-count-min.md), so no heavy hitter is missed.
 //   hh-merge        the sink: the latest estimate of every reported key, merged over the parallel instances.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <unordered_map>
 
 #include "afstream/core/operator.h"
@@ -44,9 +47,11 @@ class CountMinHeavyHitters final : public Operator {
   void process(const Item& item, Emitter& out) override;
   void finish(Emitter& out) override;
 
-  double alpha() const override { return 2; }  // one counter per row moves by 1, plus at most one new candidate
+  double alpha() const override { return 1; }  // a unit item moves each counter by 1 (max-abs metric)
   double beta() const override { return 1; }   // a key is reported at most once per item
-  double divergence() const override { return counters_.divergence() + candidates_.divergence(); }
+  double divergence() const override {
+    return candidates_.divergence() > 0 ? std::numeric_limits<double>::infinity() : counters_.divergence();
+  }
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;
@@ -58,24 +63,26 @@ class CountMinHeavyHitters final : public Operator {
   std::int64_t estimate(std::uint64_t key) const { return hash_.estimate(counters_.values(), key); }
   const CountMinHash& hash() const { return hash_; }
   double phi() const { return phi_; }
-  std::int64_t compensation() const { return compensation_; }
+  std::int64_t compensation() const { return compensation_.get(0); }
 
  private:
   CountMinHash hash_;
   double phi_;
   TrackedArray<std::int64_t> counters_;
   TrackedMap<std::int64_t> candidates_;  // reported keys (NewKeys divergence)
-  std::int64_t compensation_ = 0;        // total added by on_recovered (not part of the backed-up state)
+  // [0]: total added to every counter by on_recovered; [1]: how many failures that covers. Part of the state, so
+  // a crash during recovery never loses or repeats a compensation.
+  TrackedArray<std::int64_t> compensation_{2, Metric::MaxAbs};
 };
 
-// The sink: key -> latest estimate. Divergence: number of keys changed since the last backup (alpha = 1).
+// The sink: key -> latest estimate. Divergence: L1 of the estimate changes since the last backup.
 class HeavyHitterMerge final : public Operator {
  public:
   explicit HeavyHitterMerge(const Params& p);
   void process(const Item& item, Emitter& out) override;
-  double alpha() const override { return 1; }
+  double alpha() const override { return alpha_; }  // the largest estimate one report can carry: the stream size
   double beta() const override { return 0; }
-  double divergence() const override { return static_cast<double>(estimates_.dirty_count()); }
+  double divergence() const override { return estimates_.divergence(); }
   void snapshot_full(ByteWriter& out) const override { estimates_.write_full(out); }
   void snapshot_delta(ByteWriter& out) const override { estimates_.write_delta(out); }
   void mark_backed_up() override { estimates_.mark_backed_up(); }
@@ -87,6 +94,7 @@ class HeavyHitterMerge final : public Operator {
 
  private:
   TrackedMap<std::int64_t> estimates_;
+  double alpha_;
 };
 
 void register_heavy_hitters(Registry& registry);
