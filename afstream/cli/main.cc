@@ -211,6 +211,8 @@ int cmd_run(int argc, const char* const* argv) {
   std::cout << "  " << result.source_items << " items in " << num(result.seconds) << " s = " << num(items_per_s)
             << " items/s; backups: " << result.state_backups << " state, " << result.item_backups << " item, "
             << num(static_cast<double>(result.backup_bytes) / 1e6) << " MB\n";
+ std::cout << "  delivery: " << result.duplicates_dropped << " duplicates dropped, " << result.gaps
+            << " items never received (gaps), " << result.bad_messages << " bad messages\n";
   if (!rec.empty()) std::cout << "  recovery: median " << num(median(rec)) << " ms over " << rec.size() << " recoveries\n";
   std::cout << " ";
   for (const auto& [k, v] : scores) std::cout << " " << k << " " << num(v);

@@ -126,7 +126,7 @@ void Worker::run() {
   try {
     setup_sockets();
     restore();
-    if (source_ && awaiting_first_item_) mark_recovered();
+    if (awaiting_first_item_ && (source_ || replay_remaining_ == 0)) mark_recovered();
     ctx_.directory->set_up(id_, epoch_);
     for (;;) {
       check_kill();
@@ -183,7 +183,7 @@ void Worker::setup_sockets() {
 
 zmq::socket_t& Worker::socket_to(int worker, bool acks) {
   auto& slot = (acks ? ack_peers_ : peers_)[worker];
-  const auto e = ctx_.directory->epoch(worker);
+  const auto e = known_epoch_[worker];  // learned by refresh_peers() only
   if (!slot.second || slot.first != e) {
     slot.second = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::push);
     slot.second->set(zmq::sockopt::linger, 0);
@@ -199,22 +199,31 @@ void Worker::refresh_peers() {
   const auto v = ctx_.directory->version();
   if (v == directory_version_) return;
   directory_version_ = v;
+  // The only place a peer's incarnation is learned: a new one gets fresh sockets and everything it has not
+  // acknowledged again, from the first unacknowledged item.
+  auto learn = [&](int w) {
+    const auto e = ctx_.directory->epoch(w);
+    auto& known = known_epoch_[w];
+    if (known == e) return false;
+    known = e;
+    peers_.erase(w);
+    ack_peers_.erase(w);
+    return true;
+  };
   for (auto& o : outs_) {
-    const auto e = ctx_.directory->epoch(o.to_worker);
-    auto it = peers_.find(o.to_worker);
-    if (it != peers_.end() && it->second.first != e) {
-      if (acks_enabled()) {
-        o.sent = o.acked;  // resend from the first unacknowledged item
-      } else if (o.eos_seq && o.acked < o.eos_seq) {
-        o.sent = o.eos_seq - 1;  // mode none: only the end of stream is resent
-      }
-      peers_.erase(it);
+    if (!learn(o.to_worker) && !restarted_.count(o.to_worker)) continue;
+    restarted_.insert(o.to_worker);
+  }
+  for (auto& in : ins_) learn(in.from_worker);
+  for (auto& o : outs_) {
+    if (!restarted_.count(o.to_worker)) continue;
+    if (acks_enabled()) {
+      o.sent = o.acked;  // resend from the first unacknowledged item
+    } else if (o.eos_seq && o.acked < o.eos_seq) {
+      o.sent = std::min(o.sent, o.eos_seq - 1);  // mode none: only the end of stream is resent
     }
   }
-  for (auto& in : ins_) {
-    auto it = ack_peers_.find(in.from_worker);
-    if (it != ack_peers_.end() && it->second.first != ctx_.directory->epoch(in.from_worker)) ack_peers_.erase(it);
-  }
+  restarted_.clear();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -248,6 +257,8 @@ void Worker::restore() {
   }
   if (have_state) {
     source_offset_ = last.source_offset;
+    committed_mark_.offset = last.source_offset;
+    for (const auto& o : outs_) committed_mark_.out_seqs.push_back(last.outputs[static_cast<std::uint32_t>(o.id)]);
     for (auto& o : outs_) {
       auto it = last.outputs.find(static_cast<std::uint32_t>(o.id));
       o.out_seq = it == last.outputs.end() ? 0 : it->second;
@@ -275,10 +286,13 @@ void Worker::restore() {
         ++replayed;
       }
     }
+    replay_remaining_ = replayed;
+    for (auto& in : ins_) in.admitted = in.received;  // everything up to here is in the state or the log
     if (crash_in_) crash_in_->record.replayed_items = replayed;
     if (ctx_.channel_received) {
       for (const auto& in : ins_) (*ctx_.channel_received)[in.id].store(in.received, std::memory_order_relaxed);
     }
+    continue_output_numbering();
   }
   if (crash_in_) {
     crash_in_->record.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -286,24 +300,29 @@ void Worker::restore() {
   }
 }
 
-// The failure record is complete once the replayed items the crashed state had reflected are processed again:
-// measure what was lost (tests), then let the operator compensate (e.g. Theorem 2) and carry on.
+// Outputs after a recovery (DESIGN 5 step 4). When the previous incarnation logged every item it admitted (exact
+// mode, or l = 0), replay regenerates its outputs exactly, with the same sequence numbers, and receivers drop the
+// ones they hold. Otherwise (approximate mode, l > 0) nothing it processed since the restored backup is replayed,
+// so every output from now on is new: it is numbered after what each receiver already holds.
+void Worker::continue_output_numbering() {
+  if (ctx_.config.mode != FtMode::Approx || !ctx_.channel_received || loss_l_.empty() || loss_l_.back() == 0) return;
+  for (auto& o : outs_) {
+    const auto held = (*ctx_.channel_received)[o.id].load(std::memory_order_relaxed);
+    if (held > o.out_seq) {
+      o.out_seq = held;
+      o.acked = std::max(o.acked, held);
+      o.sent = std::max(o.sent, held);
+      while (!o.unacked.empty() && o.unacked.front().seq <= held) o.unacked.pop_front();
+    }
+  }
+}
+
+// Recovered: the state is restored and every replayed item processed. Complete the failure record (recovery time;
+// in tests, the divergence between the crashed state and the recovered one), then let the operator compensate
+// (e.g. Theorem 2) and back up the compensated state.
 void Worker::mark_recovered() {
   awaiting_first_item_ = false;
   if (!crash_in_) return;
-  // The outputs of the replayed items the crashed incarnation had processed are numbered as before, so receivers
-  // drop the ones they hold; everything after them is new, so it is numbered after what the receivers hold.
-  if (ctx_.channel_received && ctx_.config.mode != FtMode::None) {
-    for (auto& o : outs_) {
-      const auto held = (*ctx_.channel_received)[o.id].load(std::memory_order_relaxed);
-      if (held > o.out_seq) {
-        o.out_seq = held;
-        o.acked = std::max(o.acked, held);
-        o.sent = std::max(o.sent, held);
-        while (!o.unacked.empty() && o.unacked.front().seq <= held) o.unacked.pop_front();
-      }
-    }
-  }
   auto& rec = crash_in_->record;
   rec.recovery_ms = ms_since(crash_in_->killed_at);
   if (op_ && !crash_in_->state_at_crash.empty()) {
@@ -481,7 +500,7 @@ void Worker::send_due_acks() {
 }
 
 void Worker::send_ack(InChannel& in, std::uint64_t seq) {
-  if (!ctx_.directory->up(in.from_worker)) return;  // its successor will resend and get an ack then
+  if (!peer_ready(in.from_worker)) return;  // its successor will resend and get an ack then
   auto frame = encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(in.id), seq);
   zmq::message_t m(frame.data(), frame.size());
   (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
@@ -510,6 +529,7 @@ std::size_t Worker::process_some(std::size_t budget) {
     // The item counts as unprocessed until its post-update backup check completes (proofs/general-bounds.md).
     process_one(ci);
     queue_.pop_front();
+    if (replay_remaining_ > 0 && --replay_remaining_ == 0 && awaiting_first_item_) mark_recovered();
     if (unbacked_ > queue_.size()) unbacked_ = queue_.size();
     ++n;
   }
@@ -521,11 +541,6 @@ std::size_t Worker::process_some(std::size_t budget) {
 
 void Worker::process_one(const ChannelItem& ci) {
   auto& in = ins_[in_index_.at(static_cast<int>(ci.channel))];
-  if (awaiting_first_item_ && crash_in_) {
-    auto it = crash_in_->processed.find(ci.channel);
-    const std::uint64_t crash_seq = it == crash_in_->processed.end() ? 0 : it->second;
-    if (ci.item.seq > crash_seq) mark_recovered();
-  }
   if (ci.end_of_stream) {
     in.ended = true;
     in.processed = ci.item.seq;
@@ -561,8 +576,12 @@ void Worker::produce() {
   auto& progress = (*ctx_.source_progress)[id_];
   if (source_offset_ > progress.load(std::memory_order_relaxed)) progress.store(source_offset_);
   // A source's state is its offset: backing it up is cheap and never needs to wait (the items are replayable).
+  if (ctx_.config.mode == FtMode::None) return;
+  SourceMark mark{source_offset_, {}};
+  for (const auto& o : outs_) mark.out_seqs.push_back(o.out_seq);
+  source_marks_.push_back(std::move(mark));
   since_state_backup_ += got;
-  if (ctx_.config.mode != FtMode::None && since_state_backup_ >= 65536) backup_state(false);
+  if (since_state_backup_ >= 65536) backup_state(false);
 }
 
 Worker::OutChannel& Worker::out_for(std::uint64_t key) { return outs_[key_route_[mix64(key) % key_route_.size()]]; }
@@ -603,8 +622,12 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+bool Worker::peer_ready(int worker) const {
+  return ctx_.directory->up(worker) && ctx_.directory->epoch(worker) == known_epoch_.at(worker);
+}
+
 bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const Item> items, bool eos) {
-  if (!ctx_.directory->up(o.to_worker)) return false;
+  if (!peer_ready(o.to_worker)) return false;
   auto frame = encoder_.encode_batch(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(o.id),
                                      first_seq, items, eos);
   zmq::message_t m(frame.data(), frame.size());
@@ -724,6 +747,23 @@ void Worker::backup_state(bool wait) {
   }
   for (const auto& o : outs_) rec.outputs[static_cast<std::uint32_t>(o.id)] = o.out_seq;
   rec.source_offset = source_offset_;
+  if (source_) {
+    // A source backs up the position up to which every channel has acknowledged its items: what it replays from
+    // there is identical, and receivers drop what they already hold (nothing unacknowledged is lost).
+    while (!source_marks_.empty()) {
+      const auto& m = source_marks_.front();
+      bool acked = true;
+      for (std::size_t i = 0; i < outs_.size(); ++i) acked = acked && outs_[i].acked >= m.out_seqs[i];
+      if (!acked) break;
+      committed_mark_ = m;
+      source_marks_.pop_front();
+    }
+    rec.source_offset = committed_mark_.offset;
+    for (std::size_t i = 0; i < outs_.size(); ++i) {
+      rec.outputs[static_cast<std::uint32_t>(outs_[i].id)] =
+          committed_mark_.out_seqs.empty() ? 0 : committed_mark_.out_seqs[i];
+    }
+  }
   const bool keep_outputs = !source_ && (ctx_.config.mode == FtMode::Exact || schedule_.current().gamma == 0);
   if (keep_outputs) {
     for (const auto& o : outs_) {

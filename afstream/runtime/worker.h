@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <zmq.hpp>
@@ -126,12 +127,17 @@ class Worker {
     std::deque<std::pair<std::uint64_t, std::uint64_t>> deferred_acks;  // (seq, backup ticket), in order
   };
   struct Crash {};
+  struct SourceMark {
+    std::uint64_t offset = 0;               // source position after a produced batch
+    std::vector<std::uint64_t> out_seqs;    // out_seq of each output channel at that point
+  };
 
   class RuntimeEmitter;
 
   void setup_sockets();
   void restore();
   void refresh_peers();
+  bool peer_ready(int worker) const;
   zmq::socket_t& socket_to(int worker, bool acks);
   bool receive(std::chrono::milliseconds wait);
   void on_batch(const net::BatchMsg& b, std::uint32_t sender);
@@ -158,6 +164,7 @@ class Worker {
   }
   void on_crash();
   void mark_recovered();
+  void continue_output_numbering();
   bool acks_enabled() const { return ctx_.config.mode != FtMode::None; }
   OutChannel& out_for(std::uint64_t key);
 
@@ -181,6 +188,8 @@ class Worker {
   std::uint32_t op_type_ = 0;
   std::uint64_t source_offset_ = 0;
   std::uint64_t source_size_ = 0;
+  std::deque<SourceMark> source_marks_;   // produced batches not yet acknowledged on every channel
+  SourceMark committed_mark_;             // the latest position acknowledged on every channel
 
   std::vector<OutChannel> outs_;
   std::unordered_map<int, std::size_t> out_index_;  // channel id -> index in outs_
@@ -197,6 +206,7 @@ class Worker {
   std::uint64_t last_state_ticket_ = 0;
   std::uint64_t last_item_ticket_ = 0;    // barrier after the latest item backup
   std::size_t batch_ = 0;                 // items per message sent
+  std::uint64_t replay_remaining_ = 0;   // replayed items not processed yet
   std::uint64_t processed_ = 0;           // items processed by this worker (all incarnations, from its counters)
   std::vector<double> loss_theta_;        // runtime theta in force at each failure j = 1..k
   std::vector<double> loss_l_;
@@ -206,6 +216,8 @@ class Worker {
   using PeerSockets = std::unordered_map<int, std::pair<std::uint32_t, std::unique_ptr<zmq::socket_t>>>;
   PeerSockets peers_;      // worker -> (its epoch, data socket to it)
   PeerSockets ack_peers_;  // worker -> (its epoch, ack socket to it)
+  std::unordered_map<int, std::uint32_t> known_epoch_;  // the incarnation of each peer this worker talks to
+  std::unordered_set<int> restarted_;
   std::uint64_t directory_version_ = ~0ull;
   net::Encoder encoder_;
   net::Message scratch_;
