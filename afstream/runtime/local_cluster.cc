@@ -54,9 +54,6 @@ struct LocalCluster::Impl {
     auto& s = *slots[id];
     s.epoch++;
     s.exited = false;
-    // First incarnations are up from the start (ZeroMQ inproc queues messages until the bind); a restarted worker
-    // is announced by itself once it has restored.
-    if (s.epoch == 1) directory.set_up(id, 1);
     s.worker = std::make_unique<Worker>(ctx, id, s.epoch, s.failures, std::move(crash));
     s.thread = std::thread([&s] {
       try {

@@ -555,9 +555,28 @@ void Worker::after_update() {
   switch (ctx_.config.mode) {
     case FtMode::None:
       return;
-    case FtMode::Approx:
-      if (op_->divergence() > schedule_.current().theta) backup_state(true);
+    case FtMode::Approx: {
+      // DESIGN 3, Theta, with asynchronous backups: a state backup is taken once the divergence passes theta / 2,
+      // so it can be written while the state drifts by at most another theta / 2; the compute thread waits for
+      // the store only if that half is used up first. The state never drifts more than theta (plus the item in
+      // process, counted in l) from the last confirmed backup (proofs/general-bounds.md, rule R2).
+      const double theta = schedule_.current().theta;
+      const double d = op_->divergence();
+      if (d > theta / 2) {
+        if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
+        backup_state(false);
+        pending_state_ticket_ = last_state_ticket_;
+        pending_divergence_ = d;
+        if (d > theta) {  // nothing left to drift by while it is written
+          writer_->wait(pending_state_ticket_);
+          pending_state_ticket_ = 0;
+        }
+      } else if (pending_state_ticket_ && d + pending_divergence_ > theta) {
+        writer_->wait(pending_state_ticket_);
+        pending_state_ticket_ = 0;
+      }
       return;
+    }
     case FtMode::Exact:
       if (++since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
       return;
@@ -643,7 +662,8 @@ void Worker::flush(bool force) {
       while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
         const std::size_t n = std::min(batch, o.pending.size() - from);
         if (!ctx_.directory->up(o.to_worker)) {
-          from = o.pending.size();  // mode none: items for a dead worker are lost
+          // Mode none: items for a worker that has crashed are lost; before its first start they wait.
+          if (ctx_.directory->epoch(o.to_worker) > 0) from = o.pending.size();
           break;
         }
         if (!send_batch(o, o.pending[from].seq, {o.pending.data() + from, n}, false)) break;

@@ -204,6 +204,8 @@ class Worker {
   std::uint64_t since_state_backup_ = 0;
   std::uint64_t state_backups_taken_ = 0;
   std::uint64_t last_state_ticket_ = 0;
+  std::uint64_t pending_state_ticket_ = 0;  // approx: a state backup not known to be confirmed yet
+  double pending_divergence_ = 0;           // the divergence it covers
   std::uint64_t last_item_ticket_ = 0;    // barrier after the latest item backup
   std::size_t batch_ = 0;                 // items per message sent
   std::uint64_t replay_remaining_ = 0;   // replayed items not processed yet

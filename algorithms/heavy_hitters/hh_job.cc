@@ -28,8 +28,11 @@ class HeavyHittersJob final : public Job {
         ("hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")
         ("hh.epsilon", po::value<double>()->default_value(0), "Count-Min error epsilon (sizes the width if > 0)")
         ("hh.delta", po::value<double>()->default_value(0), "Count-Min confidence delta (sizes the depth if > 0)")
-        ("hh.phi", po::value<double>()->default_value(1e-4),
-         "heavy-hitter threshold: a key is heavy if its count exceeds phi (a fraction of the items if < 1)")
+        ("hh.weights", po::value<std::string>()->default_value("packet"),
+         "item weights: packet (40..1500 bytes, as the paper's packet trace) or unit")
+        ("hh.phi", po::value<double>()->default_value(1e-3),
+         "heavy-hitter threshold: a key is heavy if its total weight exceeds phi (a fraction of the expected total "
+         "weight if < 1)")
         ("hh.parallelism", po::value<int>()->default_value(2), "parallel count-min-hh workers (keyed)")
         ("hh.sources", po::value<int>()->default_value(1), "parallel source instances");
   }
@@ -39,9 +42,12 @@ class HeavyHittersJob final : public Job {
     seed_ = vm["seed"].as<std::uint64_t>();
     keys_ = vm["hh.keys"].as<std::uint64_t>();
     skew_ = vm["hh.skew"].as<double>();
+    weights_ = vm["hh.weights"].as<std::string>();
+    const auto w = parse_weights(weights_);
     const double phi = vm["hh.phi"].as<double>();
     if (!(phi > 0)) throw ConfigError("hh.phi: expected > 0, got " + std::to_string(phi));
-    phi_ = phi < 1 ? phi * static_cast<double>(items_) : phi;
+    const double mean_weight = w == Weights::Packet ? (40.0 + 1500.0) / 2 : 1.0;
+    phi_ = phi < 1 ? phi * static_cast<double>(items_) * mean_weight : phi;
     const auto width = vm["hh.width"].as<std::uint64_t>();
     const auto depth = vm["hh.depth"].as<std::uint64_t>();
     const auto eps = vm["hh.epsilon"].as<double>();
@@ -57,9 +63,11 @@ class HeavyHittersJob final : public Job {
     if (items_ == 0) throw ConfigError("items: expected > 0");
 
     Params src;
-    src.set("items", items_).set("keys", keys_).set("skew", skew_).set("seed", seed_);
+    src.set("items", items_).set("keys", keys_).set("skew", skew_).set("seed", seed_).set("weights", weights_);
+    source_params_ = src;
     Params cm;
     cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed_ * 7919 + 1);
+    cm.set("max-weight", max_weight(w));
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);
     // Fail fast on bad sketch parameters, before any thread starts.
@@ -72,7 +80,7 @@ class HeavyHittersJob final : public Job {
         .parallelism(par)
         .key_by()
         .from("source")
-        .stage("sink", "hh-merge", Params().set("items", items_))
+        .stage("sink", "hh-merge", Params().set("items", items_ * static_cast<std::uint64_t>(max_weight(w))))
         .forward()
         .from("hh")
         .build();
@@ -81,9 +89,7 @@ class HeavyHittersJob final : public Job {
   std::uint64_t total_items() const override { return items_; }
 
   Scores evaluate(LocalCluster& cluster, const Topology& t, const std::string& out_dir) override {
-    ZipfParams zp{keys_, skew_, items_, seed_};
-    ZipfGenerator gen(zp);
-    const auto exact = gen.exact_counts(0, items_);
+    const auto exact = exact_weights(source_params_);
     const int sink = t.first_worker(t.stage_index("sink"));
     auto* merge = dynamic_cast<HeavyHitterMerge*>(cluster.final_operator(sink));
     if (!merge) throw RuntimeError("heavy-hitters: the sink did not finish");
@@ -111,6 +117,8 @@ class HeavyHittersJob final : public Job {
  private:
   std::uint64_t items_ = 0, seed_ = 0, keys_ = 0;
   double skew_ = 0, phi_ = 0;
+  std::string weights_;
+  Params source_params_;
 };
 
 }  // namespace

@@ -16,7 +16,24 @@ ZipfParams zipf_params(const Params& p) {
   return z;
 }
 
-ZipfSource::ZipfSource(const Params& p, const InstanceInfo& at) : gen_(zipf_params(p)) {
+Weights parse_weights(const std::string& s) {
+  if (s == "unit") return Weights::Unit;
+  if (s == "packet") return Weights::Packet;
+  throw ConfigError("weights: expected unit or packet, got '" + s + "'");
+}
+
+std::int64_t max_weight(Weights w) { return w == Weights::Packet ? 1500 : 1; }
+
+std::int64_t packet_bytes(std::uint64_t seed, std::uint64_t position) {
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ULL + position + 0x632be59bd9b4e019ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return 40 + static_cast<std::int64_t>(x % 1461);  // 40 .. 1500 bytes
+}
+
+ZipfSource::ZipfSource(const Params& p, const InstanceInfo& at)
+    : gen_(zipf_params(p)), weights_(parse_weights(p.get_string("weights", "unit"))) {
   const auto n = gen_.total_items();
   begin_ = n * static_cast<std::uint64_t>(at.index) / static_cast<std::uint64_t>(at.parallelism);
   end_ = n * static_cast<std::uint64_t>(at.index + 1) / static_cast<std::uint64_t>(at.parallelism);
@@ -26,7 +43,22 @@ std::size_t ZipfSource::read(std::uint64_t offset, Item* out, std::size_t n) {
   if (offset >= size()) return 0;
   n = static_cast<std::size_t>(std::min<std::uint64_t>(n, size() - offset));
   gen_.fill(begin_ + offset, out, n);
+  if (weights_ == Weights::Packet) {
+    for (std::size_t i = 0; i < n; ++i) out[i].value = packet_bytes(gen_.seed(), begin_ + offset + i);
+  }
   return n;
+}
+
+std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& source_params) {
+  ZipfSource all(source_params, {0, 1});
+  std::unordered_map<std::uint64_t, std::int64_t> m;
+  std::vector<Item> chunk(4096);
+  for (std::uint64_t pos = 0; pos < all.size();) {
+    const auto n = all.read(pos, chunk.data(), chunk.size());
+    for (std::size_t i = 0; i < n; ++i) m[chunk[i].key] += chunk[i].value;
+    pos += n;
+  }
+  return m;
 }
 
 namespace {
@@ -42,9 +74,11 @@ CountMinHash make_hash(const Params& p) {
 CountMinHeavyHitters::CountMinHeavyHitters(const Params& p)
     : hash_(make_hash(p)),
       phi_(p.get_double("phi", 1000)),
+      max_weight_(p.get_int("max-weight", 1)),
       counters_(hash_.size(), Metric::MaxAbs),
       candidates_(Metric::NewKeys) {
   if (!(phi_ > 0)) throw ConfigError("hh.phi: expected a count > 0, got " + std::to_string(phi_));
+  if (max_weight_ < 1) throw ConfigError("max-weight: expected >= 1, got " + std::to_string(max_weight_));
 }
 
 void CountMinHeavyHitters::process(const Item& item, Emitter& out) {
@@ -110,15 +144,15 @@ void CountMinHeavyHitters::apply_delta(ByteReader& in) {
   compensation_ = std::move(m);
 }
 
-// Theorem 2: failure j loses at most floor(theta_j) + l_j of any counter (integer counters diverge by at most
-// theta_j from the restored backup, and each lost unit item moves a counter by 1). Adding that to every counter,
+// Theorem 2: failure j loses at most floor(theta_j) + l_j * alpha of any counter (integer counters diverge by at
+// most theta_j from the restored backup, and each lost item moves a counter by at most alpha = max-weight). Adding that to every counter,
 // once per failure, restores "no false negatives".
 void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
   std::int64_t c = 0;
   const auto done = static_cast<std::size_t>(compensation_[1]);
   for (std::size_t j = done; j < info.theta_by_failure.size(); ++j) {
     c += static_cast<std::int64_t>(std::floor(info.theta_by_failure[j])) +
-         static_cast<std::int64_t>(info.l_by_failure[j]);
+         static_cast<std::int64_t>(info.l_by_failure[j]) * max_weight_;
   }
   if (info.theta_by_failure.size() <= done) return;
   for (std::size_t i = 0; i < counters_.size(); ++i) counters_.add(i, c);
@@ -149,9 +183,10 @@ std::unordered_map<std::uint64_t, std::int64_t> HeavyHitterMerge::results() cons
 }
 
 void register_heavy_hitters(Registry& registry) {
-  registry.add_source("zipf", "seeded Zipf keys (items, keys, skew, seed)",
+  registry.add_source("zipf", "seeded Zipf keys (items, keys, skew, seed, weights=unit|packet)",
                       [](const Params& p, const InstanceInfo& at) { return std::make_unique<ZipfSource>(p, at); });
-  registry.add_operator("count-min-hh", "Count-Min heavy hitters (width, depth | epsilon, delta; phi; seed)",
+  registry.add_operator("count-min-hh",
+                        "Count-Min heavy hitters (width, depth | epsilon, delta; phi; max-weight; seed)",
                         [](const Params& p, const InstanceInfo&) { return std::make_unique<CountMinHeavyHitters>(p); });
   registry.add_operator("hh-merge", "merges reported heavy hitters (sink)",
                         [](const Params& p, const InstanceInfo&) { return std::make_unique<HeavyHitterMerge>(p); });

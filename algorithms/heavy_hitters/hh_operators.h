@@ -27,6 +27,14 @@ namespace afs::hh {
 // Parameters: items, keys, skew, seed (see ZipfParams).
 ZipfParams zipf_params(const Params& p);
 
+// Item weights: unit (every item counts 1) or packet (a packet size in bytes, 40..1500, drawn per position from
+// the seed, as in the paper's packet trace where heavy hitters are flows with many bytes).
+enum class Weights { Unit, Packet };
+Weights parse_weights(const std::string& s);  // throws ConfigError
+std::int64_t max_weight(Weights w);
+std::int64_t packet_bytes(std::uint64_t seed, std::uint64_t position);
+
+// The Zipf stream with weights; parameters as zipf_params plus weights=unit|packet.
 class ZipfSource final : public Source {
  public:
   ZipfSource(const Params& p, const InstanceInfo& at);
@@ -35,11 +43,16 @@ class ZipfSource final : public Source {
 
  private:
   ZipfGenerator gen_;
+  Weights weights_;
   std::uint64_t begin_ = 0;
   std::uint64_t end_ = 0;
 };
 
-// Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi).
+// Exact ground truth of the whole stream (all source instances): key -> total weight.
+std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& source_params);
+
+// Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight
+// (the largest item value: alpha, and the per-item term of the compensation).
 class CountMinHeavyHitters final : public Operator {
  public:
   explicit CountMinHeavyHitters(const Params& p);
@@ -47,7 +60,7 @@ class CountMinHeavyHitters final : public Operator {
   void process(const Item& item, Emitter& out) override;
   void finish(Emitter& out) override;
 
-  double alpha() const override { return 1; }  // a unit item moves each counter by 1 (max-abs metric)
+  double alpha() const override { return static_cast<double>(max_weight_); }  // one item moves a counter this much
   double beta() const override { return 1; }   // a key is reported at most once per item
   double divergence() const override {
     return candidates_.divergence() > 0 ? std::numeric_limits<double>::infinity() : counters_.divergence();
@@ -68,6 +81,7 @@ class CountMinHeavyHitters final : public Operator {
  private:
   CountMinHash hash_;
   double phi_;
+  std::int64_t max_weight_;
   TrackedArray<std::int64_t> counters_;
   TrackedMap<std::int64_t> candidates_;  // reported keys (NewKeys divergence)
   // [0]: total added to every counter by on_recovered; [1]: how many failures that covers. Part of the state, so
