@@ -9,12 +9,24 @@
 // Each stage instance is one worker; workers are numbered in stage order (stage 0's instances first).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "afstream/core/params.h"
 
 namespace afs {
+
+// The instance (0..n-1) a key goes to under Partition::Key.
+inline std::size_t key_partition(std::uint64_t key, std::size_t n) {
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdULL;
+  key ^= key >> 33;
+  key *= 0xc4ceb9fe1a85ec53ULL;
+  key ^= key >> 33;
+  return static_cast<std::size_t>(key % n);
+}
 
 enum class Partition {
   Key,        // hash(key) % downstream parallelism

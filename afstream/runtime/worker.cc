@@ -9,14 +9,6 @@
 namespace afs {
 
 namespace {
-inline std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 }  // namespace
 
@@ -287,6 +279,7 @@ void Worker::restore() {
       }
     }
     replay_remaining_ = replayed;
+    measure_pending_ = crash_in_ && op_ && !crash_in_->state_at_crash.empty();
     for (auto& in : ins_) in.admitted = in.received;  // everything up to here is in the state or the log
     if (crash_in_) crash_in_->record.replayed_items = replayed;
     if (ctx_.channel_received) {
@@ -317,6 +310,19 @@ void Worker::continue_output_numbering() {
   }
 }
 
+// Tests only (RunConfig::measure_losses): the distance between the state at the crash and the recovered state once
+// it has processed again exactly what the crashed one had (replay may go further: the runtime itself never uses
+// the crash point, which a real crash does not reveal).
+void Worker::measure_loss() {
+  if (!measure_pending_) return;
+  measure_pending_ = false;
+  auto crashed = ctx_.registry->make_operator(stage_.kind, stage_.params, {ref_.index, stage_.parallelism});
+  const auto opened = open_snapshot(crash_in_->state_at_crash, op_type_);
+  ByteReader r(opened.payload);
+  crashed->restore_full(r);
+  crash_in_->record.lost_divergence = op_->distance(*crashed);
+}
+
 // Recovered: the state is restored and every replayed item processed. Complete the failure record (recovery time;
 // in tests, the divergence between the crashed state and the recovered one), then let the operator compensate
 // (e.g. Theorem 2) and back up the compensated state.
@@ -325,13 +331,7 @@ void Worker::mark_recovered() {
   if (!crash_in_) return;
   auto& rec = crash_in_->record;
   rec.recovery_ms = ms_since(crash_in_->killed_at);
-  if (op_ && !crash_in_->state_at_crash.empty()) {
-    auto crashed = ctx_.registry->make_operator(stage_.kind, stage_.params, {ref_.index, stage_.parallelism});
-    const auto opened = open_snapshot(crash_in_->state_at_crash, op_type_);
-    ByteReader r(opened.payload);
-    crashed->restore_full(r);
-    rec.lost_divergence = op_->distance(*crashed);
-  }
+  measure_loss();
   if (op_ && ctx_.config.mode == FtMode::Approx) {
     RecoveryInfo info;
     info.failure_count = failure_count_;
@@ -527,6 +527,10 @@ std::size_t Worker::process_some(std::size_t budget) {
     check_kill();
     const ChannelItem ci = queue_.front();
     // The item counts as unprocessed until its post-update backup check completes (proofs/general-bounds.md).
+    if (measure_pending_) {
+      auto it = crash_in_->processed.find(ci.channel);
+      if (it == crash_in_->processed.end() || ci.item.seq > it->second) measure_loss();
+    }
     process_one(ci);
     queue_.pop_front();
     if (replay_remaining_ > 0 && --replay_remaining_ == 0 && awaiting_first_item_) mark_recovered();
@@ -603,7 +607,7 @@ void Worker::produce() {
   if (since_state_backup_ >= 65536) backup_state(false);
 }
 
-Worker::OutChannel& Worker::out_for(std::uint64_t key) { return outs_[key_route_[mix64(key) % key_route_.size()]]; }
+Worker::OutChannel& Worker::out_for(std::uint64_t key) { return outs_[key_route_[key_partition(key, key_route_.size())]]; }
 
 void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
   if (outs_.empty()) return;
@@ -631,7 +635,7 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
     for (auto& [s, idx] : by_stage) {
       const auto part = ctx_.topology->channels()[outs_[idx[0]].id].partition;
       if (part == Partition::Key) {
-        push(outs_[idx[mix64(key) % idx.size()]]);
+        push(outs_[idx[key_partition(key, idx.size())]]);
       } else {
         for (auto i : idx) push(outs_[i]);
       }

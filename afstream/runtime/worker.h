@@ -164,6 +164,7 @@ class Worker {
   }
   void on_crash();
   void mark_recovered();
+  void measure_loss();
   void continue_output_numbering();
   bool acks_enabled() const { return ctx_.config.mode != FtMode::None; }
   OutChannel& out_for(std::uint64_t key);
@@ -208,7 +209,8 @@ class Worker {
   double pending_divergence_ = 0;           // the divergence it covers
   std::uint64_t last_item_ticket_ = 0;    // barrier after the latest item backup
   std::size_t batch_ = 0;                 // items per message sent
-  std::uint64_t replay_remaining_ = 0;   // replayed items not processed yet
+  std::uint64_t replay_remaining_ = 0;
+  bool measure_pending_ = false;   // replayed items not processed yet
   std::uint64_t processed_ = 0;           // items processed by this worker (all incarnations, from its counters)
   std::vector<double> loss_theta_;        // runtime theta in force at each failure j = 1..k
   std::vector<double> loss_l_;

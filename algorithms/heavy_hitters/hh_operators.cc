@@ -94,6 +94,13 @@ void CountMinHeavyHitters::process(const Item& item, Emitter& out) {
   }
 }
 
+std::vector<std::uint64_t> CountMinHeavyHitters::reported_keys() const {
+  std::vector<std::uint64_t> v;
+  candidates_.for_each([&](std::uint64_t k, std::int64_t) { v.push_back(k); });
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 void CountMinHeavyHitters::finish(Emitter& out) {
   candidates_.for_each([&](std::uint64_t key, std::int64_t) {
     const auto est = estimate(key);

@@ -75,6 +75,8 @@ class CountMinHeavyHitters final : public Operator {
 
   std::int64_t estimate(std::uint64_t key) const { return hash_.estimate(counters_.values(), key); }
   const CountMinHash& hash() const { return hash_; }
+  std::span<const std::int64_t> counters() const { return counters_.values(); }
+  std::vector<std::uint64_t> reported_keys() const;  // sorted
   double phi() const { return phi_; }
   std::int64_t compensation() const { return compensation_.get(0); }
 

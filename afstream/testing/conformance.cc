@@ -1,0 +1,459 @@
+// The operator conformance kit (conformance.h): checks (a)-(e) of an operator's divergence, backups and restores.
+#include "afstream/testing/conformance.h"
+
+#include <algorithm>
+#include <cxxabi.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <limits>
+#include <random>
+#include <string_view>
+#include <typeinfo>
+#include <utility>
+
+#include "afstream/core/bytes.h"
+#include "afstream/core/errors.h"
+
+namespace afs::testing {
+
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// A check failed: the message says which check, where, and the values that disagree.
+struct CheckFailed {
+  std::string message;
+};
+
+[[noreturn]] void fail(std::string message) { throw CheckFailed{std::move(message)}; }
+
+std::string num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "+inf" : "-inf";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+  return std::string(buf, r.ptr);
+}
+
+// The demangled dynamic type of an exception, for a failure message.
+std::string type_name(const std::exception& e) {
+  int status = 0;
+  char* name = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+  std::string s = status == 0 && name ? name : typeid(e).name();
+  std::free(name);
+  return s;
+}
+
+std::string describe(const Item& it) {
+  return "(key=" + std::to_string(it.key) + ", value=" + std::to_string(it.value) +
+         ", time=" + std::to_string(it.time) + ")";
+}
+
+std::string describe(const Emitted& e) {
+  return "(key=" + std::to_string(e.key) + ", value=" + std::to_string(e.value) + ", time=" + std::to_string(e.time) +
+         ")";
+}
+
+std::string at_item(std::span<const Item> items, std::size_t i) {
+  return "item " + std::to_string(i) + " " + describe(items[i]);
+}
+
+Bytes full_of(const Operator& op) {
+  ByteWriter w;
+  op.snapshot_full(w);
+  return w.take();
+}
+
+Bytes delta_of(const Operator& op) {
+  ByteWriter w;
+  op.snapshot_delta(w);
+  return w.take();
+}
+
+void restore(Operator& op, const Bytes& full) {
+  ByteReader r(full);
+  op.restore_full(r);
+}
+
+void apply(Operator& op, const Bytes& delta) {
+  ByteReader r(delta);
+  op.apply_delta(r);
+}
+
+// "" when equal, otherwise where the two byte strings first differ.
+std::string byte_difference(const Bytes& a, const Bytes& b) {
+  if (a == b) return "";
+  const auto n = std::min(a.size(), b.size());
+  std::size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  std::string s = std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " bytes, first difference at offset " +
+                  std::to_string(i);
+  if (i < n) s += " (" + std::to_string(a[i]) + " vs " + std::to_string(b[i]) + ")";
+  return s;
+}
+
+// Two finite values agree when |reported - brute| <= tol * max(1, |brute|); infinities agree with themselves.
+bool close(double reported, double brute, double tol) {
+  if (std::isnan(reported) || std::isnan(brute)) return false;
+  if (std::isinf(reported) || std::isinf(brute)) return reported == brute;
+  return std::fabs(reported - brute) <= tol * std::max(1.0, std::fabs(brute));
+}
+
+// divergence() as an upper bound of the brute-force distance.
+bool bounds(double reported, double brute, double tol) {
+  if (std::isnan(reported) || std::isnan(brute)) return false;
+  if (reported == std::numeric_limits<double>::infinity()) return true;
+  if (std::isinf(brute)) return brute < 0;
+  return reported >= brute - tol * std::max(1.0, std::fabs(brute));
+}
+
+// Prefix lengths of a buffer of size n to try in (d).
+std::vector<std::size_t> prefix_lengths(std::size_t n, std::size_t max) {
+  std::vector<std::size_t> v;
+  if (n <= max) {
+    for (std::size_t len = 0; len < n; ++len) v.push_back(len);
+    return v;
+  }
+  const std::size_t edge = max / 4;
+  for (std::size_t len = 0; len < edge; ++len) v.push_back(len);
+  const std::size_t middle = max - 2 * edge;
+  for (std::size_t k = 0; k < middle; ++k) v.push_back(edge + (n - 2 * edge) * k / middle);
+  for (std::size_t len = n - edge; len < n; ++len) v.push_back(len);
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// Everything observable about an operator's state without feeding it items.
+struct Fingerprint {
+  Bytes full;
+  Bytes delta;
+  double divergence = 0;
+};
+
+Fingerprint fingerprint(const Operator& op) { return {full_of(op), delta_of(op), op.divergence()}; }
+
+class Kit {
+ public:
+  Kit(const OperatorMaker& make, std::span<const Item> items, const ConformanceOptions& o)
+      : make_(make), items_(items), o_(o) {}
+
+  void run() {
+    check_divergence_and_chain();
+    check_cut_points();
+    check_truncations();
+  }
+
+  // Where the kit is, for an unexpected exception.
+  std::string where() const { return where_; }
+
+ private:
+  std::unique_ptr<Operator> fresh() {
+    auto op = make_();
+    if (!op) fail("make() returned a null operator");
+    return op;
+  }
+
+  // Feeds items [begin, end) to op; records the emitted items and, for each, the input that produced it.
+  void feed(Operator& op, std::size_t begin, std::size_t end, RecordingEmitter& out, std::vector<std::size_t>& from) {
+    for (std::size_t i = begin; i < end; ++i) {
+      op.process(items_[i], out);
+      from.resize(out.items.size(), i);
+    }
+  }
+
+  void expect_zero_distance(const Operator& a, const Operator& b, const std::string& what) {
+    const double ab = a.distance(b), ba = b.distance(a);
+    if (!close(ab, 0, o_.tolerance) || !close(ba, 0, o_.tolerance)) {
+      fail(what + ": distance is " + num(ab) + " one way and " + num(ba) + " the other, expected 0");
+    }
+  }
+
+  // (a), (b) and (e) in one pass over the items.
+  void check_divergence_and_chain() {
+    where_ = "(a) setting up";
+    auto op = fresh();
+    auto backup = fresh();  // the state at the last backup, restored from that backup's snapshot_full
+    auto chain = fresh();   // the first full snapshot plus every later delta
+    const Bytes first = full_of(*op);
+    restore(*backup, first);
+    restore(*chain, first);
+    last_full_ = first;
+    delta_base_ = first;
+    {
+      const double d = op->divergence(), dist = op->distance(*backup);
+      if (!close(d, 0, o_.tolerance) || !close(dist, 0, o_.tolerance)) {
+        fail("(a) before any item: a fresh operator has divergence() = " + num(d) + " and distance " + num(dist) +
+             " to its own snapshot, expected 0");
+      }
+    }
+    std::mt19937_64 rng(o_.seed);
+    std::uniform_int_distribution<std::size_t> gap(o_.backup_every_min, o_.backup_every_max);
+    std::size_t next = gap(rng);
+    std::ptrdiff_t last_backup = -1;  // index of the item after which the last backup was taken
+    const double alpha = op->alpha(), beta = op->beta();
+    RecordingEmitter out;
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      where_ = "(a) processing " + at_item(items_, i);
+      const double before = op->divergence();
+      op->process(items_[i], out);
+      const std::size_t emitted = out.items.size();
+      out.items.clear();
+      if (static_cast<double>(emitted) > beta) {
+        fail("(e) beta: " + at_item(items_, i) + " emitted " + std::to_string(emitted) + " items but beta() = " +
+             num(beta));
+      }
+      const double div = op->divergence();
+      if (std::isfinite(before) && std::isfinite(div) && div - before > alpha + o_.tolerance * std::max(1.0, alpha)) {
+        fail("(e) alpha: " + at_item(items_, i) + " raised divergence() from " + num(before) + " to " + num(div) +
+             " (by " + num(div - before) + ") but alpha() = " + num(alpha));
+      }
+      const double dist = op->distance(*backup);
+      const bool ok = o_.exact_divergence ? close(div, dist, o_.tolerance) : bounds(div, dist, o_.tolerance);
+      if (!ok) {
+        fail("(a) divergence: after " + at_item(items_, i) + " divergence() = " + num(div) +
+             (o_.exact_divergence ? " but " : " is below ") + "distance(backup copy) = " + num(dist) +
+             (last_backup < 0 ? std::string(" (no backup yet)")
+                              : " (last backup after item " + std::to_string(last_backup) + ")"));
+      }
+      if (i + 1 == next) {
+        backup_point(*op, *backup, *chain, i);
+        last_backup = static_cast<std::ptrdiff_t>(i);
+        next += gap(rng);
+      }
+    }
+    // The changes since the last backup, applied to the chain, give the operator's final state.
+    where_ = "(b) applying the final delta";
+    const Bytes delta = delta_of(*op);
+    remember_delta(delta);
+    apply(*chain, delta);
+    check_chain(*op, *chain, full_of(*op), "after the last item (final delta, not marked backed up)");
+  }
+
+  void backup_point(Operator& op, Operator& backup, Operator& chain, std::size_t i) {
+    const std::string when = "at the backup after " + at_item(items_, i);
+    where_ = "(a) " + when;
+    const Bytes delta = delta_of(op);
+    const Bytes full = full_of(op);
+    op.mark_backed_up();
+    if (op.divergence() != 0) {
+      fail("(a) " + when + ": divergence() = " + num(op.divergence()) + " right after mark_backed_up(), expected 0");
+    }
+    if (const auto d = byte_difference(full, full_of(op)); !d.empty()) {
+      fail("(a) " + when + ": mark_backed_up() changed snapshot_full (" + d + ")");
+    }
+    restore(backup, full);
+    if (backup.divergence() != 0) {
+      fail("(a) " + when + ": divergence() = " + num(backup.divergence()) + " right after restore_full, expected 0");
+    }
+    expect_zero_distance(op, backup, "(a) " + when + ", operator vs the instance restored from its snapshot_full");
+    where_ = "(b) " + when;
+    remember_delta(delta);
+    apply(chain, delta);
+    if (chain.divergence() != 0) {
+      fail("(b) " + when + ": divergence() = " + num(chain.divergence()) + " right after apply_delta, expected 0");
+    }
+    check_chain(op, chain, full, when);
+    last_full_ = full;
+  }
+
+  void remember_delta(const Bytes& delta) {
+    if (delta.size() > delta_.size()) {
+      delta_ = delta;
+      delta_base_ = last_full_;
+    }
+  }
+
+  void check_chain(const Operator& op, const Operator& chain, const Bytes& full, const std::string& when) {
+    expect_zero_distance(op, chain, "(b) " + when + ", operator vs first full snapshot + every later delta");
+    if (const auto d = byte_difference(full, full_of(chain)); !d.empty()) {
+      fail("(b) " + when + ": snapshot_full of first full snapshot + every later delta differs from the operator's (" +
+           d + ")");
+    }
+  }
+
+  // (c): snapshot, restore into a fresh instance, continue == an uninterrupted run.
+  void check_cut_points() {
+    const std::size_t n = items_.size();
+    where_ = "(c) the uninterrupted run";
+    auto ref = fresh();
+    RecordingEmitter ref_out;
+    std::vector<std::size_t> ref_from;
+    feed(*ref, 0, n, ref_out, ref_from);
+    ref->finish(ref_out);
+    ref_from.resize(ref_out.items.size(), n);
+    const Bytes ref_full = full_of(*ref);
+    final_full_ = ref_full;
+
+    std::vector<std::size_t> cuts = {0, 1, n / 2, n == 0 ? 0 : n - 1, n};
+    std::mt19937_64 rng(o_.seed ^ 0x9e3779b97f4a7c15ULL);
+    std::uniform_int_distribution<std::size_t> any(0, n);
+    for (std::size_t k = 0; k < o_.random_cut_points; ++k) cuts.push_back(any(rng));
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    while (!cuts.empty() && cuts.back() > n) cuts.pop_back();
+
+    for (const std::size_t cut : cuts) {
+      const std::string run = "(c) cut after " + std::to_string(cut) + " of " + std::to_string(n) + " items";
+      where_ = run;
+      auto first = fresh();
+      RecordingEmitter out;
+      std::vector<std::size_t> from;
+      feed(*first, 0, cut, out, from);
+      const Bytes snap = full_of(*first);
+      auto second = fresh();
+      restore(*second, snap);
+      if (second->divergence() != 0) {
+        fail(run + ": divergence() = " + num(second->divergence()) + " right after restore_full, expected 0");
+      }
+      expect_zero_distance(*first, *second, run + ", snapshotted instance vs the one restored from it");
+      if (const auto d = byte_difference(snap, full_of(*second)); !d.empty()) {
+        fail(run + ": snapshot_full of the restored instance differs from the snapshot it was restored from (" + d +
+             ")");
+      }
+      feed(*second, cut, n, out, from);
+      second->finish(out);
+      from.resize(out.items.size(), n);
+      expect_zero_distance(*ref, *second, run + ", uninterrupted vs snapshot/restore/continue at the end");
+      compare_emitted(ref_out.items, ref_from, out.items, from, run);
+      if (const auto d = byte_difference(ref_full, full_of(*second)); !d.empty()) {
+        fail(run + ": final snapshot_full differs from the uninterrupted run's (" + d + ")");
+      }
+    }
+  }
+
+  std::string origin(std::size_t from) const {
+    return from >= items_.size() ? std::string("finish()") : at_item(items_, from);
+  }
+
+  void compare_emitted(const std::vector<Emitted>& want, const std::vector<std::size_t>& want_from,
+                       const std::vector<Emitted>& got, const std::vector<std::size_t>& got_from,
+                       const std::string& run) {
+    const std::size_t n = std::min(want.size(), got.size());
+    for (std::size_t e = 0; e < n; ++e) {
+      if (want[e] == got[e]) continue;
+      fail(run + ": emitted item #" + std::to_string(e) + " differs: the uninterrupted run emitted " +
+           describe(want[e]) + " at " + origin(want_from[e]) + ", snapshot/restore/continue emitted " +
+           describe(got[e]) + " at " + origin(got_from[e]));
+    }
+    if (want.size() != got.size()) {
+      const bool more = got.size() > want.size();
+      const std::size_t e = n;
+      fail(run + ": the uninterrupted run emitted " + std::to_string(want.size()) +
+           " items, snapshot/restore/continue " + std::to_string(got.size()) + "; the first extra one is " +
+           describe(more ? got[e] : want[e]) + " at " + origin(more ? got_from[e] : want_from[e]) + " (" +
+           (more ? "only after restore" : "only uninterrupted") + ")");
+    }
+  }
+
+  // (d): truncated snapshots and deltas are rejected with FormatError and change nothing.
+  void check_truncations() {
+    if (o_.max_truncations == 0) return;
+    const std::size_t half = items_.size() / 2;
+    // restore_full target: the state after the first half of the items (it differs from the final state).
+    where_ = "(d) setting up";
+    auto target = fresh();
+    auto twin = fresh();
+    RecordingEmitter sink;
+    std::vector<std::size_t> from;
+    feed(*target, 0, half, sink, from);
+    feed(*twin, 0, half, sink, from);
+    expect_rejected(*target, *twin, final_full_, "restore_full", "the final full snapshot",
+                    [](Operator& op, ByteReader& r) { op.restore_full(r); });
+    where_ = "(d) restoring the untruncated snapshot";
+    restore(*target, final_full_);
+    if (const auto d = byte_difference(final_full_, full_of(*target)); !d.empty()) {
+      fail("(d) after rejecting truncations, restore_full of the whole snapshot gives different snapshot_full bytes (" +
+           d + ")");
+    }
+
+    // apply_delta target: the backed-up state the largest delta was taken against.
+    where_ = "(d) setting up the delta base";
+    auto base = fresh();
+    auto base_twin = fresh();
+    restore(*base, delta_base_);
+    restore(*base_twin, delta_base_);
+    expect_rejected(*base, *base_twin, delta_, "apply_delta", "the largest delta of check (b)",
+                    [](Operator& op, ByteReader& r) { op.apply_delta(r); });
+  }
+
+  template <typename Call>
+  void expect_rejected(Operator& target, const Operator& twin, const Bytes& bytes, const char* call,
+                       const char* what, Call&& call_fn) {
+    const Fingerprint before = fingerprint(target);
+    for (const std::size_t len : prefix_lengths(bytes.size(), o_.max_truncations)) {
+      const std::string attempt = std::string("(d) ") + call + " of the first " + std::to_string(len) + " of " +
+                                  std::to_string(bytes.size()) + " bytes of " + what;
+      where_ = attempt;
+      ByteReader r(std::span<const std::uint8_t>(bytes.data(), len));
+      try {
+        call_fn(target, r);
+      } catch (const FormatError&) {
+        check_unchanged(target, twin, before, attempt);
+        continue;
+      } catch (const std::exception& e) {
+        fail(attempt + ": threw " + type_name(e) + " (" + e.what() + "), expected afs::FormatError");
+      }
+      fail(attempt + ": accepted, expected afs::FormatError");
+    }
+  }
+
+  void check_unchanged(const Operator& target, const Operator& twin, const Fingerprint& before,
+                       const std::string& attempt) {
+    expect_zero_distance(target, twin, attempt + ": threw FormatError but changed the state");
+    const Fingerprint after = fingerprint(target);
+    if (const auto d = byte_difference(before.full, after.full); !d.empty()) {
+      fail(attempt + ": threw FormatError but changed snapshot_full (" + d + ")");
+    }
+    if (const auto d = byte_difference(before.delta, after.delta); !d.empty()) {
+      fail(attempt + ": threw FormatError but changed snapshot_delta (" + d + ")");
+    }
+    if (!(before.divergence == after.divergence)) {
+      fail(attempt + ": threw FormatError but changed divergence() from " + num(before.divergence) + " to " +
+           num(after.divergence));
+    }
+  }
+
+  const OperatorMaker& make_;
+  std::span<const Item> items_;
+  const ConformanceOptions& o_;
+  std::string where_;
+  Bytes last_full_;    // the full snapshot of the last backup in (a)
+  Bytes delta_;        // the largest delta seen in (b) ...
+  Bytes delta_base_;   // ... and the full snapshot of the state it applies to
+  Bytes final_full_;   // the uninterrupted run's final snapshot_full in (c)
+};
+
+}  // namespace
+
+ConformanceReport check_operator(const OperatorMaker& make, std::span<const Item> items,
+                                 const ConformanceOptions& options) {
+  const std::string seed = " [seed " + std::to_string(options.seed) + ", " + std::to_string(items.size()) + " items]";
+  if (options.backup_every_min < 1 || options.backup_every_min > options.backup_every_max) {
+    return {false, "options: expected 1 <= backup_every_min <= backup_every_max, got " +
+                       std::to_string(options.backup_every_min) + " and " + std::to_string(options.backup_every_max)};
+  }
+  if (!(options.tolerance >= 0)) return {false, "options: tolerance must be >= 0, got " + num(options.tolerance)};
+  if (!make) return {false, "options: make is empty"};
+  Kit kit(make, items, options);
+  try {
+    kit.run();
+  } catch (const CheckFailed& f) {
+    return {false, f.message + seed};
+  } catch (const std::exception& e) {
+    return {false, kit.where() + ": unexpected " + type_name(e) + ": " + e.what() + seed};
+  }
+  return {true, ""};
+}
+
+::testing::AssertionResult OperatorConforms(const OperatorMaker& make, std::span<const Item> items,
+                                            const ConformanceOptions& options) {
+  const ConformanceReport r = check_operator(make, items, options);
+  if (r.ok) return ::testing::AssertionSuccess() << "the operator passes checks (a)-(e) on " << items.size() << " items";
+  return ::testing::AssertionFailure() << r.failure;
+}
+
+}  // namespace afs::testing

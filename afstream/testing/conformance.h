@@ -1,0 +1,88 @@
+// The operator conformance kit: a test a user runs on their own operator to check that its divergence, backups
+// and restores agree (DESIGN.md sections 2, 3 and 9; like abseil's hash_testing.h). In a GoogleTest:
+//
+//   auto make = [] { return std::make_unique<MyOperator>(params); };
+//   std::vector<afs::Item> items = ...;  // a few thousand items that exercise the state
+//   EXPECT_TRUE(afs::testing::OperatorConforms(make, items));
+//
+// make() must return a fresh instance in the same initial state every time; items are fed in order. The checks,
+// each named in the failure message by its letter:
+//   (a) divergence vs brute force: the state at the last backup is kept as a second instance, restored from
+//       snapshot_full at each backup point (backups at seeded random intervals, calling mark_backed_up on the
+//       operator). After every item divergence() must equal distance(backup copy) (exact_divergence) or at least
+//       bound it from above. +infinity on both sides (a change that must be backed up at once) agrees.
+//       Right after mark_backed_up and restore_full, divergence() is 0.
+//   (b) delta chain: restoring the first full snapshot and applying every later snapshot_delta in order gives a
+//       state at distance 0 from the operator whose snapshot_full bytes equal the operator's.
+//   (c) snapshot/restore/continue equals an uninterrupted run, for several cut points: same final snapshot_full
+//       bytes, distance 0, and the same emitted items (key, value, time, in order, including finish()).
+//   (d) restore_full of truncated full snapshots and apply_delta of truncated deltas throw afs::FormatError and
+//       leave the target unchanged (distance 0 to its prior state, same snapshot bytes and divergence).
+//   (e) alpha and beta: no item raises a finite divergence() by more than alpha(), and no item emits more than
+//       beta() items (DESIGN.md section 2; the bounds of section 3 rest on both).
+//
+// Inside namespace afs, `testing::` names this namespace: write `::testing::` for GoogleTest there.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "afstream/core/item.h"
+#include "afstream/core/operator.h"
+
+namespace afs::testing {
+
+struct ConformanceOptions {
+  std::uint64_t seed = 1;  // picks the backup points and the random cut points; reported with every failure
+  // Backups happen after a uniformly drawn number of items in [backup_every_min, backup_every_max].
+  std::size_t backup_every_min = 1, backup_every_max = 500;
+  // true: divergence() == distance(backup copy); false: divergence() >= distance(backup copy) (an upper bound,
+  // e.g. a max-abs high-water mark over counters that move both ways).
+  bool exact_divergence = true;
+  // Agreement of two finite values a (reported) and b (brute force): |a - b| <= tolerance * max(1, |b|).
+  double tolerance = 1e-9;
+  // (c): cut points tried besides 0, 1, n/2, n-1 and n (drawn from the seed).
+  std::size_t random_cut_points = 3;
+  // (d): most prefix lengths tried per snapshot; shorter snapshots try every prefix. Longer ones try the first and
+  // last quarter of this many and spread the rest evenly.
+  std::size_t max_truncations = 2048;
+};
+
+struct ConformanceReport {
+  bool ok = true;
+  std::string failure;  // the first failure: which check, the item index, and the values that disagree
+};
+
+using OperatorMaker = std::function<std::unique_ptr<Operator>()>;
+
+// Runs checks (a)-(e) on the operators make() returns, fed with items. Stops at the first failure. An exception
+// escaping the operator where none is expected is reported as a failure, not rethrown.
+ConformanceReport check_operator(const OperatorMaker& make, std::span<const Item> items,
+                                 const ConformanceOptions& options = {});
+
+// check_operator as a GoogleTest assertion: EXPECT_TRUE(afs::testing::OperatorConforms(make, items)).
+::testing::AssertionResult OperatorConforms(const OperatorMaker& make, std::span<const Item> items,
+                                            const ConformanceOptions& options = {});
+
+// One item an operator emitted.
+struct Emitted {
+  std::uint64_t key = 0;
+  std::int64_t value = 0;
+  std::int64_t time = 0;
+  friend bool operator==(const Emitted&, const Emitted&) = default;
+};
+
+// An Emitter that records everything, in order.
+class RecordingEmitter final : public Emitter {
+ public:
+  void emit(std::uint64_t key, std::int64_t value, std::int64_t time) override { items.push_back({key, value, time}); }
+  std::vector<Emitted> items;
+};
+
+}  // namespace afs::testing

@@ -1,0 +1,123 @@
+// Property tests of the fault-tolerance bounds (DESIGN 3, proofs/general-bounds.md): over many seeded random
+// failure schedules on the in-process cluster, what each failure lost never exceeds the runtime thresholds in
+// force, and the total over any number of failures stays below the user bounds.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "tests/property/hh_harness.h"
+
+namespace afs::testing {
+namespace {
+
+constexpr int kSeeds = 12;
+
+RunConfig approx_config(double theta, double l, double gamma) {
+  RunConfig c;
+  c.mode = FtMode::Approx;
+  c.bounds = {theta, l, gamma};
+  c.measure_losses = true;
+  c.batch_items = 256;
+  return c;
+}
+
+HhSetup small_setup(std::uint64_t seed) {
+  HhSetup s;
+  s.seed = seed;
+  s.items = 300000;
+  s.keys = 20000;
+  s.phi = 2000;
+  return s;
+}
+
+// Every failure of an operator worker: d(state at crash, recovered state) <= theta, and adding what the lost items
+// could have contributed, <= theta + l * alpha (Lemma 1).
+TEST(FtBoundsProperty, StateLossPerFailureWithinThetaPlusLAlpha) {
+  int measured = 0;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto s = small_setup(seed);
+    auto cfg = approx_config(400, 100, 100);
+    cfg.failures = random_failures(rng, 1 + seed % 5, s.items, 4);
+    const auto run = run_hh(s, cfg);
+    for (const auto& r : run.result.failures) {
+      if (r.lost_divergence < 0) continue;  // sources have no operator state
+      ++measured;
+      EXPECT_LE(r.lost_divergence, r.theta + 1e-9) << "seed " << seed << " worker " << r.worker << " failure "
+                                                   << r.failure_count;
+      EXPECT_LE(r.lost_divergence + static_cast<double>(r.lost_items) * r.alpha,
+                r.theta + static_cast<double>(r.l) * r.alpha + 1e-9)
+          << "seed " << seed << " worker " << r.worker;
+    }
+  }
+  EXPECT_GT(measured, kSeeds);  // the schedules did hit operator workers
+}
+
+TEST(FtBoundsProperty, LostItemsPerFailureWithinL) {
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    std::mt19937_64 rng(seed * 7);
+    auto s = small_setup(seed);
+    auto cfg = approx_config(400, 60, 100);
+    cfg.failures = random_failures(rng, 3, s.items, 4);
+    const auto run = run_hh(s, cfg);
+    ASSERT_FALSE(run.result.failures.empty());
+    for (const auto& r : run.result.failures) {
+      EXPECT_LE(r.lost_items, r.l) << "seed " << seed << " worker " << r.worker;
+      EXPECT_LE(r.lost_outputs, r.gamma) << "seed " << seed << " worker " << r.worker;
+    }
+  }
+}
+
+// Theorem H / Corollary P: over any number of failures, the sum over all copies of an operator stays below
+// Theta + L * alpha, because the runtime thresholds start at Theta / 2n and halve at every recovery.
+TEST(FtBoundsProperty, TotalLossOverKFailuresWithinUserBound) {
+  const double theta = 400, l = 100;
+  for (int seed = 1; seed <= kSeeds / 2; ++seed) {
+    std::mt19937_64 rng(seed * 13);
+    auto s = small_setup(seed);
+    auto cfg = approx_config(theta, l, 100);
+    cfg.failures = random_failures(rng, 12, s.items, 4, 0.8);  // many failures, mostly of all workers
+    const auto run = run_hh(s, cfg);
+    std::map<int, double> by_stage;
+    const int hh_first = run.topology.first_worker(1);
+    int hh_failures = 0;
+    double alpha = 0;
+    for (const auto& r : run.result.failures) {
+      if (r.worker < hh_first || r.worker >= hh_first + s.parallelism) continue;
+      ASSERT_GE(r.lost_divergence, 0);
+      by_stage[1] += r.lost_divergence + static_cast<double>(r.lost_items) * r.alpha;
+      alpha = r.alpha;
+      ++hh_failures;
+      // The thresholds in force halve with each failure of the worker.
+      EXPECT_LE(r.theta, theta / (2.0 * s.parallelism) / std::ldexp(1.0, r.failure_count - 1) + 1e-9);
+    }
+    EXPECT_GE(hh_failures, 6) << "seed " << seed;
+    EXPECT_LT(by_stage[1], theta + l * alpha) << "seed " << seed;
+  }
+}
+
+// Theorem E: Theta = L = Gamma = 0 loses nothing, and the results equal a failure-free run's.
+TEST(FtBoundsProperty, ZeroThresholdsLoseNothing) {
+  for (int seed = 1; seed <= 3; ++seed) {
+    std::mt19937_64 rng(seed * 31);
+    auto s = small_setup(seed);
+    s.items = 30000;
+    s.phi = 300;
+    RunConfig none;
+    none.mode = FtMode::None;
+    const auto reference = run_hh(s, none);
+    auto cfg = approx_config(0, 0, 0);
+    cfg.failures = random_failures(rng, 3, s.items, 4);
+    const auto run = run_hh(s, cfg);
+    ASSERT_FALSE(run.result.failures.empty());
+    for (const auto& r : run.result.failures) {
+      EXPECT_EQ(r.lost_items, 0u);
+      if (r.lost_divergence >= 0) EXPECT_EQ(r.lost_divergence, 0.0) << "seed " << seed << " worker " << r.worker;
+    }
+    EXPECT_EQ(run.states, reference.states) << "seed " << seed;
+    EXPECT_EQ(run.reported, reference.reported) << "seed " << seed;
+  }
+}
+
+}  // namespace
+}  // namespace afs::testing

@@ -1,0 +1,58 @@
+// Property tests of heavy hitters under approximate fault tolerance (PAPER Theorem 2,
+// proofs/theorem2-count-min.md): with compensation after each recovery there are no false negatives and no
+// estimate falls below the exact weight, whatever the failure schedule; without failures approx equals none.
+#include <gtest/gtest.h>
+
+#include "tests/property/hh_harness.h"
+
+namespace afs::testing {
+namespace {
+
+TEST(HeavyHittersProperty, RecallIsOneAfterCompensation) {
+  for (int seed = 1; seed <= 10; ++seed) {
+    std::mt19937_64 rng(seed * 101);
+    HhSetup s;
+    s.seed = seed;
+    s.items = 300000;
+    s.phi = 1500;
+    s.weights = seed % 2 ? "unit" : "packet";
+    if (s.weights == "packet") s.phi *= 770;
+    RunConfig cfg;
+    cfg.mode = FtMode::Approx;
+    cfg.bounds = s.weights == "packet" ? UserBounds{2e4, 20, 100} : UserBounds{200, 50, 100};
+    cfg.batch_items = 256;
+    cfg.failures = random_failures(rng, 2 + seed % 6, s.items, 4);
+    const auto run = run_hh(s, cfg);
+    EXPECT_FALSE(run.result.failures.empty());
+    EXPECT_EQ(run.score.recall, 1.0) << "seed " << seed << ": " << run.score.true_positives << " of "
+                                     << run.score.true_heavy;
+    EXPECT_GE(run.min_margin, 0) << "seed " << seed << ": an estimate fell below the exact weight";
+    EXPECT_GT(run.score.true_heavy, 5u);
+  }
+}
+
+TEST(HeavyHittersProperty, NoFailuresApproxEqualsNone) {
+  for (int seed = 1; seed <= 4; ++seed) {
+    HhSetup s;
+    s.seed = seed;
+    s.weights = seed % 2 ? "unit" : "packet";
+    s.phi = s.weights == "packet" ? 1500.0 * 770 : 1500;
+    RunConfig none;
+    none.mode = FtMode::None;
+    const auto reference = run_hh(s, none);
+    for (auto mode : {FtMode::Approx, FtMode::Exact}) {
+      RunConfig cfg;
+      cfg.mode = mode;
+      cfg.bounds = {1e4, 100, 100};
+      const auto run = run_hh(s, cfg);
+      EXPECT_EQ(run.states, reference.states) << "seed " << seed << " mode " << to_string(mode);
+      EXPECT_EQ(run.reported, reference.reported) << "seed " << seed << " mode " << to_string(mode);
+      EXPECT_GT(run.result.state_backups, 0u);
+    }
+    EXPECT_EQ(reference.result.state_backups, 0u);
+    EXPECT_EQ(reference.result.backup_bytes, 0u);
+  }
+}
+
+}  // namespace
+}  // namespace afs::testing

@@ -1,0 +1,114 @@
+// Runs the heavy-hitter topology (zipf -> count-min-hh x n -> hh-merge) on the in-process cluster for property
+// and integration tests, and exposes what they check: failure records, final operators, exact ground truth.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <unordered_map>
+
+#include "afstream/core/registry.h"
+#include "afstream/core/topology.h"
+#include "afstream/runtime/local_cluster.h"
+#include "algorithms/heavy_hitters/evaluation.h"
+#include "algorithms/heavy_hitters/hh_operators.h"
+
+namespace afs::testing {
+
+struct HhSetup {
+  std::uint64_t items = 400000;
+  std::uint64_t keys = 20000;
+  double skew = 1.1;
+  std::uint64_t seed = 1;
+  std::string weights = "unit";
+  double phi = 2000;  // absolute
+  int parallelism = 2;
+  std::uint64_t width = 2000;
+  std::uint64_t depth = 4;
+};
+
+struct HhRun {
+  Topology topology;
+  RunResult result;
+  std::unordered_map<std::uint64_t, std::int64_t> reported;
+  // Per hh worker: the counters, then the reported keys (sorted): the state, in a canonical form.
+  std::vector<std::vector<std::int64_t>> states;
+  std::int64_t min_margin = 0;                         // min over keys of (estimate - exact weight)
+  std::vector<std::int64_t> compensation;           // per hh worker
+  std::unordered_map<std::uint64_t, std::int64_t> exact;
+  hh::HeavyHitterScore score;
+};
+
+inline Params hh_source_params(const HhSetup& s) {
+  Params p;
+  p.set("items", s.items).set("keys", s.keys).set("skew", s.skew).set("seed", s.seed).set("weights", s.weights);
+  return p;
+}
+
+inline Topology hh_topology(const HhSetup& s) {
+  Params cm;
+  cm.set("width", s.width).set("depth", s.depth).set("phi", s.phi).set("seed", s.seed + 11);
+  cm.set("max-weight", hh::max_weight(hh::parse_weights(s.weights)));
+  return TopologyBuilder()
+      .source("source", "zipf", hh_source_params(s))
+      .stage("hh", "count-min-hh", cm)
+      .parallelism(s.parallelism)
+      .key_by()
+      .from("source")
+      .stage("sink", "hh-merge", Params().set("items", s.items * 1500))
+      .forward()
+      .from("hh")
+      .build();
+}
+
+// Random failure schedule: k events at uniform points of [0.05, 0.95] of the input, each killing a random
+// non-empty subset of the workers (or all of them with probability all_prob).
+inline std::vector<FailureEvent> random_failures(std::mt19937_64& rng, int k, std::uint64_t items, int workers,
+                                                 double all_prob = 0.5) {
+  std::vector<FailureEvent> v;
+  std::uniform_real_distribution<double> at(0.05, 0.95);
+  std::bernoulli_distribution all(all_prob);
+  for (int i = 0; i < k; ++i) {
+    FailureEvent e;
+    e.at_items = static_cast<std::uint64_t>(at(rng) * static_cast<double>(items));
+    if (all(rng)) {
+      for (int w = 0; w < workers; ++w) e.workers.push_back(w);
+    } else {
+      std::uniform_int_distribution<int> pick(0, workers - 1);
+      e.workers.push_back(pick(rng));
+      if (all(rng)) e.workers.push_back(pick(rng));
+    }
+    v.push_back(e);
+  }
+  return v;
+}
+
+inline HhRun run_hh(const HhSetup& s, RunConfig config, std::shared_ptr<BackupStore> store = nullptr) {
+  Registry registry;
+  hh::register_heavy_hitters(registry);
+  HhRun out;
+  out.topology = hh_topology(s);
+  LocalCluster cluster(out.topology, registry, std::move(config), std::move(store));
+  out.result = cluster.run();
+  const int sink = out.topology.first_worker(out.topology.stage_index("sink"));
+  out.reported = dynamic_cast<hh::HeavyHitterMerge&>(*cluster.final_operator(sink)).results();
+  const int first = out.topology.first_worker(out.topology.stage_index("hh"));
+  std::vector<hh::CountMinHeavyHitters*> ops;
+  for (int i = 0; i < s.parallelism; ++i) {
+    auto& op = dynamic_cast<hh::CountMinHeavyHitters&>(*cluster.final_operator(first + i));
+    std::vector<std::int64_t> state(op.counters().begin(), op.counters().end());
+    for (auto k : op.reported_keys()) state.push_back(static_cast<std::int64_t>(k));
+    out.states.push_back(std::move(state));
+    out.compensation.push_back(op.compensation());
+    ops.push_back(&op);
+  }
+  out.exact = hh::exact_weights(hh_source_params(s));
+  out.score = hh::score_heavy_hitters(out.reported, out.exact, s.phi);
+  out.min_margin = INT64_MAX;
+  for (const auto& [key, w] : out.exact) {
+    const auto* op = ops[key_partition(key, ops.size())];
+    out.min_margin = std::min(out.min_margin, op->estimate(key) - w);
+  }
+  return out;
+}
+
+}  // namespace afs::testing

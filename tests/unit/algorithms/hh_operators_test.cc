@@ -1,0 +1,252 @@
+// Unit tests of the heavy-hitter operators (algorithms/heavy_hitters/hh_operators.h): the conformance kit
+// (afstream/testing) on count-min-hh (unit and packet weights) and hh-merge, Theorem 2's compensation after a
+// recovery (exact amount, idempotent, kept in the snapshot, enough to cover a simulated failure), and "estimate()
+// never underestimates".
+#include "algorithms/heavy_hitters/hh_operators.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "afstream/core/bytes.h"
+#include "afstream/testing/conformance.h"
+#include "algorithms/heavy_hitters/zipf.h"
+
+namespace afs::hh {
+namespace {
+
+constexpr std::uint64_t kItems = 4000;
+constexpr std::uint64_t kKeys = 500;
+
+// A seeded Zipf(500, 1.1) stream; packet weights give each position a size of 40..1500 bytes.
+std::vector<Item> zipf_items(std::uint64_t seed, Weights weights, std::uint64_t n = kItems) {
+  ZipfGenerator gen({.num_keys = kKeys, .skew = 1.1, .total_items = n, .seed = seed});
+  std::vector<Item> items(n);
+  gen.fill(0, items);
+  if (weights == Weights::Packet) {
+    for (std::uint64_t p = 0; p < n; ++p) items[p].value = packet_bytes(seed, p);
+  }
+  return items;
+}
+
+std::unordered_map<std::uint64_t, std::int64_t> exact_of(const std::vector<Item>& items) {
+  std::unordered_map<std::uint64_t, std::int64_t> m;
+  for (const Item& it : items) m[it.key] += it.value;
+  return m;
+}
+
+Params cm_params(Weights weights, double phi, std::uint64_t width = 128, std::uint64_t depth = 4) {
+  Params p;
+  p.set("width", width).set("depth", depth).set("seed", 7).set("phi", phi).set("max-weight", max_weight(weights));
+  return p;
+}
+
+// phi = 1% of the stream's weight: with Zipf(1.1) over 500 keys a dozen or so keys exceed it.
+double phi_for(const std::vector<Item>& items) {
+  double total = 0;
+  for (const Item& it : items) total += static_cast<double>(it.value);
+  return total / 100;
+}
+
+std::size_t keys_above(const std::unordered_map<std::uint64_t, std::int64_t>& exact, double phi) {
+  std::size_t n = 0;
+  for (const auto& [k, v] : exact) n += static_cast<double>(v) > phi ? 1 : 0;
+  return n;
+}
+
+std::vector<std::uint8_t> full_of(const Operator& op) {
+  ByteWriter w;
+  op.snapshot_full(w);
+  return w.take();
+}
+
+RecoveryInfo recovery(std::vector<double> thetas, std::vector<double> ls, double alpha) {
+  RecoveryInfo info;
+  info.failure_count = static_cast<int>(thetas.size());
+  info.theta = thetas.back();
+  info.l = ls.back();
+  info.alpha = alpha;
+  info.theta_by_failure = std::move(thetas);
+  info.l_by_failure = std::move(ls);
+  return info;
+}
+
+class NullEmitter final : public Emitter {
+ public:
+  void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
+};
+
+TEST(CountMinHhConformance, UnitWeights) {
+  const auto items = zipf_items(3, Weights::Unit);
+  const double phi = phi_for(items);
+  ASSERT_GE(keys_above(exact_of(items), phi), 5u) << "the stream must report some keys";
+  const Params p = cm_params(Weights::Unit, phi);
+  EXPECT_TRUE(testing::OperatorConforms([&] { return std::make_unique<CountMinHeavyHitters>(p); }, items));
+}
+
+TEST(CountMinHhConformance, PacketWeights) {
+  const auto items = zipf_items(5, Weights::Packet);
+  const double phi = phi_for(items);
+  ASSERT_GE(keys_above(exact_of(items), phi), 5u);
+  const Params p = cm_params(Weights::Packet, phi);
+  testing::ConformanceOptions o;
+  o.seed = 11;
+  o.backup_every_max = 100;
+  EXPECT_TRUE(testing::OperatorConforms([&] { return std::make_unique<CountMinHeavyHitters>(p); }, items, o));
+}
+
+// hh-merge receives (key, estimate) reports; estimates of a key grow, and several keys interleave.
+TEST(HhMergeConformance, InterleavedReports) {
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<std::uint64_t> key(1, 200);
+  std::uniform_int_distribution<std::int64_t> step(1, 1000);
+  std::unordered_map<std::uint64_t, std::int64_t> latest;
+  std::vector<Item> items(3000);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto k = key(rng) * 0x9E3779B97F4A7C15ULL;
+    latest[k] += step(rng);
+    items[i] = {k, latest[k], static_cast<std::int64_t>(i), 0};
+  }
+  Params p;
+  p.set("items", 1000000);  // alpha: the largest estimate one report can carry
+  EXPECT_TRUE(testing::OperatorConforms([&] { return std::make_unique<HeavyHitterMerge>(p); }, items));
+
+  HeavyHitterMerge merge(p);
+  NullEmitter out;
+  for (const Item& it : items) merge.process(it, out);
+  EXPECT_EQ(merge.results(), latest);
+}
+
+TEST(CountMinHh, CompensationAddsFloorThetaPlusLTimesMaxWeightOncePerFailure) {
+  const auto items = zipf_items(9, Weights::Packet, 2000);
+  CountMinHeavyHitters op(cm_params(Weights::Packet, 1e12));
+  NullEmitter out;
+  for (const Item& it : items) op.process(it, out);
+  op.mark_backed_up();
+  std::vector<std::uint64_t> keys;
+  for (std::uint64_t r = 0; r < kKeys; ++r) keys.push_back(ZipfGenerator::key_of_rank(r));
+  keys.push_back(12345);  // never seen
+  std::vector<std::int64_t> before;
+  for (auto k : keys) before.push_back(op.estimate(k));
+  ASSERT_EQ(op.compensation(), 0);
+
+  // Failure 1: theta_1 = 1000.75, l_1 = 3 -> floor(1000.75) + 3 * 1500 = 5500 on every counter.
+  const RecoveryInfo first = recovery({1000.75}, {3}, 1500);
+  op.on_recovered(first);
+  EXPECT_EQ(op.compensation(), 5500);
+  EXPECT_EQ(op.divergence(), 5500);  // every counter moved by 5500 since the backup (max-abs)
+  for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(op.estimate(keys[i]), before[i] + 5500) << i;
+
+  // The same failure reported again (e.g. the hook runs twice) adds nothing.
+  op.on_recovered(first);
+  EXPECT_EQ(op.compensation(), 5500);
+  for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(op.estimate(keys[i]), before[i] + 5500) << i;
+
+  // A snapshot taken after compensation restores the compensated counters and the compensated failure count.
+  const auto snap = full_of(op);
+  CountMinHeavyHitters restored(cm_params(Weights::Packet, 1e12));
+  ByteReader r(snap);
+  restored.restore_full(r);
+  EXPECT_EQ(restored.compensation(), 5500);
+  EXPECT_EQ(restored.distance(op), 0);
+  restored.on_recovered(first);  // recovered again from that snapshot: failure 1 is already compensated
+  EXPECT_EQ(restored.compensation(), 5500);
+  EXPECT_EQ(full_of(restored), snap);
+
+  // Failure 2 (thresholds halved): only its own term, floor(500.375) + 1 * 1500 = 2000, is added.
+  const RecoveryInfo second = recovery({1000.75, 500.375}, {3, 1}, 1500);
+  restored.on_recovered(second);
+  EXPECT_EQ(restored.compensation(), 7500);
+  for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(restored.estimate(keys[i]), before[i] + 7500) << i;
+  restored.on_recovered(second);
+  EXPECT_EQ(restored.compensation(), 7500);
+
+  // A snapshot from before failure 1's compensation, recovered after failure 2: both terms are added at once.
+  CountMinHeavyHitters late(cm_params(Weights::Packet, 1e12));
+  for (const Item& it : items) late.process(it, out);
+  late.on_recovered(second);
+  EXPECT_EQ(late.compensation(), 7500);
+  EXPECT_EQ(late.distance(restored), 0);
+}
+
+TEST(CountMinHh, NeverUnderestimatesAndReportsEveryKeyAbovePhi) {
+  for (const Weights w : {Weights::Unit, Weights::Packet}) {
+    const auto items = zipf_items(21, w, 20000);
+    const double phi = phi_for(items) / 4;
+    // A narrow sketch (64 x 3) so that collisions inflate many estimates.
+    CountMinHeavyHitters op(cm_params(w, phi, 64, 3));
+    testing::RecordingEmitter out;
+    for (const Item& it : items) op.process(it, out);
+    const auto exact = exact_of(items);
+    std::size_t inflated = 0;
+    for (const auto& [k, v] : exact) {
+      ASSERT_GE(op.estimate(k), v) << "key " << k;
+      inflated += op.estimate(k) > v ? 1 : 0;
+    }
+    EXPECT_GT(inflated, exact.size() / 2) << "the sketch is narrow enough for collisions";
+    std::set<std::uint64_t> reported;
+    for (const auto& e : out.items) {
+      EXPECT_TRUE(reported.insert(e.key).second) << "key " << e.key << " reported twice";
+      EXPECT_GT(static_cast<double>(e.value), phi);
+    }
+    const std::size_t heavy = keys_above(exact, phi);
+    ASSERT_GE(heavy, 5u);
+    for (const auto& [k, v] : exact) {
+      if (static_cast<double>(v) > phi) EXPECT_TRUE(reported.count(k)) << "heavy key " << k << " missed";
+    }
+    // finish() reports the final estimate of every reported key.
+    testing::RecordingEmitter final_out;
+    op.finish(final_out);
+    ASSERT_EQ(final_out.items.size(), reported.size());
+    for (const auto& e : final_out.items) EXPECT_EQ(e.value, op.estimate(e.key));
+  }
+}
+
+// Theorem 2 on one worker: back up whenever divergence() exceeds theta, crash, restore the last backup, lose the
+// items since then and the next l unbacked ones, compensate: no estimate is below the exact weight of what the
+// worker should have counted.
+TEST(CountMinHh, CompensationCoversASimulatedFailure) {
+  const auto items = zipf_items(33, Weights::Packet, 6000);
+  const auto exact = exact_of(items);
+  const double theta = 20000.5;  // runtime theta at the failure
+  const std::size_t l = 4;       // runtime l: unbacked, unprocessed items lost
+  const Params p = cm_params(Weights::Packet, 1e12, 256, 4);
+  CountMinHeavyHitters op(p);
+  NullEmitter out;
+  std::vector<std::uint8_t> backup = full_of(op);
+  const std::size_t crash = 4000;
+  std::size_t lost_since_backup = 0;
+  for (std::size_t i = 0; i < crash; ++i) {
+    op.process(items[i], out);
+    ++lost_since_backup;
+    if (op.divergence() > theta) {
+      backup = full_of(op);
+      op.mark_backed_up();
+      lost_since_backup = 0;
+    }
+  }
+  ASSERT_GT(lost_since_backup, 0u) << "the crash must lose some processed items";
+  CountMinHeavyHitters recovered(p);
+  ByteReader r(backup);
+  recovered.restore_full(r);
+  for (std::size_t i = crash + l; i < items.size(); ++i) recovered.process(items[i], out);
+  // Without compensation some estimate is too low (the failure lost real weight) ...
+  std::int64_t worst = 0;
+  for (const auto& [k, v] : exact) worst = std::min(worst, recovered.estimate(k) - v);
+  EXPECT_LT(worst, 0);
+  // ... and by at most floor(theta) + l * max-weight, which is exactly what the compensation adds.
+  const auto bound = static_cast<std::int64_t>(std::floor(theta)) + static_cast<std::int64_t>(l) * 1500;
+  EXPECT_GE(worst, -bound);
+  recovered.on_recovered(recovery({theta}, {static_cast<double>(l)}, 1500));
+  EXPECT_EQ(recovered.compensation(), bound);
+  for (const auto& [k, v] : exact) ASSERT_GE(recovered.estimate(k), v) << "key " << k;
+}
+
+}  // namespace
+}  // namespace afs::hh
