@@ -14,6 +14,7 @@
 
 #include "afstream/cli/options.h"
 #include "afstream/core/errors.h"
+#include "afstream/runtime/file_source.h"
 #include "afstream/runtime/local_cluster.h"
 #include "algorithms/heavy_hitters/hh_job.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
@@ -33,6 +34,7 @@ std::map<std::string, afs::JobFactory> jobs() { return {{"heavy-hitters", &afs::
 
 afs::Registry registry() {
   afs::Registry r;
+  afs::register_builtin_sources(r);
   afs::hh::register_heavy_hitters(r);
   return r;
 }

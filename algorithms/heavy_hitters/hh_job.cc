@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "afstream/core/errors.h"
+#include "afstream/runtime/file_source.h"
 #include "algorithms/heavy_hitters/evaluation.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
 
@@ -28,6 +29,9 @@ class HeavyHittersJob final : public Job {
         ("hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")
         ("hh.epsilon", po::value<double>()->default_value(0), "Count-Min error epsilon (sizes the width if > 0)")
         ("hh.delta", po::value<double>()->default_value(0), "Count-Min confidence delta (sizes the depth if > 0)")
+        ("hh.input", po::value<std::string>()->default_value(""),
+         "read items from this text file ('key' or 'key,value' per line) instead of generating a Zipf stream")
+        ("hh.on-error", po::value<std::string>()->default_value("fail"), "malformed input lines: fail | skip")
         ("hh.weights", po::value<std::string>()->default_value("packet"),
          "item weights: packet (40..1500 bytes, as the paper's packet trace) or unit")
         ("hh.phi", po::value<double>()->default_value(1e-3),
@@ -39,6 +43,20 @@ class HeavyHittersJob final : public Job {
 
   Topology topology(const po::variables_map& vm) override {
     items_ = vm["items"].as<std::uint64_t>();
+    input_ = vm["hh.input"].as<std::string>();
+    on_error_ = vm["hh.on-error"].as<std::string>();
+    std::int64_t file_max_weight = 1;
+    double file_total = 0;
+    if (!input_.empty()) {
+      const auto all = FileSource::read_all(input_, on_error_ == "skip");
+      if (all.empty()) throw InputError("hh.input: no items in '" + input_ + "'");
+      items_ = all.size();
+      for (const auto& it : all) {
+        if (it.value < 1) throw InputError("hh.input: item values must be >= 1 (key " + std::to_string(it.key) + ")");
+        file_max_weight = std::max(file_max_weight, it.value);
+        file_total += static_cast<double>(it.value);
+      }
+    }
     seed_ = vm["seed"].as<std::uint64_t>();
     keys_ = vm["hh.keys"].as<std::uint64_t>();
     skew_ = vm["hh.skew"].as<double>();
@@ -47,7 +65,9 @@ class HeavyHittersJob final : public Job {
     const double phi = vm["hh.phi"].as<double>();
     if (!(phi > 0)) throw ConfigError("hh.phi: expected > 0, got " + std::to_string(phi));
     const double mean_weight = w == Weights::Packet ? (40.0 + 1500.0) / 2 : 1.0;
-    phi_ = phi < 1 ? phi * static_cast<double>(items_) * mean_weight : phi;
+    const double total = input_.empty() ? static_cast<double>(items_) * mean_weight : file_total;
+    phi_ = phi < 1 ? phi * total : phi;
+    const std::int64_t alpha = input_.empty() ? max_weight(w) : file_max_weight;
     const auto width = vm["hh.width"].as<std::uint64_t>();
     const auto depth = vm["hh.depth"].as<std::uint64_t>();
     const auto eps = vm["hh.epsilon"].as<double>();
@@ -64,23 +84,24 @@ class HeavyHittersJob final : public Job {
 
     Params src;
     src.set("items", items_).set("keys", keys_).set("skew", skew_).set("seed", seed_).set("weights", weights_);
+    if (!input_.empty()) src = Params().set("path", input_).set("on-error", on_error_);
     source_params_ = src;
     Params cm;
     cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed_ * 7919 + 1);
-    cm.set("max-weight", max_weight(w));
+    cm.set("max-weight", alpha);
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);
     // Fail fast on bad sketch parameters, before any thread starts.
     CountMinHeavyHitters probe(cm);
     (void)probe;
     return TopologyBuilder()
-        .source("source", "zipf", src)
+        .source("source", input_.empty() ? "zipf" : "file", src)
         .parallelism(sources)
         .stage("hh", "count-min-hh", cm)
         .parallelism(par)
         .key_by()
         .from("source")
-        .stage("sink", "hh-merge", Params().set("items", items_ * static_cast<std::uint64_t>(max_weight(w))))
+        .stage("sink", "hh-merge", Params().set("items", items_ * static_cast<std::uint64_t>(alpha)))
         .forward()
         .from("hh")
         .build();
@@ -89,7 +110,12 @@ class HeavyHittersJob final : public Job {
   std::uint64_t total_items() const override { return items_; }
 
   Scores evaluate(LocalCluster& cluster, const Topology& t, const std::string& out_dir) override {
-    const auto exact = exact_weights(source_params_);
+    std::unordered_map<std::uint64_t, std::int64_t> exact;
+    if (input_.empty()) {
+      exact = exact_weights(source_params_);
+    } else {
+      for (const auto& it : FileSource::read_all(input_, on_error_ == "skip")) exact[it.key] += it.value;
+    }
     const int sink = t.first_worker(t.stage_index("sink"));
     auto* merge = dynamic_cast<HeavyHitterMerge*>(cluster.final_operator(sink));
     if (!merge) throw RuntimeError("heavy-hitters: the sink did not finish");
@@ -117,7 +143,7 @@ class HeavyHittersJob final : public Job {
  private:
   std::uint64_t items_ = 0, seed_ = 0, keys_ = 0;
   double skew_ = 0, phi_ = 0;
-  std::string weights_;
+  std::string weights_, input_, on_error_;
   Params source_params_;
 };
 

@@ -8,6 +8,7 @@
 
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
+#include "afstream/runtime/file_source.h"
 #include "afstream/runtime/local_cluster.h"
 #include "algorithms/heavy_hitters/evaluation.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
@@ -84,6 +85,7 @@ inline std::vector<FailureEvent> random_failures(std::mt19937_64& rng, int k, st
 
 inline HhRun run_hh(const HhSetup& s, RunConfig config, std::shared_ptr<BackupStore> store = nullptr) {
   Registry registry;
+  register_builtin_sources(registry);
   hh::register_heavy_hitters(registry);
   HhRun out;
   out.topology = hh_topology(s);

@@ -198,7 +198,9 @@ TEST(CountMinHh, NeverUnderestimatesAndReportsEveryKeyAbovePhi) {
     const std::size_t heavy = keys_above(exact, phi);
     ASSERT_GE(heavy, 5u);
     for (const auto& [k, v] : exact) {
-      if (static_cast<double>(v) > phi) EXPECT_TRUE(reported.count(k)) << "heavy key " << k << " missed";
+      if (static_cast<double>(v) > phi) {
+        EXPECT_TRUE(reported.count(k)) << "heavy key " << k << " missed";
+      }
     }
     // finish() reports the final estimate of every reported key.
     testing::RecordingEmitter final_out;

@@ -1,0 +1,81 @@
+// Integration tests of recovery on the in-process cluster: exact mode reproduces failure-free results under any
+// failures; a corrupt backup is reported, never restored; recovery time is recorded for every failure.
+#include <gtest/gtest.h>
+
+#include "afstream/core/errors.h"
+#include "afstream/store/memory_store.h"
+#include "tests/property/hh_harness.h"
+
+namespace afs::testing {
+namespace {
+
+TEST(Recovery, ExactModeWithFailuresEqualsFailureFree) {
+  HhSetup s;
+  s.items = 300000;
+  RunConfig none;
+  none.mode = FtMode::None;
+  const auto reference = run_hh(s, none);
+  for (int seed = 1; seed <= 4; ++seed) {
+    std::mt19937_64 rng(seed);
+    RunConfig cfg;
+    cfg.mode = FtMode::Exact;
+    cfg.exact_state_every = 20000;
+    cfg.failures = random_failures(rng, 4, s.items, 4);
+    const auto run = run_hh(s, cfg);
+    EXPECT_FALSE(run.result.failures.empty());
+    EXPECT_EQ(run.states, reference.states) << "seed " << seed;
+    EXPECT_EQ(run.reported, reference.reported) << "seed " << seed;
+  }
+}
+
+TEST(Recovery, EveryFailureHasARecoveryTime) {
+  HhSetup s;
+  RunConfig cfg;
+  cfg.mode = FtMode::Approx;
+  cfg.bounds = {400, 100, 100};
+  cfg.failures = {{100000, {0, 1, 2, 3}}, {250000, {1}}};
+  const auto run = run_hh(s, cfg);
+  ASSERT_EQ(run.result.failures.size(), 5u);
+  for (const auto& f : run.result.failures) {
+    EXPECT_GT(f.recovery_ms, 0.0);
+    EXPECT_LT(f.recovery_ms, 10000.0);
+    EXPECT_GE(f.recovery_ms, f.restore_ms);
+  }
+}
+
+// A store whose state records of one worker get corrupted once written (a bad disk): recovery must refuse them.
+class CorruptingStore final : public BackupStore {
+ public:
+  explicit CorruptingStore(int victim) : victim_(victim) {}
+  void put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
+    inner_.put_state(w, full, std::move(r), c);
+    if (w == victim_) inner_.corrupt_latest_state(w);
+  }
+  std::vector<Bytes> state_chain(int w) const override { return inner_.state_chain(w); }
+  void put_items(int w, Bytes r, std::vector<ItemRecordInfo> i) override { inner_.put_items(w, std::move(r), i); }
+  std::vector<Bytes> item_records(int w) const override { return inner_.item_records(w); }
+  void drop(int w) override { inner_.drop(w); }
+  StoreStats stats() const override { return inner_.stats(); }
+
+ private:
+  int victim_;
+  MemoryStore inner_;
+};
+
+TEST(Recovery, CorruptBackupIsReportedNotRestored) {
+  HhSetup s;
+  RunConfig cfg;
+  cfg.mode = FtMode::Approx;
+  cfg.bounds = {400, 100, 100};
+  cfg.failures = {{150000, {1}}};
+  try {
+    run_hh(s, cfg, std::make_shared<CorruptingStore>(1));
+    FAIL() << "a corrupt backup was restored";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("worker 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace afs::testing
