@@ -50,7 +50,8 @@ po::options_description run_options() {
       ("ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")
       ("ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
        "exact mode: items between state backups")
-      ("ft.full-backup-every", po::value<int>()->default_value(16), "every n-th state backup is full, others deltas")
+      ("ft.full-backup-every", po::value<int>()->default_value(1024),
+       "longest chain of delta backups after a full one (a full one also comes once the deltas weigh as much)")
       ("net.batch-items", po::value<std::size_t>()->default_value(1024), "items per message")
       ("net.flow-window", po::value<std::uint64_t>()->default_value(65536),
        "unacknowledged items a sender may hold when Gamma does not bound it (sources, exact mode)")

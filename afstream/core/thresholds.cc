@@ -1,6 +1,7 @@
 #include "afstream/core/thresholds.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "afstream/core/errors.h"
 
@@ -49,15 +50,38 @@ void UserBounds::validate() const {
   check(gamma, "ft.unacked-items-max (gamma)");
 }
 
+namespace {
+// a / b rounded toward zero (a >= 0, b >= 1), so that quotient * b <= a holds exactly: sums of thresholds then stay
+// strictly below the user bounds in floating point too (proofs/general-bounds.md section 4, last paragraph).
+double div_down(double a, double b) {
+  double q = a / b;
+  if (std::fma(q, b, -a) > 0) q = std::nextafter(q, 0.0);  // the sign of fma's single rounding is exact
+  return q;
+}
+
+std::uint64_t floor_to_u64(double v) {
+  constexpr double kTwo64 = 18446744073709551616.0;
+  return v >= kTwo64 ? UINT64_MAX : static_cast<std::uint64_t>(std::floor(v));
+}
+}  // namespace
+
 RuntimeThresholds runtime_thresholds(const UserBounds& user, const ThresholdScope& scope, int failures) {
   user.validate();
   if (scope.copies < 1) throw ConfigError("threshold scope: copies must be >= 1");
-  if (scope.downstream_beta_product < 1) throw ConfigError("threshold scope: beta product must be >= 1");
-  const double halving = std::ldexp(1.0, failures + 1);  // 2^(k+1): start at half, halve per failure
+  if (!(scope.downstream_beta_product >= 1) || !std::isfinite(scope.downstream_beta_product)) {
+    throw ConfigError("threshold scope: beta product must be finite and >= 1, got " +
+                      std::to_string(scope.downstream_beta_product));
+  }
+  if (failures < 0) throw ConfigError("threshold scope: failure count must be >= 0");
+  // Theta / (n * beta^(m-i)) / 2^(k+1), each division rounded toward zero (halving is exact above subnormals), and
+  // the same split for L and Gamma (Corollaries P and S of proofs/general-bounds.md section 6), rounded down.
+  auto split = [&](double bound) {
+    return std::ldexp(div_down(div_down(bound, scope.copies), scope.downstream_beta_product), -(failures + 1));
+  };
   RuntimeThresholds r;
-  r.theta = user.theta / (halving * scope.copies * scope.downstream_beta_product);
-  r.l = static_cast<std::uint64_t>(std::floor(user.l / (halving * scope.copies * scope.downstream_beta_product)));
-  r.gamma = static_cast<std::uint64_t>(std::floor(user.gamma / (halving * scope.copies)));
+  r.theta = split(user.theta);
+  r.l = floor_to_u64(split(user.l));
+  r.gamma = floor_to_u64(split(user.gamma));
   return r;
 }
 

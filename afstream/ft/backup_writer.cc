@@ -15,24 +15,28 @@ BackupWriter::~BackupWriter() {
 
 std::uint64_t BackupWriter::submit(Task task) {
   std::uint64_t t;
+  bool wake;
   {
     std::lock_guard lock(mu_);
     t = ++next_ticket_;
     queue_.emplace_back(t, std::move(task));
+    wake = idle_;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();  // a busy thread finds the task when it looks at the queue again
   return t;
 }
 
 std::uint64_t BackupWriter::confirmed() {
   std::lock_guard lock(mu_);
   if (error_) std::rethrow_exception(error_);
-  return done_;
+  return done_.load();
 }
 
 void BackupWriter::wait(std::uint64_t ticket) {
+  // Backups of small deltas take microseconds: give the core to the backup thread a few times before sleeping.
+  for (int i = 0; i < 64 && done_.load(std::memory_order_acquire) < ticket; ++i) std::this_thread::yield();
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return done_ >= ticket || error_ || stop_; });
+  cv_.wait(lock, [&] { return done_.load() >= ticket || error_ || stop_; });
   if (error_) std::rethrow_exception(error_);
 }
 
@@ -49,7 +53,9 @@ void BackupWriter::abandon() {
 void BackupWriter::run() {
   std::unique_lock lock(mu_);
   for (;;) {
+    idle_ = true;
     cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    idle_ = false;
     if (queue_.empty()) return;  // stop_ and drained
     auto [ticket, task] = std::move(queue_.front());
     queue_.pop_front();
@@ -63,7 +69,7 @@ void BackupWriter::run() {
       continue;
     }
     lock.lock();
-    done_ = ticket;
+    done_.store(ticket, std::memory_order_release);
     cv_.notify_all();
   }
 }

@@ -4,6 +4,7 @@
 // otherwise be broken). abandon() emulates a crash: queued, unwritten backups are lost.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -36,8 +37,9 @@ class BackupWriter {
   std::condition_variable cv_;
   std::deque<std::pair<std::uint64_t, Task>> queue_;
   std::uint64_t next_ticket_ = 0;
-  std::uint64_t done_ = 0;
+  std::atomic<std::uint64_t> done_{0};
   bool stop_ = false;
+  bool idle_ = false;  // the thread waits for work (a submit must wake it)
   std::exception_ptr error_;
   std::thread thread_;
 };

@@ -752,9 +752,10 @@ void Worker::backup_items() {
 
 void Worker::backup_state(bool wait) {
   StateRecord rec;
-  const bool full = op_ ? (state_backups_taken_ % static_cast<std::uint64_t>(ctx_.config.full_backup_every) == 0)
-                        : true;
-  rec.full = full;
+  // Compaction: a full snapshot starts the chain, then deltas, until the deltas since it weigh as much as it (so
+  // a restore reads at most about twice the state) or there are ft.full-backup-every of them.
+  bool full = !op_ || chain_length_ == 0 || delta_bytes_since_full_ >= last_full_bytes_ ||
+              chain_length_ >= static_cast<std::uint64_t>(ctx_.config.full_backup_every);
   if (op_) {
     ByteWriter w;
     if (full) {
@@ -764,7 +765,16 @@ void Worker::backup_state(bool wait) {
     }
     rec.snapshot = seal_snapshot(op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta, w.buffer());
     op_->mark_backed_up();
+    if (full) {
+      last_full_bytes_ = rec.snapshot.size();
+      delta_bytes_since_full_ = 0;
+      chain_length_ = 1;
+    } else {
+      delta_bytes_since_full_ += rec.snapshot.size();
+      ++chain_length_;
+    }
   }
+  rec.full = full;
   for (const auto& in : ins_) rec.inputs[static_cast<std::uint32_t>(in.id)] = in.processed;
   for (const auto& in : ins_) {
     if (in.ended && in.processed >= in.received) rec.ended_inputs.push_back(static_cast<std::uint32_t>(in.id));

@@ -204,6 +204,9 @@ class Worker {
   std::size_t unbacked_ = 0;            // how many items at the tail of queue_ are not backed up
   std::uint64_t since_state_backup_ = 0;
   std::uint64_t state_backups_taken_ = 0;
+  std::uint64_t chain_length_ = 0;           // records in the store's chain since (and with) the last full one
+  std::uint64_t last_full_bytes_ = 0;
+  std::uint64_t delta_bytes_since_full_ = 0;
   std::uint64_t last_state_ticket_ = 0;
   std::uint64_t pending_state_ticket_ = 0;  // approx: a state backup not known to be confirmed yet
   double pending_divergence_ = 0;           // the divergence it covers

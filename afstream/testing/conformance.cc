@@ -214,7 +214,7 @@ class Kit {
       const double dist = op->distance(*backup);
       const bool ok = o_.exact_divergence ? close(div, dist, o_.tolerance) : bounds(div, dist, o_.tolerance);
       if (!ok) {
-        fail("(a) divergence: after " + at_item(items_, i) + " divergence() = " + num(div) +
+        fail("(a) divergence: after " + at_item(items_, i) + ": divergence() = " + num(div) +
              (o_.exact_divergence ? " but " : " is below ") + "distance(backup copy) = " + num(dist) +
              (last_backup < 0 ? std::string(" (no backup yet)")
                               : " (last backup after item " + std::to_string(last_backup) + ")"));

@@ -1,0 +1,207 @@
+// Unit tests of operator parameters (afstream/core/params.h: typed getters whose errors name the parameter) and of
+// the operator/source registry (afstream/core/registry.h: unknown names list the known ones).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "afstream/core/errors.h"
+#include "afstream/core/params.h"
+#include "afstream/core/registry.h"
+
+namespace afs {
+namespace {
+
+template <typename F>
+std::string config_error_of(F&& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Params, GettersReturnValuesAndFallbacks) {
+  const Params p{{"name", "zipf"}, {"phi", "0.25"}, {"width", "8000"}, {"offset", "-12"}, {"big", "1e6"}};
+  EXPECT_EQ(p.get_string("name", "x"), "zipf");
+  EXPECT_EQ(p.get_string("missing", "fallback"), "fallback");
+  EXPECT_EQ(p.get_double("phi", 0), 0.25);
+  EXPECT_EQ(p.get_double("width", 0), 8000);
+  EXPECT_EQ(p.get_double("missing", 1.5), 1.5);
+  EXPECT_EQ(p.get_int("width", 0), 8000);
+  EXPECT_EQ(p.get_int("offset", 0), -12);
+  EXPECT_EQ(p.get_int("big", 0), 1'000'000);  // integral values in scientific notation
+  EXPECT_EQ(p.get_int("missing", -3), -3);
+  EXPECT_EQ(p.get_uint("width", 0), 8000u);
+  EXPECT_EQ(p.get_uint("big", 0), 1'000'000u);
+  EXPECT_EQ(p.get_uint("missing", 42), 42u);
+  EXPECT_TRUE(p.has("phi"));
+  EXPECT_FALSE(p.has("missing"));
+  EXPECT_EQ(p.values().size(), 5u);
+  EXPECT_EQ((Params{{"max", "9223372036854775807"}}.get_int("max", 0)), INT64_MAX);
+}
+
+TEST(Params, SetStoresValuesThatReadBackExactly) {
+  Params p;
+  p.set("name", std::string("zipf")).set("width", 8000).set("seed", std::uint64_t{1} << 40).set("offset", -5);
+  EXPECT_EQ(p.get_string("name", ""), "zipf");
+  EXPECT_EQ(p.get_uint("width", 0), 8000u);
+  EXPECT_EQ(p.get_uint("seed", 0), std::uint64_t{1} << 40);
+  EXPECT_EQ(p.get_int("offset", 0), -5);
+  p.set("width", 16);  // overwrites
+  EXPECT_EQ(p.get_uint("width", 0), 16u);
+  // Doubles must survive the round trip through text: phi = 1e-7 (a relative threshold), skew = 1/3.
+  p.set("phi", 1e-7).set("skew", 1.0 / 3).set("theta", 2.5e12);
+  EXPECT_EQ(p.get_double("phi", -1), 1e-7) << "stored as '" << p.get_string("phi", "") << "'";
+  EXPECT_EQ(p.get_double("skew", -1), 1.0 / 3) << "stored as '" << p.get_string("skew", "") << "'";
+  EXPECT_EQ(p.get_double("theta", -1), 2.5e12);
+}
+
+TEST(Params, BadValuesThrowConfigErrorNamingTheParameter) {
+  const Params p{{"phi", "abc"},  {"half", "1.5"},    {"trail", "12x"},  {"inf", "inf"}, {"nan", "nan"},
+                 {"neg", "-3"},   {"huge", "1e19"},   {"empty", ""},     {"over", "9223372036854775808"}};
+  EXPECT_EQ(config_error_of([&] { p.get_double("phi", 0); }), "parameter 'phi': expected a number, got 'abc'");
+  EXPECT_EQ(config_error_of([&] { p.get_double("trail", 0); }), "parameter 'trail': expected a number, got '12x'");
+  EXPECT_EQ(config_error_of([&] { p.get_double("inf", 0); }), "parameter 'inf': expected a number, got 'inf'");
+  EXPECT_EQ(config_error_of([&] { p.get_double("nan", 0); }), "parameter 'nan': expected a number, got 'nan'");
+  EXPECT_EQ(config_error_of([&] { p.get_double("empty", 0); }), "parameter 'empty': expected a number, got ''");
+  EXPECT_EQ(config_error_of([&] { p.get_int("half", 0); }), "parameter 'half': expected an integer, got '1.5'");
+  EXPECT_EQ(config_error_of([&] { p.get_int("huge", 0); }), "parameter 'huge': expected an integer, got '1e19'");
+  EXPECT_EQ(config_error_of([&] { p.get_int("over", 0); }),
+            "parameter 'over': expected an integer, got '9223372036854775808'");
+  for (const char* name : {"phi", "trail", "empty"}) {
+    const std::string e = config_error_of([&] { p.get_int(name, 0); });
+    EXPECT_NE(e.find(std::string("parameter '") + name + "'"), std::string::npos) << e;
+  }
+  EXPECT_EQ(config_error_of([&] { p.get_uint("neg", 0); }),
+            "parameter 'neg': expected a non-negative integer, got -3");
+  EXPECT_NE(config_error_of([&] { p.get_uint("half", 0); }).find("parameter 'half'"), std::string::npos);
+  // A bad value is only an error when it is read.
+  EXPECT_EQ(p.get_string("phi", ""), "abc");
+  EXPECT_EQ(p.get_double("missing", 7), 7);
+}
+
+class FixedOperator final : public Operator {
+ public:
+  FixedOperator(std::int64_t tag, InstanceInfo at) : tag_(tag), at_(at) {}
+  void process(const Item& item, Emitter& out) override { out.emit(item.key, tag_ + at_.index, item.time); }
+  double alpha() const override { return 0; }
+  double beta() const override { return 1; }
+  double divergence() const override { return 0; }
+  void snapshot_full(ByteWriter&) const override {}
+  void snapshot_delta(ByteWriter&) const override {}
+  void mark_backed_up() override {}
+  void restore_full(ByteReader&) override {}
+  void apply_delta(ByteReader&) override {}
+  double distance(const Operator&) const override { return 0; }
+  const InstanceInfo& at() const { return at_; }
+
+ private:
+  std::int64_t tag_;
+  InstanceInfo at_;
+};
+
+class CountingSource final : public Source {
+ public:
+  explicit CountingSource(std::uint64_t n) : n_(n) {}
+  std::uint64_t size() const override { return n_; }
+  std::size_t read(std::uint64_t offset, Item* out, std::size_t n) override {
+    std::size_t k = 0;
+    for (; k < n && offset + k < n_; ++k) out[k] = Item{offset + k, 1, static_cast<std::int64_t>(offset + k), 0};
+    return k;
+  }
+
+ private:
+  std::uint64_t n_;
+};
+
+struct Last : Emitter {
+  void emit(std::uint64_t k, std::int64_t v, std::int64_t t) override { got = {k, v, t, 0}; }
+  Item got;
+};
+
+Registry make_registry() {
+  Registry r;
+  r.add_operator("fixed", "emits its tag plus the instance index", [](const Params& p, const InstanceInfo& at) {
+    return std::make_unique<FixedOperator>(p.get_int("tag", 0), at);
+  });
+  r.add_operator("another", "second operator", [](const Params&, const InstanceInfo& at) {
+    return std::make_unique<FixedOperator>(-1, at);
+  });
+  r.add_source("count", "0, 1, 2, ...", [](const Params& p, const InstanceInfo&) {
+    return std::make_unique<CountingSource>(p.get_uint("items", 10));
+  });
+  return r;
+}
+
+TEST(Registry, MakesRegisteredOperatorsAndSourcesWithTheirParams) {
+  const Registry r = make_registry();
+  EXPECT_TRUE(r.has_operator("fixed"));
+  EXPECT_FALSE(r.has_operator("count"));
+  EXPECT_TRUE(r.has_source("count"));
+  auto op = r.make_operator("fixed", Params{{"tag", "100"}}, InstanceInfo{2, 4});
+  ASSERT_NE(op, nullptr);
+  const auto* fixed = dynamic_cast<const FixedOperator*>(op.get());
+  ASSERT_NE(fixed, nullptr);
+  EXPECT_EQ(fixed->at().index, 2);
+  EXPECT_EQ(fixed->at().parallelism, 4);
+  Last out;
+  op->process(Item{7, 0, 9, 0}, out);
+  EXPECT_EQ(out.got, (Item{7, 102, 9, 0}));
+  auto src = r.make_source("count", Params{{"items", "3"}}, {});
+  ASSERT_NE(src, nullptr);
+  EXPECT_EQ(src->size(), 3u);
+  Item items[5];
+  EXPECT_EQ(src->read(1, items, 5), 2u);
+  EXPECT_EQ(items[0].key, 1u);
+  EXPECT_EQ(items[1].key, 2u);
+  // Bad parameters surface as the factory's ConfigError.
+  EXPECT_EQ(config_error_of([&] { r.make_operator("fixed", Params{{"tag", "x"}}, {}); }),
+            "parameter 'tag': expected a number, got 'x'");
+}
+
+TEST(Registry, NamesAreListedSortedWithDescriptions) {
+  const Registry r = make_registry();
+  const std::vector<std::pair<std::string, std::string>> ops = {{"another", "second operator"},
+                                                                {"fixed", "emits its tag plus the instance index"}};
+  EXPECT_EQ(r.operator_names(), ops);
+  EXPECT_EQ(r.source_names(), (std::vector<std::pair<std::string, std::string>>{{"count", "0, 1, 2, ..."}}));
+}
+
+TEST(Registry, UnknownNamesListTheKnownOnes) {
+  const Registry r = make_registry();
+  EXPECT_EQ(config_error_of([&] { r.make_operator("count-min", {}, {}); }),
+            "unknown operator 'count-min' (known: another, fixed)");
+  EXPECT_EQ(config_error_of([&] { r.make_source("fixed", {}, {}); }), "unknown source 'fixed' (known: count)");
+  const Registry empty;
+  EXPECT_EQ(config_error_of([&] { empty.make_operator("x", {}, {}); }), "unknown operator 'x' (known: (none))");
+  EXPECT_EQ(config_error_of([&] { empty.make_source("y", {}, {}); }), "unknown source 'y' (known: (none))");
+}
+
+TEST(Registry, RegisteringANameTwiceIsAnError) {
+  Registry r = make_registry();
+  EXPECT_EQ(config_error_of([&] {
+              r.add_operator("fixed", "again", [](const Params&, const InstanceInfo&) { return nullptr; });
+            }),
+            "operator 'fixed' registered twice");
+  EXPECT_EQ(config_error_of([&] {
+              r.add_source("count", "again", [](const Params&, const InstanceInfo&) { return nullptr; });
+            }),
+            "source 'count' registered twice");
+  // The first registration is kept.
+  EXPECT_EQ(r.operator_names()[1].second, "emits its tag plus the instance index");
+  // The same name may be both an operator and a source.
+  EXPECT_EQ(config_error_of([&] {
+              r.add_source("fixed", "a source named like an operator",
+                           [](const Params&, const InstanceInfo&) { return std::make_unique<CountingSource>(1); });
+            }),
+            "");
+  EXPECT_TRUE(r.has_source("fixed"));
+}
+
+}  // namespace
+}  // namespace afs
