@@ -2,6 +2,8 @@
 //   afstream run --job NAME [options]   run a job on the embedded local cluster (workers as threads)
 //   afstream list                       jobs, operators and sources
 // Errors become one line on stderr and a non-zero exit status.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,7 +12,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <unistd.h>
 
 #include "afstream/cli/options.h"
 #include "afstream/core/errors.h"
@@ -102,8 +103,8 @@ int cmd_run(int argc, const char* const* argv) {
   if (!job) throw ConfigError("job: missing --job (try `afstream list`)");
 
   const auto reg = registry();
-  const auto topology = job->topology(vm);
   auto& cfg = opts.config;
+  const auto topology = job->topology(vm, cfg);
   cfg.job_id = job->name() + "-" + std::to_string(::getpid());
   if (opts.fail_count > 0 || !opts.fail_at.empty()) {
     const auto targets = afs::parse_worker_list(opts.fail_target, topology.worker_count());
@@ -158,19 +159,19 @@ int cmd_run(int argc, const char* const* argv) {
   const auto t_start = std::chrono::steady_clock::now();
   auto on_sample = [&](const afs::MetricsSample& m) {
     if (metrics) {
-      metrics << "{\"t\": " << m.t << ", \"source_items\": " << m.source_items << ", \"items_per_s\": "
-              << m.items_per_s << ", \"items_out\": " << m.items_out << ", \"state_backups\": " << m.state_backups
+      metrics << "{\"t\": " << m.t << ", \"source_items\": " << m.source_items << ", \"items_per_s\": " << m.items_per_s
+              << ", \"items_out\": " << m.items_out << ", \"state_backups\": " << m.state_backups
               << ", \"item_backups\": " << m.item_backups << ", \"backup_bytes\": " << m.backup_bytes
               << ", \"divergence\": " << m.divergence << ", \"unbacked\": " << m.unbacked
               << ", \"unacked\": " << m.unacked << ", \"failures\": " << m.failures
               << ", \"last_recovery_ms\": " << m.last_recovery_ms << "}\n";
     }
     if (!opts.quiet && m.t >= 1.0) {
-      std::fprintf(stderr, "[%6.1fs] %5.1f%%  %9.3g items/s  backups %llu state / %llu items (%.1f MB)  failures %llu\n",
-                   m.t, 100.0 * static_cast<double>(m.source_items) / static_cast<double>(job->total_items()),
-                   m.items_per_s, static_cast<unsigned long long>(m.state_backups),
-                   static_cast<unsigned long long>(m.item_backups), static_cast<double>(m.backup_bytes) / 1e6,
-                   static_cast<unsigned long long>(m.failures));
+      std::fprintf(stderr,
+                   "[%6.1fs] %5.1f%%  %9.3g items/s  backups %llu state / %llu items (%.1f MB)  failures %llu\n", m.t,
+                   100.0 * static_cast<double>(m.source_items) / static_cast<double>(job->total_items()), m.items_per_s,
+                   static_cast<unsigned long long>(m.state_backups), static_cast<unsigned long long>(m.item_backups),
+                   static_cast<double>(m.backup_bytes) / 1e6, static_cast<unsigned long long>(m.failures));
     }
   };
   const auto result = cluster.run(on_sample, std::chrono::milliseconds(1000));
@@ -182,9 +183,19 @@ int cmd_run(int argc, const char* const* argv) {
   const double items_per_s = static_cast<double>(result.source_items) / result.seconds;
 
   std::map<std::string, std::string> row;
-  std::vector<std::string> cols = {"job",      "mode",      "theta",         "l",           "gamma",
-                                   "failures", "items",     "seconds",       "items_per_s", "state_backups",
-                                   "item_backups", "backup_bytes", "recovery_ms_median"};
+  std::vector<std::string> cols = {"job",
+                                   "mode",
+                                   "theta",
+                                   "l",
+                                   "gamma",
+                                   "failures",
+                                   "items",
+                                   "seconds",
+                                   "items_per_s",
+                                   "state_backups",
+                                   "item_backups",
+                                   "backup_bytes",
+                                   "recovery_ms_median"};
   auto num = [](double v) {
     char b[64];
     std::snprintf(b, sizeof b, "%.6g", v);
@@ -213,9 +224,10 @@ int cmd_run(int argc, const char* const* argv) {
   std::cout << "  " << result.source_items << " items in " << num(result.seconds) << " s = " << num(items_per_s)
             << " items/s; backups: " << result.state_backups << " state, " << result.item_backups << " item, "
             << num(static_cast<double>(result.backup_bytes) / 1e6) << " MB\n";
- std::cout << "  delivery: " << result.duplicates_dropped << " duplicates dropped, " << result.gaps
+  std::cout << "  delivery: " << result.duplicates_dropped << " duplicates dropped, " << result.gaps
             << " items never received (gaps), " << result.bad_messages << " bad messages\n";
-  if (!rec.empty()) std::cout << "  recovery: median " << num(median(rec)) << " ms over " << rec.size() << " recoveries\n";
+  if (!rec.empty())
+    std::cout << "  recovery: median " << num(median(rec)) << " ms over " << rec.size() << " recoveries\n";
   std::cout << " ";
   for (const auto& [k, v] : scores) std::cout << " " << k << " " << num(v);
   std::cout << "\n";

@@ -25,43 +25,44 @@ constexpr Alias kAliases[] = {
 
 po::options_description run_options() {
   po::options_description o("run options");
-  o.add_options()
-      ("help,h", "show this help")
-      ("config", po::value<std::string>(), "job file (INI) with the same dotted keys; the command line wins")
-      ("job", po::value<std::string>(), "job to run (see `afstream list`)")
-      ("runtime", po::value<std::string>()->default_value("threads"),
-       "threads: every worker a thread of this process (ZeroMQ inproc://)")
-      ("items", po::value<std::uint64_t>()->default_value(2000000), "items the sources produce in all")
-      ("seed", po::value<std::uint64_t>()->default_value(1), "seed of every generator")
-      ("out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")
-      ("quiet,q", po::bool_switch(), "no progress lines")
-      ("ft.mode", po::value<std::string>()->default_value("approx"), "fault tolerance: none | approx | exact")
-      ("ft.state-divergence-max", po::value<double>()->default_value(1e5),
-       "Theta: state divergence allowed before a state backup")
-      ("ft.theta", po::value<double>(), "alias of ft.state-divergence-max")
-      ("ft.unbacked-items-max", po::value<double>()->default_value(1e3),
-       "L: received, unprocessed items allowed without an item backup")
-      ("ft.l", po::value<double>(), "alias of ft.unbacked-items-max")
-      ("ft.unacked-items-max", po::value<double>()->default_value(1e3),
-       "Gamma: unacknowledged output items a sender may hold")
-      ("ft.gamma", po::value<double>(), "alias of ft.unacked-items-max")
-      ("ft.reset", po::value<std::string>()->default_value("fixed"),
-       "threshold reset policy after failures: fixed | hopping | sliding")
-      ("ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")
-      ("ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
-       "exact mode: items between state backups")
-      ("ft.full-backup-every", po::value<int>()->default_value(1024),
-       "longest chain of delta backups after a full one (a full one also comes once the deltas weigh as much)")
-      ("net.batch-items", po::value<std::size_t>()->default_value(1024), "items per message")
-      ("net.flow-window", po::value<std::uint64_t>()->default_value(65536),
-       "unacknowledged items a sender may hold when Gamma does not bound it (sources, exact mode)")
-      ("net.queue-items", po::value<std::size_t>()->default_value(16384),
-       "received items a worker queues before it stops reading")
-      ("fail.count", po::value<int>()->default_value(0),
-       "failures to inject, spread evenly from 10% to 90% of the input unless fail.at is given")
-      ("fail.target", po::value<std::string>()->default_value("all"), "workers killed at each failure: all | ID[,ID]")
-      ("fail.at", po::value<std::string>()->default_value(""),
-       "failure points: comma-separated item counts, or fractions of the input (0.25)");
+  o.add_options()("help,h", "show this help")("config", po::value<std::string>(),
+                                              "job file (INI) with the same dotted keys; the command line wins")(
+      "job", po::value<std::string>(), "job to run (see `afstream list`)")(
+      "runtime", po::value<std::string>()->default_value("threads"),
+      "threads: every worker a thread of this process (ZeroMQ inproc://)")(
+      "items", po::value<std::uint64_t>()->default_value(2000000), "items the sources produce in all")(
+      "seed", po::value<std::uint64_t>()->default_value(1), "seed of every generator")(
+      "out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")(
+      "quiet,q", po::bool_switch(), "no progress lines")("ft.mode", po::value<std::string>()->default_value("approx"),
+                                                         "fault tolerance: none | approx | exact")(
+      "ft.state-divergence-max", po::value<double>()->default_value(1e5),
+      "Theta: state divergence allowed before a state backup")("ft.theta", po::value<double>(),
+                                                               "alias of ft.state-divergence-max")(
+      "ft.unbacked-items-max", po::value<double>()->default_value(1e3),
+      "L: received, unprocessed items allowed without an item backup")("ft.l", po::value<double>(),
+                                                                       "alias of ft.unbacked-items-max")(
+      "ft.unacked-items-max", po::value<double>()->default_value(1e3),
+      "Gamma: unacknowledged output items a sender may hold")("ft.gamma", po::value<double>(),
+                                                              "alias of ft.unacked-items-max")(
+      "ft.reset", po::value<std::string>()->default_value("fixed"),
+      "threshold reset policy after failures: fixed | hopping | sliding")(
+      "ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")(
+      "ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
+      "exact mode: items between state backups")(
+      "ft.state-headroom", po::value<double>()->default_value(0.25),
+      "share of theta left for the state to drift while a backup is written asynchronously (0: synchronous)")(
+      "ft.full-backup-every", po::value<int>()->default_value(1024),
+      "longest chain of delta backups after a full one (a full one also comes once the deltas weigh as much)")(
+      "net.batch-items", po::value<std::size_t>()->default_value(1024), "items per message")(
+      "net.flow-window", po::value<std::uint64_t>()->default_value(65536),
+      "unacknowledged items a sender may hold when Gamma does not bound it (sources, exact mode)")(
+      "net.queue-items", po::value<std::size_t>()->default_value(16384),
+      "received items a worker queues before it stops reading")(
+      "fail.count", po::value<int>()->default_value(0),
+      "failures to inject, spread evenly from 10% to 90% of the input unless fail.at is given")(
+      "fail.target", po::value<std::string>()->default_value("all"), "workers killed at each failure: all | ID[,ID]")(
+      "fail.at", po::value<std::string>()->default_value(""),
+      "failure points: comma-separated item counts, or fractions of the input (0.25)");
   return o;
 }
 
@@ -132,6 +133,8 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.reset_window = vm["ft.reset-window"].as<std::uint64_t>();
   c.exact_state_every = vm["ft.exact-state-every"].as<std::uint64_t>();
   if (c.exact_state_every == 0) throw ConfigError("ft.exact-state-every: expected > 0");
+  c.state_headroom = vm["ft.state-headroom"].as<double>();
+  if (!(c.state_headroom >= 0 && c.state_headroom < 1)) throw ConfigError("ft.state-headroom: expected 0 <= h < 1");
   c.full_backup_every = vm["ft.full-backup-every"].as<int>();
   if (c.full_backup_every < 1) throw ConfigError("ft.full-backup-every: expected >= 1");
   c.batch_items = vm["net.batch-items"].as<std::size_t>();

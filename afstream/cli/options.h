@@ -3,9 +3,8 @@
 // wins). Turns them into a RunConfig.
 #pragma once
 
-#include <string>
-
 #include <boost/program_options.hpp>
+#include <string>
 
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/job.h"

@@ -18,22 +18,20 @@ namespace afs {
 class ByteWriter {
  public:
   template <typename T>
-    requires std::is_trivially_copyable_v<T>
+  requires std::is_trivially_copyable_v<T>
   void put(const T& v) {
     const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
     buf_.insert(buf_.end(), p, p + sizeof(T));
   }
   template <typename T>
-    requires std::is_trivially_copyable_v<T>
+  requires std::is_trivially_copyable_v<T>
   void put_array(std::span<const T> v) {
     put<std::uint64_t>(v.size());
     const auto* p = reinterpret_cast<const std::uint8_t*>(v.data());
     buf_.insert(buf_.end(), p, p + v.size_bytes());
   }
   void put_bytes(std::span<const std::uint8_t> b) { put_array<std::uint8_t>(b); }
-  void put_string(std::string_view s) {
-    put_array<char>(std::span<const char>(s.data(), s.size()));
-  }
+  void put_string(std::string_view s) { put_array<char>(std::span<const char>(s.data(), s.size())); }
   std::vector<std::uint8_t>& buffer() { return buf_; }
   std::vector<std::uint8_t> take() { return std::move(buf_); }
   std::size_t size() const { return buf_.size(); }
@@ -47,8 +45,7 @@ class ByteReader {
   explicit ByteReader(std::span<const std::uint8_t> data) : data_(data) {}
 
   template <typename T>
-    requires std::is_trivially_copyable_v<T>
-  T get(const char* what = "value") {
+  requires std::is_trivially_copyable_v<T> T get(const char* what = "value") {
     need(sizeof(T), what);
     T v;
     std::memcpy(&v, data_.data() + pos_, sizeof(T));
@@ -56,8 +53,7 @@ class ByteReader {
     return v;
   }
   template <typename T>
-    requires std::is_trivially_copyable_v<T>
-  std::vector<T> get_array(const char* what = "array") {
+  requires std::is_trivially_copyable_v<T> std::vector<T> get_array(const char* what = "array") {
     const auto n = get<std::uint64_t>(what);
     if (n > (data_.size() - pos_) / sizeof(T)) {
       throw FormatError(std::string("truncated buffer: ") + what + " claims " + std::to_string(n) +

@@ -28,10 +28,10 @@ class Emitter {
 
 // What the runtime tells an operator after it has been restored and its backed-up items replayed.
 struct RecoveryInfo {
-  int failure_count = 0;     // k: this is the operator's k-th recovery (1-based)
-  double theta = 0;          // runtime theta in force when the failure happened (Theta / 2^k for one copy)
-  double l = 0;              // runtime l in force when the failure happened
-  double alpha = 0;          // the operator's alpha
+  int failure_count = 0;  // k: this is the operator's k-th recovery (1-based)
+  double theta = 0;       // runtime theta in force when the failure happened (Theta / 2^k for one copy)
+  double l = 0;           // runtime l in force when the failure happened
+  double alpha = 0;       // the operator's alpha
   // The thresholds in force at every failure j = 1..k of this worker (the last entries equal theta and l).
   // Compensation that must survive a crash during recovery keeps, in its state, how many failures it has
   // compensated, and adds the terms of the others.

@@ -2,9 +2,11 @@
 // Typed getters throw ConfigError naming the parameter and what was expected.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
 
 namespace afs {
 
@@ -17,9 +19,13 @@ class Params {
     values_[name] = value;
     return *this;
   }
+  Params& set(const std::string& name, const char* value) { return set(name, std::string(value)); }
+  // Numbers are stored in their shortest exact form, so they read back exactly.
   template <typename T>
-  Params& set(const std::string& name, T value) {
-    values_[name] = std::to_string(value);
+  requires std::is_arithmetic_v<T> Params& set(const std::string& name, T value) {
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+    values_[name] = std::string(buf, ec == std::errc() ? end : buf);
     return *this;
   }
   bool has(const std::string& name) const { return values_.count(name) != 0; }

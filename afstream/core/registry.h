@@ -16,7 +16,7 @@ namespace afs {
 
 // Where an operator or source instance sits in its stage.
 struct InstanceInfo {
-  int index = 0;        // 0 .. parallelism-1
+  int index = 0;  // 0 .. parallelism-1
   int parallelism = 1;
 };
 

@@ -9,9 +9,12 @@ namespace afs {
 
 const char* to_string(FtMode m) {
   switch (m) {
-    case FtMode::None: return "none";
-    case FtMode::Approx: return "approx";
-    case FtMode::Exact: return "exact";
+    case FtMode::None:
+      return "none";
+    case FtMode::Approx:
+      return "approx";
+    case FtMode::Exact:
+      return "exact";
   }
   return "?";
 }
@@ -25,9 +28,12 @@ FtMode parse_ft_mode(std::string_view s) {
 
 const char* to_string(ResetPolicy p) {
   switch (p) {
-    case ResetPolicy::Fixed: return "fixed";
-    case ResetPolicy::Hopping: return "hopping";
-    case ResetPolicy::Sliding: return "sliding";
+    case ResetPolicy::Fixed:
+      return "fixed";
+    case ResetPolicy::Hopping:
+      return "hopping";
+    case ResetPolicy::Sliding:
+      return "sliding";
   }
   return "?";
 }

@@ -33,9 +33,9 @@ const char* to_string(ResetPolicy p);
 ResetPolicy parse_reset_policy(std::string_view s);
 
 struct UserBounds {
-  double theta = 0;  // Theta
-  double l = 0;      // L
-  double gamma = 0;  // Gamma
+  double theta = 0;       // Theta
+  double l = 0;           // L
+  double gamma = 0;       // Gamma
   void validate() const;  // throws ConfigError for negative or non-finite values
 };
 
@@ -47,7 +47,7 @@ struct RuntimeThresholds {
 
 // Where a worker sits, for splitting the user bounds.
 struct ThresholdScope {
-  int copies = 1;                   // n: parallel copies of the operator
+  int copies = 1;                      // n: parallel copies of the operator
   double downstream_beta_product = 1;  // beta^(m-i): items one lost item here can cause at the pipeline's end
 };
 
@@ -60,7 +60,7 @@ class ThresholdSchedule {
                     std::uint64_t window_items = 0);
 
   const RuntimeThresholds& current() const { return current_; }
-  int failures() const { return failures_; }   // failures counted by the policy (what halving uses)
+  int failures() const { return failures_; }  // failures counted by the policy (what halving uses)
   int total_failures() const { return total_; }
 
   void on_failure(std::uint64_t at_item);

@@ -59,6 +59,9 @@ void BackupWriter::run() {
     if (queue_.empty()) return;  // stop_ and drained
     auto [ticket, task] = std::move(queue_.front());
     queue_.pop_front();
+    // After a failed task nothing more is written: a delta stored after a lost one would leave a chain with a gap,
+    // which restores to a wrong state without any error. The failure is reported by confirmed() and wait().
+    if (error_) continue;
     lock.unlock();
     try {
       task();

@@ -25,7 +25,8 @@ class BackupWriter {
   BackupWriter& operator=(const BackupWriter&) = delete;
 
   std::uint64_t submit(Task task);
-  // Highest ticket whose task (and all before it) has completed. Rethrows a failed task's exception.
+  // Highest ticket whose task (and all before it) has completed. Rethrows a failed task's exception; once a task
+  // has failed, later tasks are dropped unwritten (a backup after a lost one would leave a gap in the chain).
   std::uint64_t confirmed();
   void wait(std::uint64_t ticket);
   // Drop queued tasks (the one running finishes) and stop: what a crash does to backups not yet written.

@@ -20,9 +20,9 @@ struct ChannelItem {
 
 struct StateRecord {
   bool full = false;
-  Bytes snapshot;                  // sealed operator snapshot (afs::seal_snapshot), Full or Delta
-  SeqByChannel inputs;             // input channel -> last processed sequence number
-  SeqByChannel outputs;            // output channel -> last emitted sequence number
+  Bytes snapshot;                           // sealed operator snapshot (afs::seal_snapshot), Full or Delta
+  SeqByChannel inputs;                      // input channel -> last processed sequence number
+  SeqByChannel outputs;                     // output channel -> last emitted sequence number
   std::vector<std::uint32_t> ended_inputs;  // input channels whose end-of-stream was processed
   std::uint64_t source_offset = 0;
   std::vector<ChannelItem> unacked_outputs;  // only when the runtime gamma is 0

@@ -2,15 +2,15 @@
 // code, builds its topology from them, and evaluates the results against its ground truth.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <boost/program_options.hpp>
-
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
+#include "afstream/runtime/config.h"
 #include "afstream/runtime/local_cluster.h"
 
 namespace afs {
@@ -25,8 +25,9 @@ class Job {
   virtual std::string description() const = 0;
   // The job's own parameters (e.g. --hh.phi), with defaults.
   virtual void add_options(boost::program_options::options_description& options) const = 0;
-  // Validates the options (ConfigError naming the bad one) and builds the topology.
-  virtual Topology topology(const boost::program_options::variables_map& vm) = 0;
+  // Validates the options (ConfigError naming the bad one) and builds the topology; run is the fault-tolerance
+  // configuration the job will run under (an operator may size itself from the bounds).
+  virtual Topology topology(const boost::program_options::variables_map& vm, const RunConfig& run) = 0;
   virtual std::uint64_t total_items() const = 0;
   // Score of the finished run against exact ground truth; writes the job's results (a file sink) into out_dir
   // when it is not empty.

@@ -17,14 +17,14 @@
 namespace afs {
 
 struct MetricsSample {
-  double t = 0;                       // seconds since start
-  std::uint64_t source_items = 0;     // source items emitted so far
-  double items_per_s = 0;             // over the last interval
-  std::uint64_t items_out = 0;        // items emitted by non-source workers so far
+  double t = 0;                    // seconds since start
+  std::uint64_t source_items = 0;  // source items emitted so far
+  double items_per_s = 0;          // over the last interval
+  std::uint64_t items_out = 0;     // items emitted by non-source workers so far
   std::uint64_t state_backups = 0;
   std::uint64_t item_backups = 0;
   std::uint64_t backup_bytes = 0;
-  double divergence = 0;              // sum over workers of the divergence at their last update
+  double divergence = 0;  // sum over workers of the divergence at their last update
   std::uint64_t unbacked = 0;
   std::uint64_t unacked = 0;
   std::uint64_t failures = 0;

@@ -9,14 +9,14 @@
 namespace afs {
 
 struct WorkerCounters {
-  std::atomic<std::uint64_t> items_in{0};         // items processed (sources: items produced)
-  std::atomic<std::uint64_t> items_out{0};        // items emitted
+  std::atomic<std::uint64_t> items_in{0};   // items processed (sources: items produced)
+  std::atomic<std::uint64_t> items_out{0};  // items emitted
   std::atomic<std::uint64_t> state_backups{0};
   std::atomic<std::uint64_t> item_backups{0};
   std::atomic<std::uint64_t> backup_bytes{0};
   std::atomic<std::uint64_t> duplicates_dropped{0};
-  std::atomic<std::uint64_t> gaps{0};             // items never received (lost upstream)
-  std::atomic<std::uint64_t> bad_messages{0};     // frames rejected by the decoder
+  std::atomic<std::uint64_t> gaps{0};          // items never received (lost upstream)
+  std::atomic<std::uint64_t> bad_messages{0};  // frames rejected by the decoder
   std::atomic<double> divergence{0};
   std::atomic<std::uint64_t> unbacked{0};
   std::atomic<std::uint64_t> unacked{0};
@@ -24,18 +24,18 @@ struct WorkerCounters {
 
 struct FailureRecord {
   int worker = 0;
-  int failure_count = 0;              // k for this worker
-  std::uint64_t at_items = 0;         // source items emitted when it was killed
-  double theta = 0;                   // runtime thresholds in force when it failed
+  int failure_count = 0;       // k for this worker
+  std::uint64_t at_items = 0;  // source items emitted when it was killed
+  double theta = 0;            // runtime thresholds in force when it failed
   std::uint64_t l = 0;
   std::uint64_t gamma = 0;
   double alpha = 0;
-  double divergence_at_crash = 0;     // divergence from the last backup taken
-  std::uint64_t lost_items = 0;       // acknowledged, unprocessed, unbacked items lost with the worker
-  std::uint64_t lost_outputs = 0;     // unacknowledged outputs not covered by a state backup
-  double lost_divergence = -1;        // measured d(state at crash, recovered state); -1 if not measured
-  double restore_ms = 0;              // fetch + restore of the state chain
-  double recovery_ms = 0;             // kill to first processed item (or to restored, if nothing was left)
+  double divergence_at_crash = 0;  // divergence from the last backup taken
+  std::uint64_t lost_items = 0;    // acknowledged, unprocessed, unbacked items lost with the worker
+  std::uint64_t lost_outputs = 0;  // unacknowledged outputs not covered by a state backup
+  double lost_divergence = -1;     // measured d(state at crash, recovered state); -1 if not measured
+  double restore_ms = 0;           // fetch + restore of the state chain
+  double recovery_ms = 0;          // kill to first processed item (or to restored, if nothing was left)
   std::uint64_t replayed_items = 0;
 };
 

@@ -80,9 +80,11 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   }
   processed_ = counters_.items_in.load();
   schedule_.on_progress(processed_);
+  out_slot_.assign(ctx.topology->channels().size(), -1);
+  in_slot_.assign(ctx.topology->channels().size(), -1);
   for (int c : ctx.topology->outputs_of(id)) {
     const auto& ch = ctx.topology->channels()[c];
-    out_index_[c] = outs_.size();
+    out_slot_[static_cast<std::size_t>(c)] = static_cast<int>(outs_.size());
     OutChannel o;
     o.id = c;
     o.to_worker = ch.to_worker;
@@ -90,7 +92,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   }
   for (int c : ctx.topology->inputs_of(id)) {
     const auto& ch = ctx.topology->channels()[c];
-    in_index_[c] = ins_.size();
+    in_slot_[static_cast<std::size_t>(c)] = static_cast<int>(ins_.size());
     InChannel in;
     in.id = c;
     in.from_worker = ch.from_worker;
@@ -151,6 +153,12 @@ void Worker::run() {
     }
     if (writer_) writer_->wait(last_state_ticket_);
     finished_ = true;
+    // A finished worker delivers what it has sent (its last acknowledgements); a crashed one drops it (linger 0).
+    for (auto* peers : {&peers_, &ack_peers_}) {
+      for (auto& [w, slot] : *peers) {
+        if (slot.second) slot.second->set(zmq::sockopt::linger, 2000);
+      }
+    }
   } catch (const Crash&) {
     on_crash();
   }
@@ -257,7 +265,7 @@ void Worker::restore() {
       o.acked = o.sent = o.out_seq;
     }
     for (const auto& ci : last.unacked_outputs) {
-      auto& o = outs_[out_index_.at(static_cast<int>(ci.channel))];
+      auto& o = outs_[out_slot(ci.channel)];
       if (o.unacked.empty()) o.acked = o.sent = ci.item.seq - 1;
       o.unacked.push_back(ci.item);
     }
@@ -265,13 +273,13 @@ void Worker::restore() {
       auto it = last.inputs.find(static_cast<std::uint32_t>(in.id));
       in.processed = in.received = it == last.inputs.end() ? 0 : it->second;
     }
-    for (auto c : last.ended_inputs) ins_[in_index_.at(static_cast<int>(c))].ended = true;
+    for (auto c : last.ended_inputs) ins_[in_slot(c)].ended = true;
   }
   if (!source_) {
     std::uint64_t replayed = 0;
     for (const auto& rec : ctx_.store->item_records(id_)) {
       for (auto& ci : decode_items(rec)) {
-        auto& in = ins_[in_index_.at(static_cast<int>(ci.channel))];
+        auto& in = ins_[in_slot(ci.channel)];
         if (ci.item.seq <= in.received) continue;
         in.received = ci.item.seq;
         queue_.push_back(ci);
@@ -395,12 +403,11 @@ bool Worker::receive(std::chrono::milliseconds wait) {
 // acknowledging never needs an item backup. With l = 0 (and in exact mode) every admitted item is backed up before
 // its acknowledgement; punctuation (end of stream) is always backed up.
 void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
-  auto it = in_index_.find(static_cast<int>(b.channel));
-  if (it == in_index_.end()) {
-    counters_.bad_messages.fetch_add(1, std::memory_order_relaxed);
+  if (b.channel >= in_slot_.size() || in_slot_[b.channel] < 0) {
+    counters_.bad_messages.fetch_add(1, std::memory_order_relaxed);  // not a channel into this worker
     return;
   }
-  auto& in = ins_[it->second];
+  auto& in = ins_[in_slot(b.channel)];
   const std::uint64_t eos_seq = b.end_of_stream ? b.first_seq + b.items.size() : 0;
   if (b.items.empty() && !b.end_of_stream) return;
   bool took = false;
@@ -421,6 +428,7 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
     staging_.push_back({static_cast<std::uint32_t>(b.channel), true, p});
     took = true;
   }
+  if (!took && !acks_enabled() && b.end_of_stream) send_ack(in, eos_seq);  // a resent end of stream (mode none)
   if (!took && acks_enabled()) {
     // Only duplicates (a restarted sender resending): acknowledge them so it can let them go.
     if (in.deferred_acks.empty()) {
@@ -441,7 +449,7 @@ void Worker::admit() {
   bool punctuation = false;
   for (std::size_t i = 0; i < n; ++i) {
     auto& ci = staging_.front();
-    auto& in = ins_[in_index_.at(static_cast<int>(ci.channel))];
+    auto& in = ins_[in_slot(ci.channel)];
     in.admitted = ci.item.seq;
     in.touched = true;
     if (ci.end_of_stream) {
@@ -500,16 +508,17 @@ void Worker::send_due_acks() {
 }
 
 void Worker::send_ack(InChannel& in, std::uint64_t seq) {
-  if (!peer_ready(in.from_worker)) return;  // its successor will resend and get an ack then
+  // A peer just learned (first call false) can take the ack at once; a peer that is down will resend when it is
+  // back, and get its ack then.
+  if (!peer_ready(in.from_worker) && !peer_ready(in.from_worker)) return;
   auto frame = encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(in.id), seq);
   zmq::message_t m(frame.data(), frame.size());
   (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
 }
 
 void Worker::on_ack(const net::AckMsg& a) {
-  auto it = out_index_.find(static_cast<int>(a.channel));
-  if (it == out_index_.end()) return;
-  auto& o = outs_[it->second];
+  if (a.channel >= out_slot_.size() || out_slot_[a.channel] < 0) return;
+  auto& o = outs_[out_slot(a.channel)];
   if (a.seq <= o.acked) return;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
   while (!o.unacked.empty() && o.unacked.front().seq <= o.acked) o.unacked.pop_front();
@@ -537,14 +546,18 @@ std::size_t Worker::process_some(std::size_t budget) {
     if (unbacked_ > queue_.size()) unbacked_ = queue_.size();
     ++n;
   }
-  if (n) counters_.items_in.fetch_add(n, std::memory_order_relaxed);
+  if (n) {
+    processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
+    // Hopping / sliding windows raise the thresholds again once the failures have left the window (DESIGN 3).
+    if (ctx_.config.reset != ResetPolicy::Fixed) schedule_.on_progress(processed_);
+  }
   admit();
   send_due_acks();
   return n;
 }
 
 void Worker::process_one(const ChannelItem& ci) {
-  auto& in = ins_[in_index_.at(static_cast<int>(ci.channel))];
+  auto& in = ins_[in_slot(ci.channel)];
   if (ci.end_of_stream) {
     in.ended = true;
     in.processed = ci.item.seq;
@@ -560,13 +573,13 @@ void Worker::after_update() {
     case FtMode::None:
       return;
     case FtMode::Approx: {
-      // DESIGN 3, Theta, with asynchronous backups: a state backup is taken once the divergence passes theta / 2,
-      // so it can be written while the state drifts by at most another theta / 2; the compute thread waits for
-      // the store only if that half is used up first. The state never drifts more than theta (plus the item in
-      // process, counted in l) from the last confirmed backup (proofs/general-bounds.md, rule R2).
+      // DESIGN 3, Theta, with asynchronous backups: a state backup is taken once the divergence passes
+      // (1 - headroom) * theta, so it can be written while the state drifts by the headroom; the compute thread
+      // waits for the store only if that is used up first. The state never drifts more than theta (plus the item
+      // in process, counted in l) from the last confirmed backup (proofs/general-bounds.md, rule R-state).
       const double theta = schedule_.current().theta;
       const double d = op_->divergence();
-      if (d > theta / 2) {
+      if (d > theta * (1 - ctx_.config.state_headroom)) {
         if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
         backup_state(false);
         pending_state_ticket_ = last_state_ticket_;
@@ -607,7 +620,9 @@ void Worker::produce() {
   if (since_state_backup_ >= 65536) backup_state(false);
 }
 
-Worker::OutChannel& Worker::out_for(std::uint64_t key) { return outs_[key_route_[key_partition(key, key_route_.size())]]; }
+Worker::OutChannel& Worker::out_for(std::uint64_t key) {
+  return outs_[key_route_[key_partition(key, key_route_.size())]];
+}
 
 void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
   if (outs_.empty()) return;
@@ -645,8 +660,15 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-bool Worker::peer_ready(int worker) const {
-  return ctx_.directory->up(worker) && ctx_.directory->epoch(worker) == known_epoch_.at(worker);
+bool Worker::peer_ready(int worker) {
+  if (!ctx_.directory->up(worker)) return false;
+  // A peer that came up since the last look: learn its incarnation now (which resets what to resend to it) and
+  // let the caller come back, so nothing is sent on the strength of the old state.
+  if (ctx_.directory->epoch(worker) != known_epoch_[worker]) {
+    refresh_peers();
+    return false;
+  }
+  return true;
 }
 
 bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const Item> items, bool eos) {
@@ -758,12 +780,14 @@ void Worker::backup_state(bool wait) {
               chain_length_ >= static_cast<std::uint64_t>(ctx_.config.full_backup_every);
   if (op_) {
     ByteWriter w;
+    w.buffer().resize(kSnapshotHeaderSize);  // sealed in place below: the payload is not copied
     if (full) {
       op_->snapshot_full(w);
     } else {
       op_->snapshot_delta(w);
     }
-    rec.snapshot = seal_snapshot(op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta, w.buffer());
+    rec.snapshot = w.take();
+    seal_snapshot_in_place(rec.snapshot, op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta);
     op_->mark_backed_up();
     if (full) {
       last_full_bytes_ = rec.snapshot.size();

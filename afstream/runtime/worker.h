@@ -20,7 +20,6 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "afstream/core/operator.h"
@@ -63,8 +62,8 @@ class PeerDirectory {
 struct CrashInfo {
   FailureRecord record;
   Clock::time_point killed_at;
-  Bytes state_at_crash;     // full snapshot at the crash (only when RunConfig::measure_losses)
-  SeqByChannel processed;   // per input channel, the last sequence number the crashed state reflected
+  Bytes state_at_crash;    // full snapshot at the crash (only when RunConfig::measure_losses)
+  SeqByChannel processed;  // per input channel, the last sequence number the crashed state reflected
 };
 
 // Everything the workers of one cluster share.
@@ -75,7 +74,7 @@ struct ClusterContext {
   BackupStore* store = nullptr;
   zmq::context_t* zmq = nullptr;
   PeerDirectory* directory = nullptr;
-  std::vector<std::unique_ptr<WorkerCounters>> counters;      // per worker, survive crashes
+  std::vector<std::unique_ptr<WorkerCounters>> counters;               // per worker, survive crashes
   std::vector<std::atomic<std::uint64_t>>* source_progress = nullptr;  // per worker: max source offset reached
   // Per channel, the highest sequence number its receiver holds (received or restored). A recovered sender
   // continues numbering after it (the controller's "resend from" coordination, DESIGN 5 step 4).
@@ -108,28 +107,28 @@ class Worker {
   struct OutChannel {
     int id = 0;
     int to_worker = 0;
-    std::uint64_t out_seq = 0;          // last seq emitted
-    std::uint64_t acked = 0;            // highest seq acknowledged
-    std::uint64_t sent = 0;             // highest seq handed to the socket
-    std::uint64_t eos_seq = 0;          // seq of the end-of-stream punctuation, 0 if not ended
-    std::deque<Item> unacked;           // items with seq in (acked, out_seq]
-    std::vector<Item> pending;          // mode none: items not yet sent
+    std::uint64_t out_seq = 0;  // last seq emitted
+    std::uint64_t acked = 0;    // highest seq acknowledged
+    std::uint64_t sent = 0;     // highest seq handed to the socket
+    std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
+    std::deque<Item> unacked;   // items with seq in (acked, out_seq]
+    std::vector<Item> pending;  // mode none: items not yet sent
   };
   struct InChannel {
     int id = 0;
     int from_worker = 0;
-    std::uint64_t received = 0;         // highest seq received
-    std::uint64_t processed = 0;        // highest seq processed (reflected in the state)
+    std::uint64_t received = 0;   // highest seq received
+    std::uint64_t processed = 0;  // highest seq processed (reflected in the state)
     bool ended = false;
-    std::uint64_t ack_due = 0;          // cumulative ack to send at the end of this receive() call
-    std::uint64_t admitted = 0;         // highest seq admitted into the queue (and so acknowledged)
+    std::uint64_t ack_due = 0;   // cumulative ack to send at the end of this receive() call
+    std::uint64_t admitted = 0;  // highest seq admitted into the queue (and so acknowledged)
     bool touched = false;
     std::deque<std::pair<std::uint64_t, std::uint64_t>> deferred_acks;  // (seq, backup ticket), in order
   };
   struct Crash {};
   struct SourceMark {
-    std::uint64_t offset = 0;               // source position after a produced batch
-    std::vector<std::uint64_t> out_seqs;    // out_seq of each output channel at that point
+    std::uint64_t offset = 0;             // source position after a produced batch
+    std::vector<std::uint64_t> out_seqs;  // out_seq of each output channel at that point
   };
 
   class RuntimeEmitter;
@@ -137,7 +136,7 @@ class Worker {
   void setup_sockets();
   void restore();
   void refresh_peers();
-  bool peer_ready(int worker) const;
+  bool peer_ready(int worker);
   zmq::socket_t& socket_to(int worker, bool acks);
   bool receive(std::chrono::milliseconds wait);
   void on_batch(const net::BatchMsg& b, std::uint32_t sender);
@@ -189,40 +188,43 @@ class Worker {
   std::uint32_t op_type_ = 0;
   std::uint64_t source_offset_ = 0;
   std::uint64_t source_size_ = 0;
-  std::deque<SourceMark> source_marks_;   // produced batches not yet acknowledged on every channel
-  SourceMark committed_mark_;             // the latest position acknowledged on every channel
+  std::deque<SourceMark> source_marks_;  // produced batches not yet acknowledged on every channel
+  SourceMark committed_mark_;            // the latest position acknowledged on every channel
 
   std::vector<OutChannel> outs_;
-  std::unordered_map<int, std::size_t> out_index_;  // channel id -> index in outs_
+  // channel id -> index in outs_ / ins_ (-1: not a channel of this worker)
+  std::vector<int> out_slot_;
   std::vector<InChannel> ins_;
-  std::unordered_map<int, std::size_t> in_index_;
+  std::vector<int> in_slot_;
+  std::size_t in_slot(std::uint64_t channel) const { return static_cast<std::size_t>(in_slot_[channel]); }
+  std::size_t out_slot(std::uint64_t channel) const { return static_cast<std::size_t>(out_slot_[channel]); }
   std::vector<std::size_t> key_route_;  // downstream instance -> out index, for the single keyed output stage
   bool single_key_route_ = false;
 
-  std::deque<ChannelItem> staging_;     // received, not yet admitted (nor acknowledged)
-  std::deque<ChannelItem> queue_;       // admitted (acknowledged), unprocessed
-  std::size_t unbacked_ = 0;            // how many items at the tail of queue_ are not backed up
+  std::deque<ChannelItem> staging_;  // received, not yet admitted (nor acknowledged)
+  std::deque<ChannelItem> queue_;    // admitted (acknowledged), unprocessed
+  std::size_t unbacked_ = 0;         // how many items at the tail of queue_ are not backed up
   std::uint64_t since_state_backup_ = 0;
   std::uint64_t state_backups_taken_ = 0;
-  std::uint64_t chain_length_ = 0;           // records in the store's chain since (and with) the last full one
+  std::uint64_t chain_length_ = 0;  // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
   std::uint64_t delta_bytes_since_full_ = 0;
   std::uint64_t last_state_ticket_ = 0;
   std::uint64_t pending_state_ticket_ = 0;  // approx: a state backup not known to be confirmed yet
   double pending_divergence_ = 0;           // the divergence it covers
-  std::uint64_t last_item_ticket_ = 0;    // barrier after the latest item backup
-  std::size_t batch_ = 0;                 // items per message sent
+  std::uint64_t last_item_ticket_ = 0;      // barrier after the latest item backup
+  std::size_t batch_ = 0;                   // items per message sent
   std::uint64_t replay_remaining_ = 0;
-  bool measure_pending_ = false;   // replayed items not processed yet
-  std::uint64_t processed_ = 0;           // items processed by this worker (all incarnations, from its counters)
-  std::vector<double> loss_theta_;        // runtime theta in force at each failure j = 1..k
+  bool measure_pending_ = false;    // replayed items not processed yet
+  std::uint64_t processed_ = 0;     // items processed by this worker (all incarnations, from its counters)
+  std::vector<double> loss_theta_;  // runtime theta in force at each failure j = 1..k
   std::vector<double> loss_l_;
 
   std::unique_ptr<zmq::socket_t> inbox_;   // data
   std::unique_ptr<zmq::socket_t> ackbox_;  // acknowledgements
   using PeerSockets = std::unordered_map<int, std::pair<std::uint32_t, std::unique_ptr<zmq::socket_t>>>;
-  PeerSockets peers_;      // worker -> (its epoch, data socket to it)
-  PeerSockets ack_peers_;  // worker -> (its epoch, ack socket to it)
+  PeerSockets peers_;                                   // worker -> (its epoch, data socket to it)
+  PeerSockets ack_peers_;                               // worker -> (its epoch, ack socket to it)
   std::unordered_map<int, std::uint32_t> known_epoch_;  // the incarnation of each peer this worker talks to
   std::unordered_set<int> restarted_;
   std::uint64_t directory_version_ = ~0ull;

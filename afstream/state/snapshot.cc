@@ -3,6 +3,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -35,6 +36,21 @@ std::uint32_t type_id_of(std::string_view name) {
 }
 
 std::uint64_t checksum(std::span<const std::uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+void seal_snapshot_in_place(std::vector<std::uint8_t>& buffer, std::uint32_t type_id, SnapshotKind kind) {
+  if (buffer.size() < kSnapshotHeaderSize) {
+    throw FormatError("seal_snapshot_in_place: buffer lacks the reserved header");
+  }
+  const std::span<const std::uint8_t> payload(buffer.data() + kSnapshotHeaderSize, buffer.size() - kSnapshotHeaderSize);
+  ByteWriter w;
+  w.put<std::uint32_t>(kSnapshotMagic);
+  w.put<std::uint16_t>(kSnapshotFormatVersion);
+  w.put<std::uint16_t>(static_cast<std::uint16_t>(kind));
+  w.put<std::uint32_t>(type_id);
+  w.put<std::uint64_t>(payload.size());
+  w.put<std::uint64_t>(checksum(payload));
+  std::copy(w.buffer().begin(), w.buffer().end(), buffer.begin());
+}
 
 std::vector<std::uint8_t> seal_snapshot(std::uint32_t type_id, SnapshotKind kind,
                                         std::span<const std::uint8_t> payload) {

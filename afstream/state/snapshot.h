@@ -31,6 +31,10 @@ std::uint32_t type_id_of(std::string_view name);
 std::uint64_t checksum(std::span<const std::uint8_t> bytes);
 
 // Wraps a payload in the snapshot header (DESIGN.md sections 3 and 8).
+// As seal_snapshot, without copying the payload: buffer holds kSnapshotHeaderSize reserved bytes followed by the
+// payload; the header is written over the reserved bytes.
+void seal_snapshot_in_place(std::vector<std::uint8_t>& buffer, std::uint32_t type_id, SnapshotKind kind);
+
 std::vector<std::uint8_t> seal_snapshot(std::uint32_t type_id, SnapshotKind kind,
                                         std::span<const std::uint8_t> payload);
 

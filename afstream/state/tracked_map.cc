@@ -104,14 +104,19 @@ void TrackedMap<V>::mark_backed_up() {
 template <typename V>
 void TrackedMap<V>::write_full(ByteWriter& w) const {
   detail::write_container_header(w, tag() | detail::kTagFull, live_);
+  // In key order, so equal states give equal bytes whatever the table's history (canonical snapshots).
+  std::vector<std::pair<std::uint64_t, V>> entries;
+  entries.reserve(live_);
+  for_each([&](std::uint64_t k, V v) { entries.emplace_back(k, v); });
+  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::uint64_t> keys;
   std::vector<V> values;
   keys.reserve(live_);
   values.reserve(live_);
-  for_each([&](std::uint64_t k, V v) {
+  for (const auto& [k, v] : entries) {
     keys.push_back(k);
     values.push_back(v);
-  });
+  }
   w.put_array<std::uint64_t>(keys);
   w.put_array<V>(values);
 }

@@ -19,8 +19,8 @@ using SeqByChannel = std::map<std::uint32_t, std::uint64_t>;  // channel -> last
 struct StoreStats {
   std::uint64_t state_backups = 0;
   std::uint64_t item_backups = 0;
-  std::uint64_t bytes_written = 0;   // everything ever written
-  std::uint64_t bytes_stored = 0;    // what is held now
+  std::uint64_t bytes_written = 0;  // everything ever written
+  std::uint64_t bytes_stored = 0;   // what is held now
 };
 
 struct ItemRecordInfo {

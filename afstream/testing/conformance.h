@@ -15,7 +15,9 @@
 //   (b) delta chain: restoring the first full snapshot and applying every later snapshot_delta in order gives a
 //       state at distance 0 from the operator whose snapshot_full bytes equal the operator's.
 //   (c) snapshot/restore/continue equals an uninterrupted run, for several cut points: same final snapshot_full
-//       bytes, distance 0, and the same emitted items (key, value, time, in order, including finish()).
+//       bytes, distance 0, and the same emitted items (key, value, time, in order, including finish()). Equal
+//       bytes are required unless canonical_snapshots is off: an operator whose snapshot (and iteration) order
+//       depends on history can also emit in a different order after a recovery.
 //   (d) restore_full of truncated full snapshots and apply_delta of truncated deltas throw afs::FormatError and
 //       leave the target unchanged (distance 0 to its prior state, same snapshot bytes and divergence).
 //   (e) alpha and beta: no item raises a finite divergence() by more than alpha(), and no item emits more than
@@ -26,9 +28,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,6 +49,10 @@ struct ConformanceOptions {
   // true: divergence() == distance(backup copy); false: divergence() >= distance(backup copy) (an upper bound,
   // e.g. a max-abs high-water mark over counters that move both ways).
   bool exact_divergence = true;
+  // true: equal states have equal snapshot_full bytes, so (b) and (c) compare bytes, and mark_backed_up() must not
+  // change them. false: only distances are compared (for states whose layout depends on their history, e.g. the
+  // slot order of a hash table). Either way (d) checks that a rejected snapshot leaves the bytes unchanged.
+  bool canonical_snapshots = true;
   // Agreement of two finite values a (reported) and b (brute force): |a - b| <= tolerance * max(1, |b|).
   double tolerance = 1e-9;
   // (c): cut points tried besides 0, 1, n/2, n-1 and n (drawn from the seed).
@@ -76,6 +84,10 @@ struct Emitted {
   std::int64_t value = 0;
   std::int64_t time = 0;
   friend bool operator==(const Emitted&, const Emitted&) = default;
+  // How GoogleTest prints it.
+  friend void PrintTo(const Emitted& e, std::ostream* os) {
+    *os << "(key=" << e.key << ", value=" << e.value << ", time=" << e.time << ")";
+  }
 };
 
 // An Emitter that records everything, in order.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -22,27 +23,32 @@ namespace {
 // What is wrong with a ToyCounter.
 enum class Flaw {
   None,
-  HalfDivergence,      // divergence() reports half the distance
-  DoubleDivergence,    // divergence() reports twice the distance (an upper bound, not exact)
-  LossyDelta,          // snapshot_delta leaves out slot 0
-  NotAtomicRestore,    // restore_full writes values while it reads them
-  AcceptsTruncated,    // restore_full fills missing values with 0 instead of throwing
-  WrongException,      // a truncated snapshot throws std::out_of_range
-  HiddenState,         // a count that is not in the snapshot changes what is emitted
-  SmallAlpha,          // alpha() = 1 while items carry values up to 9
-  SmallBeta,           // beta() = 0 while items emit
-  MarkChangesState,    // mark_backed_up() zeroes slot 15
-  AllOrNothing,        // divergence and distance are +inf once anything changed (correct: inf agrees with inf)
+  HalfDivergence,        // divergence() reports half the distance
+  DoubleDivergence,      // divergence() reports twice the distance (an upper bound, not exact)
+  LossyDelta,            // snapshot_delta leaves out slot 0
+  NotAtomicRestore,      // restore_full writes values while it reads them
+  AcceptsTruncated,      // restore_full fills missing values with 0 instead of throwing
+  WrongException,        // a truncated snapshot throws std::out_of_range
+  HiddenState,           // a count that is not in the snapshot changes what is emitted
+  SmallAlpha,            // alpha() = 1 while items carry values up to 9
+  SmallBeta,             // beta() = 0 while items emit
+  MarkChangesState,      // mark_backed_up() zeroes slot 15
+  AllOrNothing,          // divergence and distance are +inf once anything changed (correct: inf agrees with inf)
   InfiniteDistanceOnly,  // distance is +inf when anything differs, divergence stays finite
+  HistoryOrderBytes,     // snapshot_full lists the slots most recently used first: equal states, different bytes
 };
 
 // 16 counters, L1 divergence, hand-written snapshots (so that each flaw is easy to inject).
 class ToyCounter final : public Operator {
  public:
-  explicit ToyCounter(Flaw flaw) : flaw_(flaw), values_(kSlots, 0), base_(kSlots, 0) {}
+  explicit ToyCounter(Flaw flaw) : flaw_(flaw), values_(kSlots, 0), base_(kSlots, 0) {
+    for (std::uint32_t s = 0; s < kSlots; ++s) order_.push_back(s);
+  }
 
   void process(const Item& item, Emitter& out) override {
     const std::size_t s = item.key % kSlots;
+    std::erase(order_, static_cast<std::uint32_t>(s));
+    order_.insert(order_.begin(), static_cast<std::uint32_t>(s));
     const std::int64_t old = values_[s];
     values_[s] += item.value;
     l1_ += std::llabs(values_[s] - base_[s]) - std::llabs(old - base_[s]);
@@ -63,14 +69,25 @@ class ToyCounter final : public Operator {
   double divergence() const override {
     const double d = static_cast<double>(l1_);
     switch (flaw_) {
-      case Flaw::HalfDivergence: return d / 2;
-      case Flaw::DoubleDivergence: return d * 2;
-      case Flaw::AllOrNothing: return d > 0 ? kInf : 0;
-      default: return d;
+      case Flaw::HalfDivergence:
+        return d / 2;
+      case Flaw::DoubleDivergence:
+        return d * 2;
+      case Flaw::AllOrNothing:
+        return d > 0 ? kInf : 0;
+      default:
+        return d;
     }
   }
   void snapshot_full(ByteWriter& out) const override {
     out.put<std::uint32_t>(kFullMagic);
+    if (flaw_ == Flaw::HistoryOrderBytes) {
+      std::vector<std::int64_t> v;
+      for (auto s : order_) v.push_back(values_[s]);
+      out.put_array<std::uint32_t>(order_);
+      out.put_array<std::int64_t>(v);
+      return;
+    }
     out.put_array<std::int64_t>(values_);
   }
   void snapshot_delta(ByteWriter& out) const override {
@@ -92,7 +109,18 @@ class ToyCounter final : public Operator {
   }
   void restore_full(ByteReader& in) override {
     if (in.get<std::uint32_t>("toy magic") != kFullMagic) throw FormatError("toy: bad magic");
-    if (flaw_ == Flaw::NotAtomicRestore || flaw_ == Flaw::AcceptsTruncated || flaw_ == Flaw::WrongException) {
+    if (flaw_ == Flaw::HistoryOrderBytes) {
+      auto order = in.get_array<std::uint32_t>("toy order");
+      const auto v = in.get_array<std::int64_t>("toy values");
+      in.expect_end("toy snapshot");
+      auto sorted = order;
+      std::sort(sorted.begin(), sorted.end());
+      for (std::uint32_t s = 0; s < kSlots; ++s) {
+        if (sorted.size() != kSlots || sorted[s] != s || v.size() != kSlots) throw FormatError("toy: bad order");
+      }
+      for (std::size_t k = 0; k < kSlots; ++k) values_[order[k]] = v[k];
+      order_ = std::move(order);
+    } else if (flaw_ == Flaw::NotAtomicRestore || flaw_ == Flaw::AcceptsTruncated || flaw_ == Flaw::WrongException) {
       const auto n = in.get<std::uint64_t>("toy count");
       for (std::size_t s = 0; s < kSlots; ++s) {
         if (in.rest().size() < sizeof(std::int64_t)) {
@@ -141,6 +169,7 @@ class ToyCounter final : public Operator {
   static constexpr double kInf = std::numeric_limits<double>::infinity();
   Flaw flaw_;
   std::vector<std::int64_t> values_, base_;
+  std::vector<std::uint32_t> order_;  // slots, most recently used first
   std::int64_t l1_ = 0;
   std::int64_t seen_ = 0;
 };
@@ -218,6 +247,19 @@ TEST(Conformance, LossyDeltaBreaksTheChain) {
 
 TEST(Conformance, MarkBackedUpMustNotChangeTheState) {
   EXPECT_TRUE(contains(failure_of(Flaw::MarkChangesState), "mark_backed_up() changed snapshot_full"));
+}
+
+TEST(Conformance, HistoryDependentSnapshotBytesFailUnlessDeclared) {
+  const std::string f = failure_of(Flaw::HistoryOrderBytes);
+  EXPECT_TRUE(f.rfind("(b) ", 0) == 0 || f.rfind("(c) ", 0) == 0) << f;
+  EXPECT_TRUE(contains(f, "bytes, first difference at offset")) << f;
+  ConformanceOptions lenient;
+  lenient.canonical_snapshots = false;
+  EXPECT_TRUE(OperatorConforms(maker(Flaw::HistoryOrderBytes), toy_items(1500, 3), lenient));
+  // Lenient about bytes, still strict about everything else.
+  EXPECT_TRUE(contains(failure_of(Flaw::LossyDelta, lenient), "(b) "));
+  EXPECT_TRUE(contains(failure_of(Flaw::HiddenState, lenient), "(c) "));
+  EXPECT_TRUE(contains(failure_of(Flaw::NotAtomicRestore, lenient), "threw FormatError but changed"));
 }
 
 TEST(Conformance, HiddenStateChangesTheEmittedItems) {

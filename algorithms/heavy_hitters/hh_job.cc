@@ -22,26 +22,25 @@ class HeavyHittersJob final : public Job {
   }
 
   void add_options(po::options_description& o) const override {
-    o.add_options()
-        ("hh.keys", po::value<std::uint64_t>()->default_value(1000000), "distinct keys in the Zipf stream")
-        ("hh.skew", po::value<double>()->default_value(1.1), "Zipf skew s (P(rank k) ~ (k+1)^-s)")
-        ("hh.width", po::value<std::uint64_t>()->default_value(8000), "Count-Min width w (0: from hh.epsilon)")
-        ("hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")
-        ("hh.epsilon", po::value<double>()->default_value(0), "Count-Min error epsilon (sizes the width if > 0)")
-        ("hh.delta", po::value<double>()->default_value(0), "Count-Min confidence delta (sizes the depth if > 0)")
-        ("hh.input", po::value<std::string>()->default_value(""),
-         "read items from this text file ('key' or 'key,value' per line) instead of generating a Zipf stream")
-        ("hh.on-error", po::value<std::string>()->default_value("fail"), "malformed input lines: fail | skip")
-        ("hh.weights", po::value<std::string>()->default_value("packet"),
-         "item weights: packet (40..1500 bytes, as the paper's packet trace) or unit")
-        ("hh.phi", po::value<double>()->default_value(1e-3),
-         "heavy-hitter threshold: a key is heavy if its total weight exceeds phi (a fraction of the expected total "
-         "weight if < 1)")
-        ("hh.parallelism", po::value<int>()->default_value(2), "parallel count-min-hh workers (keyed)")
-        ("hh.sources", po::value<int>()->default_value(1), "parallel source instances");
+    o.add_options()("hh.keys", po::value<std::uint64_t>()->default_value(1000000), "distinct keys in the Zipf stream")(
+        "hh.skew", po::value<double>()->default_value(1.1), "Zipf skew s (P(rank k) ~ (k+1)^-s)")(
+        "hh.width", po::value<std::uint64_t>()->default_value(8000), "Count-Min width w (0: from hh.epsilon)")(
+        "hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")(
+        "hh.epsilon", po::value<double>()->default_value(0), "Count-Min error epsilon (sizes the width if > 0)")(
+        "hh.delta", po::value<double>()->default_value(0), "Count-Min confidence delta (sizes the depth if > 0)")(
+        "hh.input", po::value<std::string>()->default_value(""),
+        "read items from this text file ('key' or 'key,value' per line) instead of generating a Zipf stream")(
+        "hh.on-error", po::value<std::string>()->default_value("fail"), "malformed input lines: fail | skip")(
+        "hh.weights", po::value<std::string>()->default_value("packet"),
+        "item weights: packet (40..1500 bytes, as the paper's packet trace) or unit")(
+        "hh.phi", po::value<double>()->default_value(1e-3),
+        "heavy-hitter threshold: a key is heavy if its total weight exceeds phi (a fraction of the expected total "
+        "weight if < 1)")("hh.parallelism", po::value<int>()->default_value(2),
+                          "parallel count-min-hh workers (keyed)")("hh.sources", po::value<int>()->default_value(1),
+                                                                   "parallel source instances");
   }
 
-  Topology topology(const po::variables_map& vm) override {
+  Topology topology(const po::variables_map& vm, const RunConfig& run) override {
     items_ = vm["items"].as<std::uint64_t>();
     input_ = vm["hh.input"].as<std::string>();
     on_error_ = vm["hh.on-error"].as<std::string>();
@@ -89,6 +88,11 @@ class HeavyHittersJob final : public Job {
     Params cm;
     cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed_ * 7919 + 1);
     cm.set("max-weight", alpha);
+    // Theorem 2 after failures: keys are watched from phi minus the most that failures can take from one copy's
+    // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R').
+    if (run.mode == FtMode::Approx) {
+      cm.set("watch-margin", (run.bounds.theta + run.bounds.l * static_cast<double>(alpha)) / par);
+    }
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);
     // Fail fast on bad sketch parameters, before any thread starts.

@@ -75,9 +75,11 @@ CountMinHeavyHitters::CountMinHeavyHitters(const Params& p)
     : hash_(make_hash(p)),
       phi_(p.get_double("phi", 1000)),
       max_weight_(p.get_int("max-weight", 1)),
+      watch_from_(phi_ - p.get_double("watch-margin", 0)),
       counters_(hash_.size(), Metric::MaxAbs),
       candidates_(Metric::NewKeys) {
   if (!(phi_ > 0)) throw ConfigError("hh.phi: expected a count > 0, got " + std::to_string(phi_));
+  if (watch_from_ > phi_) throw ConfigError("watch-margin: expected >= 0");
   if (max_weight_ < 1) throw ConfigError("max-weight: expected >= 1, got " + std::to_string(max_weight_));
 }
 
@@ -88,9 +90,15 @@ void CountMinHeavyHitters::process(const Item& item, Emitter& out) {
     counters_.add(b, item.value);
     est = std::min(est, counters_[b]);
   }
-  if (static_cast<double>(est) > phi_ && !candidates_.contains(item.key)) {
-    candidates_.set(item.key, 1);
-    out.emit(item.key, est, item.time);
+  if (static_cast<double>(est) > watch_from_) {
+    // Candidates: 1 = watched, 2 = reported. A new candidate is backed up at once; a report is emitted once.
+    const auto state = candidates_.get(item.key);
+    if (static_cast<double>(est) > phi_ && state != 2) {
+      candidates_.set(item.key, 2);
+      out.emit(item.key, est, item.time);
+    } else if (state == 0) {
+      candidates_.set(item.key, 1);
+    }
   }
 }
 
@@ -102,10 +110,10 @@ std::vector<std::uint64_t> CountMinHeavyHitters::reported_keys() const {
 }
 
 void CountMinHeavyHitters::finish(Emitter& out) {
-  candidates_.for_each([&](std::uint64_t key, std::int64_t) {
+  for (auto key : reported_keys()) {  // in key order: the same output whatever the table's history
     const auto est = estimate(key);
     if (static_cast<double>(est) > phi_) out.emit(key, est);
-  });
+  }
 }
 
 void CountMinHeavyHitters::snapshot_full(ByteWriter& out) const {
@@ -133,7 +141,8 @@ void CountMinHeavyHitters::restore_full(ByteReader& in) {
   k.read_full(in);
   m.read_full(in);
   in.expect_end("count-min-hh snapshot");
-  if (c.size() != hash_.size()) throw FormatError("count-min-hh snapshot: counter array size does not match width*depth");
+  if (c.size() != hash_.size())
+    throw FormatError("count-min-hh snapshot: counter array size does not match width*depth");
   counters_ = std::move(c);
   candidates_ = std::move(k);
   compensation_ = std::move(m);
@@ -152,8 +161,8 @@ void CountMinHeavyHitters::apply_delta(ByteReader& in) {
 }
 
 // Theorem 2: failure j loses at most floor(theta_j) + l_j * alpha of any counter (integer counters diverge by at
-// most theta_j from the restored backup, and each lost item moves a counter by at most alpha = max-weight). Adding that to every counter,
-// once per failure, restores "no false negatives".
+// most theta_j from the restored backup, and each lost item moves a counter by at most alpha = max-weight). Adding that
+// to every counter, once per failure, restores "no false negatives".
 void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
   std::int64_t c = 0;
   const auto done = static_cast<std::size_t>(compensation_[1]);
@@ -178,6 +187,20 @@ HeavyHitterMerge::HeavyHitterMerge(const Params& p)
     : estimates_(Metric::L1), alpha_(static_cast<double>(p.get_uint("items", 1u << 30))) {}
 
 void HeavyHitterMerge::process(const Item& item, Emitter&) { estimates_.set(item.key, item.value); }
+
+void HeavyHitterMerge::restore_full(ByteReader& in) {
+  auto m = estimates_;
+  m.read_full(in);
+  in.expect_end("hh-merge snapshot");
+  estimates_ = std::move(m);
+}
+
+void HeavyHitterMerge::apply_delta(ByteReader& in) {
+  auto m = estimates_;
+  m.apply_delta(in);
+  in.expect_end("hh-merge delta");
+  estimates_ = std::move(m);
+}
 
 double HeavyHitterMerge::distance(const Operator& other) const {
   return estimates_.distance(dynamic_cast<const HeavyHitterMerge&>(other).estimates_);

@@ -52,7 +52,8 @@ class ZipfSource final : public Source {
 std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& source_params);
 
 // Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight
-// (the largest item value: alpha, and the per-item term of the compensation).
+// (the largest item value: alpha, and the per-item term of the compensation), watch-margin (keys are watched from
+// phi - watch-margin so that one whose crossing item was lost in a failure is still re-checked at the end).
 class CountMinHeavyHitters final : public Operator {
  public:
   explicit CountMinHeavyHitters(const Params& p);
@@ -61,7 +62,7 @@ class CountMinHeavyHitters final : public Operator {
   void finish(Emitter& out) override;
 
   double alpha() const override { return static_cast<double>(max_weight_); }  // one item moves a counter this much
-  double beta() const override { return 1; }   // a key is reported at most once per item
+  double beta() const override { return 1; }                                  // a key is reported at most once per item
   double divergence() const override {
     return candidates_.divergence() > 0 ? std::numeric_limits<double>::infinity() : counters_.divergence();
   }
@@ -84,6 +85,7 @@ class CountMinHeavyHitters final : public Operator {
   CountMinHash hash_;
   double phi_;
   std::int64_t max_weight_;
+  double watch_from_;  // keys are watched (candidates) once their estimate exceeds this: phi - watch-margin
   TrackedArray<std::int64_t> counters_;
   TrackedMap<std::int64_t> candidates_;  // reported keys (NewKeys divergence)
   // [0]: total added to every counter by on_recovered; [1]: how many failures that covers. Part of the state, so
@@ -102,8 +104,8 @@ class HeavyHitterMerge final : public Operator {
   void snapshot_full(ByteWriter& out) const override { estimates_.write_full(out); }
   void snapshot_delta(ByteWriter& out) const override { estimates_.write_delta(out); }
   void mark_backed_up() override { estimates_.mark_backed_up(); }
-  void restore_full(ByteReader& in) override { estimates_.read_full(in); }
-  void apply_delta(ByteReader& in) override { estimates_.apply_delta(in); }
+  void restore_full(ByteReader& in) override;
+  void apply_delta(ByteReader& in) override;
   double distance(const Operator& other) const override;
 
   std::unordered_map<std::uint64_t, std::int64_t> results() const;

@@ -1,7 +1,6 @@
 // Integration tests of the afstream program as a user runs it: whole jobs in a child process, their files, and
 // one clear error line with a non-zero exit for bad input.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -27,8 +26,8 @@ Result run(const std::string& args) {
   const auto dir = fs::temp_directory_path() / ("afs-cli-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const auto out = dir / "out.txt", err = dir / "err.txt";
-  const std::string cmd = "timeout 120 " + std::string(AFS_BINARY) + " " + args + " >" + out.string() + " 2>" +
-                          err.string();
+  const std::string cmd =
+      "timeout 120 " + std::string(AFS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
   Result r;
   const int rc = std::system(cmd.c_str());
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
@@ -46,8 +45,9 @@ int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), 
 
 class TempDir {
  public:
-  TempDir() : path_(fs::temp_directory_path() / ("afs-test-" + std::to_string(::getpid()) + "-" +
-                                                  std::to_string(counter_++))) {
+  TempDir()
+      : path_(fs::temp_directory_path() /
+              ("afs-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
@@ -113,17 +113,16 @@ TEST(Cli, MalformedInputLineIsNamedOrSkipped) {
 
 TEST(Cli, RunWritesConfigMetricsAndSummary) {
   TempDir d;
-  const auto r = run("run --job heavy-hitters --items 300000 --quiet --ft.mode approx --fail.count 2 --out " +
-                     d.path().string());
+  const auto r =
+      run("run --job heavy-hitters --items 300000 --quiet --ft.mode approx --fail.count 2 --out " + d.path().string());
   ASSERT_EQ(r.status, 0) << r.err;
   for (auto f : {"config.ini", "meta.json", "metrics.jsonl", "summary.csv", "failures.csv", "heavy_hitters.csv"}) {
     EXPECT_TRUE(fs::exists(d.path() / f)) << f;
   }
   const auto summary = read(d.path() / "summary.csv");
   const std::string header = summary.substr(0, summary.find('\n'));
-  for (auto col : {"job", "mode", "theta", "l", "gamma", "failures", "items", "seconds", "items_per_s",
-                   "state_backups", "item_backups", "backup_bytes", "recovery_ms_median", "precision", "recall",
-                   "are"}) {
+  for (auto col : {"job", "mode", "theta", "l", "gamma", "failures", "items", "seconds", "items_per_s", "state_backups",
+                   "item_backups", "backup_bytes", "recovery_ms_median", "precision", "recall", "are"}) {
     EXPECT_NE(("," + header + ",").find(std::string(",") + col + ","), std::string::npos) << col;
   }
   EXPECT_EQ(lines(summary), 2);

@@ -43,8 +43,8 @@ TEST(FtBoundsProperty, StateLossPerFailureWithinThetaPlusLAlpha) {
     for (const auto& r : run.result.failures) {
       if (r.lost_divergence < 0) continue;  // sources have no operator state
       ++measured;
-      EXPECT_LE(r.lost_divergence, r.theta + 1e-9) << "seed " << seed << " worker " << r.worker << " failure "
-                                                   << r.failure_count;
+      EXPECT_LE(r.lost_divergence, r.theta + 1e-9)
+          << "seed " << seed << " worker " << r.worker << " failure " << r.failure_count;
       EXPECT_LE(r.lost_divergence + static_cast<double>(r.lost_items) * r.alpha,
                 r.theta + static_cast<double>(r.l) * r.alpha + 1e-9)
           << "seed " << seed << " worker " << r.worker;

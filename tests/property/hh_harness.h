@@ -33,8 +33,8 @@ struct HhRun {
   std::unordered_map<std::uint64_t, std::int64_t> reported;
   // Per hh worker: the counters, then the reported keys (sorted): the state, in a canonical form.
   std::vector<std::vector<std::int64_t>> states;
-  std::int64_t min_margin = 0;                         // min over keys of (estimate - exact weight)
-  std::vector<std::int64_t> compensation;           // per hh worker
+  std::int64_t min_margin = 0;             // min over keys of (estimate - exact weight)
+  std::vector<std::int64_t> compensation;  // per hh worker
   std::unordered_map<std::uint64_t, std::int64_t> exact;
   hh::HeavyHitterScore score;
 };

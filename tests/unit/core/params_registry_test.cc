@@ -62,8 +62,9 @@ TEST(Params, SetStoresValuesThatReadBackExactly) {
 }
 
 TEST(Params, BadValuesThrowConfigErrorNamingTheParameter) {
-  const Params p{{"phi", "abc"},  {"half", "1.5"},    {"trail", "12x"},  {"inf", "inf"}, {"nan", "nan"},
-                 {"neg", "-3"},   {"huge", "1e19"},   {"empty", ""},     {"over", "9223372036854775808"}};
+  const Params p{{"phi", "abc"},   {"half", "1.5"}, {"trail", "12x"},
+                 {"inf", "inf"},   {"nan", "nan"},  {"neg", "-3"},
+                 {"huge", "1e19"}, {"empty", ""},   {"over", "9223372036854775808"}};
   EXPECT_EQ(config_error_of([&] { p.get_double("phi", 0); }), "parameter 'phi': expected a number, got 'abc'");
   EXPECT_EQ(config_error_of([&] { p.get_double("trail", 0); }), "parameter 'trail': expected a number, got '12x'");
   EXPECT_EQ(config_error_of([&] { p.get_double("inf", 0); }), "parameter 'inf': expected a number, got 'inf'");
@@ -77,8 +78,7 @@ TEST(Params, BadValuesThrowConfigErrorNamingTheParameter) {
     const std::string e = config_error_of([&] { p.get_int(name, 0); });
     EXPECT_NE(e.find(std::string("parameter '") + name + "'"), std::string::npos) << e;
   }
-  EXPECT_EQ(config_error_of([&] { p.get_uint("neg", 0); }),
-            "parameter 'neg': expected a non-negative integer, got -3");
+  EXPECT_EQ(config_error_of([&] { p.get_uint("neg", 0); }), "parameter 'neg': expected a non-negative integer, got -3");
   EXPECT_NE(config_error_of([&] { p.get_uint("half", 0); }).find("parameter 'half'"), std::string::npos);
   // A bad value is only an error when it is read.
   EXPECT_EQ(p.get_string("phi", ""), "abc");
@@ -129,9 +129,8 @@ Registry make_registry() {
   r.add_operator("fixed", "emits its tag plus the instance index", [](const Params& p, const InstanceInfo& at) {
     return std::make_unique<FixedOperator>(p.get_int("tag", 0), at);
   });
-  r.add_operator("another", "second operator", [](const Params&, const InstanceInfo& at) {
-    return std::make_unique<FixedOperator>(-1, at);
-  });
+  r.add_operator("another", "second operator",
+                 [](const Params&, const InstanceInfo& at) { return std::make_unique<FixedOperator>(-1, at); });
   r.add_source("count", "0, 1, 2, ...", [](const Params& p, const InstanceInfo&) {
     return std::make_unique<CountingSource>(p.get_uint("items", 10));
   });
@@ -160,7 +159,9 @@ TEST(Registry, MakesRegisteredOperatorsAndSourcesWithTheirParams) {
   EXPECT_EQ(items[0].key, 1u);
   EXPECT_EQ(items[1].key, 2u);
   // Bad parameters surface as the factory's ConfigError.
-  EXPECT_EQ(config_error_of([&] { r.make_operator("fixed", Params{{"tag", "x"}}, {}); }),
+  EXPECT_EQ(config_error_of([&] {
+              r.make_operator("fixed", Params{{"tag", "x"}}, {});
+            }),
             "parameter 'tag': expected a number, got 'x'");
 }
 
@@ -184,13 +185,11 @@ TEST(Registry, UnknownNamesListTheKnownOnes) {
 
 TEST(Registry, RegisteringANameTwiceIsAnError) {
   Registry r = make_registry();
-  EXPECT_EQ(config_error_of([&] {
-              r.add_operator("fixed", "again", [](const Params&, const InstanceInfo&) { return nullptr; });
-            }),
+  EXPECT_EQ(config_error_of(
+                [&] { r.add_operator("fixed", "again", [](const Params&, const InstanceInfo&) { return nullptr; }); }),
             "operator 'fixed' registered twice");
-  EXPECT_EQ(config_error_of([&] {
-              r.add_source("count", "again", [](const Params&, const InstanceInfo&) { return nullptr; });
-            }),
+  EXPECT_EQ(config_error_of(
+                [&] { r.add_source("count", "again", [](const Params&, const InstanceInfo&) { return nullptr; }); }),
             "source 'count' registered twice");
   // The first registration is kept.
   EXPECT_EQ(r.operator_names()[1].second, "emits its tag plus the instance index");

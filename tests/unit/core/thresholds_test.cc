@@ -38,7 +38,7 @@ class ExactSum {
     EXPECT_TRUE(std::isfinite(v) && v >= 0) << v;
     if (v == 0) return *this;
     int e = 0;
-    const double m = std::frexp(v, &e);                             // v = m * 2^e, 0.5 <= m < 1
+    const double m = std::frexp(v, &e);                               // v = m * 2^e, 0.5 <= m < 1
     const auto mant = static_cast<std::uint64_t>(std::ldexp(m, 53));  // v = mant * 2^(e - 53), exactly
     add_bits(mant, e - 53 + kOffset);
     return *this;
@@ -167,10 +167,9 @@ TEST(Thresholds, SumOverAnyFailuresStaysBelowUserBound) {
     double beta_product;
   };
   const std::vector<Case> cases = {
-      {{1000, 64, 32}, 1, 1, 1},     {{1000, 0, 0}, 1, 1, 1},      {{0, 100, 10}, 1500, 1, 1},
-      {{1, 0, 0}, 1, 5, 1},          {{1, 0, 0}, 1, 3, 1},         {{3.7, 9, 9}, 2.5, 7, 1},
-      {{1e6, 1e5, 1e3}, 1, 10, 1},   {{0.3, 5, 5}, 0.1, 6, 2.25},  {{123.456, 1, 1}, 3, 2, 3},
-      {{1e-300, 0, 0}, 1, 3, 1},     {{7, 1000003, 17}, 1, 9, 1},
+      {{1000, 64, 32}, 1, 1, 1},  {{1000, 0, 0}, 1, 1, 1},   {{0, 100, 10}, 1500, 1, 1},  {{1, 0, 0}, 1, 5, 1},
+      {{1, 0, 0}, 1, 3, 1},       {{3.7, 9, 9}, 2.5, 7, 1},  {{1e6, 1e5, 1e3}, 1, 10, 1}, {{0.3, 5, 5}, 0.1, 6, 2.25},
+      {{123.456, 1, 1}, 3, 2, 3}, {{1e-300, 0, 0}, 1, 3, 1}, {{7, 1000003, 17}, 1, 9, 1},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE("Theta=" + std::to_string(c.user.theta) + " L=" + std::to_string(c.user.l) +
@@ -305,9 +304,13 @@ TEST(ThresholdSchedule, FixedNeverResets) {
 }
 
 TEST(ThresholdSchedule, WindowedPoliciesNeedAWindow) {
-  EXPECT_TRUE(contains(config_error_of([] { ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Hopping, 0); }),
+  EXPECT_TRUE(contains(config_error_of([] {
+                         ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Hopping, 0);
+                       }),
                        "ft.reset hopping needs a window length"));
-  EXPECT_TRUE(contains(config_error_of([] { ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Sliding, 0); }),
+  EXPECT_TRUE(contains(config_error_of([] {
+                         ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Sliding, 0);
+                       }),
                        "ft.reset sliding needs a window length"));
   EXPECT_EQ(config_error_of([] { ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Fixed, 0); }), "");
 }
@@ -318,7 +321,10 @@ TEST(UserBounds, ValidateNamesTheBadBound) {
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_TRUE(contains(config_error_of([] { UserBounds{-1, 0, 0}.validate(); }), "ft.state-divergence-max (theta)"));
   EXPECT_TRUE(contains(config_error_of([&] { UserBounds{inf, 0, 0}.validate(); }), "ft.state-divergence-max"));
-  EXPECT_TRUE(contains(config_error_of([] { UserBounds{1, std::nan(""), 0}.validate(); }), "ft.unbacked-items-max (l)"));
+  EXPECT_TRUE(contains(config_error_of([] {
+                         UserBounds{1, std::nan(""), 0}.validate();
+                       }),
+                       "ft.unbacked-items-max (l)"));
   EXPECT_TRUE(contains(config_error_of([] { UserBounds{1, 1, -0.5}.validate(); }), "ft.unacked-items-max (gamma)"));
   EXPECT_TRUE(contains(config_error_of([] { UserBounds{1, 1, -0.5}.validate(); }), "expected a finite number >= 0"));
   // runtime_thresholds validates too.

@@ -102,14 +102,8 @@ TEST(Topology, KeyEdgesConnectEveryPair) {
 }
 
 TEST(Topology, ForwardEdgesSendInstanceIToIModDownstream) {
-  const Topology t = TopologyBuilder()
-                         .source("s", "zipf")
-                         .parallelism(4)
-                         .stage("a", "x")
-                         .parallelism(2)
-                         .forward()
-                         .from("s")
-                         .build();
+  const Topology t =
+      TopologyBuilder().source("s", "zipf").parallelism(4).stage("a", "x").parallelism(2).forward().from("s").build();
   // s0 -> a0, s1 -> a1, s2 -> a0, s3 -> a1 (workers 4 and 5 are a0, a1).
   EXPECT_EQ(edges(t), (std::vector<std::pair<int, int>>{{0, 4}, {1, 5}, {2, 4}, {3, 5}}));
   EXPECT_EQ(t.inputs_of(4), (std::vector<int>{0, 2}));
@@ -183,8 +177,9 @@ TEST(Topology, ValidationErrorsNameTheStage) {
             "topology: stage name 's' used twice");
   EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").parallelism(0).build(); }),
             "topology: stage 's' has parallelism 0 (expected >= 1)");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").stage("a", "x").parallelism(-2).from("s").build(); }),
-            "topology: stage 'a' has parallelism -2 (expected >= 1)");
+  EXPECT_EQ(
+      config_error_of([] { TopologyBuilder().source("s", "zipf").stage("a", "x").parallelism(-2).from("s").build(); }),
+      "topology: stage 'a' has parallelism -2 (expected >= 1)");
   EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").stage("a", "x").build(); }),
             "topology: stage 'a' has no inputs");
   EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").stage("a", "x").from("nope"); }),
@@ -200,10 +195,14 @@ TEST(Topology, ValidationErrorsNameTheStage) {
   StageSpec fed_source{"t", "zipf", {}, 1, true, {{0, Partition::Key}}};
   EXPECT_EQ(config_error_of([&] { Topology({s, a, fed_source}); }), "topology: source 't' has inputs");
   StageSpec forward_ref{"b", "x", {}, 1, false, {{2, Partition::Key}}};
-  EXPECT_EQ(config_error_of([&] { Topology({s, forward_ref, a}); }),
+  EXPECT_EQ(config_error_of([&] {
+              Topology({s, forward_ref, a});
+            }),
             "topology: stage 'b' reads from a stage that is not before it");
   StageSpec self_ref{"b", "x", {}, 1, false, {{1, Partition::Key}}};
-  EXPECT_EQ(config_error_of([&] { Topology({s, self_ref}); }),
+  EXPECT_EQ(config_error_of([&] {
+              Topology({s, self_ref});
+            }),
             "topology: stage 'b' reads from a stage that is not before it");
   StageSpec negative{"b", "x", {}, 1, false, {{-1, Partition::Key}}};
   EXPECT_TRUE(config_error_of([&] { Topology({s, negative}); }).find("'b'") != std::string::npos);

@@ -153,7 +153,7 @@ TEST(BackupWriter, AbandonDropsQueuedTasksAndFinishesTheRunningOne) {
     EXPECT_TRUE(running_finished.load());
     EXPECT_EQ(w.confirmed(), 1u);
     w.submit([&] { ++ran; });  // after abandon nothing runs any more
-  }  // the destructor after abandon is fine
+  }                            // the destructor after abandon is fine
   EXPECT_EQ(ran.load(), 0);
 }
 

@@ -1,0 +1,155 @@
+// Unit tests of the backup records (afstream/ft/records.h; DESIGN.md sections 5 and 8): state records and item
+// records round trip exactly, and every truncated, corrupt or wrongly versioned record is rejected with FormatError.
+#include "afstream/ft/records.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "afstream/core/errors.h"
+
+namespace afs {
+namespace {
+
+template <typename F>
+std::string format_error_of(F&& f) {
+  try {
+    f();
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+void expect_same(const ChannelItem& a, const ChannelItem& b) {
+  EXPECT_EQ(a.channel, b.channel);
+  EXPECT_EQ(a.end_of_stream, b.end_of_stream);
+  EXPECT_EQ(a.item, b.item);
+}
+
+void expect_same(const StateRecord& a, const StateRecord& b) {
+  EXPECT_EQ(a.full, b.full);
+  EXPECT_EQ(a.snapshot, b.snapshot);
+  EXPECT_EQ(a.inputs, b.inputs);
+  EXPECT_EQ(a.outputs, b.outputs);
+  EXPECT_EQ(a.ended_inputs, b.ended_inputs);
+  EXPECT_EQ(a.source_offset, b.source_offset);
+  ASSERT_EQ(a.unacked_outputs.size(), b.unacked_outputs.size());
+  for (std::size_t i = 0; i < a.unacked_outputs.size(); ++i) expect_same(a.unacked_outputs[i], b.unacked_outputs[i]);
+}
+
+std::vector<ChannelItem> some_items() {
+  return {
+      {3, false, Item{42, -7, 1000, 1}},
+      {3, false, Item{~0ULL, INT64_MIN, INT64_MAX, 2}},
+      {9, true, Item{0, 0, 0, 17}},  // punctuation
+  };
+}
+
+StateRecord some_state() {
+  StateRecord s;
+  s.full = true;
+  s.snapshot = {0x41, 0x46, 0x53, 0x4e, 1, 2, 3, 0, 255};
+  s.inputs = {{0, 10}, {5, 1ULL << 40}, {0xFFFFFFFF, 3}};
+  s.outputs = {{7, 99}};
+  s.ended_inputs = {5, 0};
+  s.source_offset = 123456789012345ULL;
+  s.unacked_outputs = some_items();
+  return s;
+}
+
+TEST(StateRecord, RoundTripsEveryField) {
+  const StateRecord s = some_state();
+  const Bytes b = s.encode();
+  expect_same(StateRecord::decode(b), s);
+  // An empty delta record.
+  StateRecord empty;
+  expect_same(StateRecord::decode(empty.encode()), empty);
+  EXPECT_FALSE(StateRecord::decode(empty.encode()).full);
+  // Encoding is deterministic.
+  EXPECT_EQ(some_state().encode(), b);
+}
+
+TEST(StateRecord, EveryTruncationThrowsFormatError) {
+  const Bytes b = some_state().encode();
+  for (std::size_t len = 0; len < b.size(); ++len) {
+    const Bytes prefix(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(len));
+    const std::string e = format_error_of([&] { StateRecord::decode(prefix); });
+    EXPECT_FALSE(e.empty()) << "a " << len << "-byte prefix of " << b.size() << " was accepted";
+  }
+  EXPECT_TRUE(contains(format_error_of([] { StateRecord::decode({}); }), "truncated buffer while reading magic"));
+}
+
+TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
+  const Bytes good = some_state().encode();
+  Bytes bad_magic = good;
+  bad_magic[0] ^= 0xFF;
+  EXPECT_EQ(format_error_of([&] { StateRecord::decode(bad_magic); }), "state record: bad magic");
+  Bytes v2 = good;
+  const std::uint16_t two = 2;
+  std::memcpy(v2.data() + 4, &two, sizeof two);
+  EXPECT_EQ(format_error_of([&] { StateRecord::decode(v2); }), "state record: unsupported version 2 (expected 1)");
+  Bytes trailing = good;
+  trailing.push_back(0);
+  EXPECT_EQ(format_error_of([&] { StateRecord::decode(trailing); }), "state record: 1 unexpected trailing bytes");
+  // An item record is not a state record, and the other way round.
+  EXPECT_EQ(format_error_of([] { StateRecord::decode(encode_items(some_items())); }), "state record: bad magic");
+  EXPECT_EQ(format_error_of([&] { decode_items(good); }), "item record: bad magic");
+}
+
+TEST(StateRecord, RejectsImplausibleCounts) {
+  // A channel count of 2^21 right after the snapshot.
+  StateRecord s;
+  Bytes b = s.encode();
+  const std::size_t at = 4 + 2 + 1 + 8;  // magic, version, full flag, empty snapshot array
+  const std::uint64_t n = 1u << 21;
+  std::memcpy(b.data() + at, &n, sizeof n);
+  EXPECT_EQ(format_error_of([&] { StateRecord::decode(b); }), "state record: implausible channel count 2097152");
+  // A snapshot claiming more bytes than follow.
+  Bytes big = s.encode();
+  const std::uint64_t huge = 1ULL << 60;
+  std::memcpy(big.data() + 7, &huge, sizeof huge);
+  EXPECT_TRUE(contains(format_error_of([&] { StateRecord::decode(big); }), "snapshot claims"));
+}
+
+TEST(ItemRecord, RoundTrips) {
+  const auto items = some_items();
+  const auto back = decode_items(encode_items(items));
+  ASSERT_EQ(back.size(), items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) expect_same(back[i], items[i]);
+  EXPECT_TRUE(decode_items(encode_items({})).empty());
+  // 14-byte header (magic, version, count), then 4 + 1 + 32 bytes per item.
+  EXPECT_EQ(encode_items(items).size(), 4u + 2 + 8 + 3 * (4 + 1 + sizeof(Item)));
+}
+
+TEST(ItemRecord, EveryTruncationThrowsFormatError) {
+  const Bytes b = encode_items(some_items());
+  for (std::size_t len = 0; len < b.size(); ++len) {
+    const Bytes prefix(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(len));
+    EXPECT_FALSE(format_error_of([&] { decode_items(prefix); }).empty()) << len;
+  }
+}
+
+TEST(ItemRecord, RejectsCorruption) {
+  const Bytes good = encode_items(some_items());
+  Bytes v0 = good;
+  v0[4] = 0;
+  EXPECT_EQ(format_error_of([&] { decode_items(v0); }), "item record: unsupported version 0 (expected 1)");
+  Bytes flag = good;
+  flag[14 + 4] = 2;  // first item's end-of-stream flag
+  EXPECT_EQ(format_error_of([&] { decode_items(flag); }), "item record: bad end-of-stream flag");
+  Bytes count = good;
+  count[6] = 4;  // claims 4 items, 3 follow
+  EXPECT_EQ(format_error_of([&] { decode_items(count); }), "item record: item count 4 exceeds data");
+  Bytes fewer = good;
+  fewer[6] = 2;  // claims 2: the third is trailing garbage
+  EXPECT_TRUE(contains(format_error_of([&] { decode_items(fewer); }), "unexpected trailing bytes"));
+}
+
+}  // namespace
+}  // namespace afs
