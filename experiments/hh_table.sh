@@ -3,14 +3,14 @@
 # same rounds (modes interleaved, so machine noise hits all of them alike), and accuracy without failures and with
 # 10 failures of all workers, at the paper's two threshold settings. Medians over ROUNDS.
 #
-#   experiments/hh_table.sh [afstream-binary]      (ROUNDS=5 ITEMS=10000000 SKEW=0.8 by default)
+#   experiments/hh_table.sh [afstream-binary]      (ROUNDS=5 ITEMS=10000000 SKEW=0.9 by default)
 #
 # Writes experiments/results/hh/summary.csv (one row per run) and experiments/results/hh/table.md.
 set -euo pipefail
 AFS=${1:-build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
-SKEW=${SKEW:-0.8}
+SKEW=${SKEW:-0.9}
 OUT=${OUT:-experiments/results/hh}
 mkdir -p "$OUT"
 RUNS="$OUT/runs"

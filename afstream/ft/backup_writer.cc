@@ -26,6 +26,36 @@ std::uint64_t BackupWriter::submit(Task task) {
   return t;
 }
 
+std::uint64_t BackupWriter::submit_and_wait(Task task) {
+  std::uint64_t t;
+  {
+    std::unique_lock lock(mu_);
+    if (error_) std::rethrow_exception(error_);
+    if (!(idle_ && queue_.empty() && !stop_)) {
+      lock.unlock();
+      t = submit(std::move(task));
+      wait(t);
+      return t;
+    }
+    t = ++next_ticket_;  // the backup thread is idle and only this thread submits: write in order, here
+    inline_ = true;
+  }
+  try {
+    task();
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    inline_ = false;
+    error_ = std::current_exception();
+    cv_.notify_all();
+    throw;
+  }
+  std::lock_guard lock(mu_);
+  inline_ = false;
+  done_.store(t, std::memory_order_release);
+  cv_.notify_all();
+  return t;
+}
+
 std::uint64_t BackupWriter::confirmed() {
   std::lock_guard lock(mu_);
   if (error_) std::rethrow_exception(error_);

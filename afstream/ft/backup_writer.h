@@ -25,6 +25,10 @@ class BackupWriter {
   BackupWriter& operator=(const BackupWriter&) = delete;
 
   std::uint64_t submit(Task task);
+  // Write now and return once it is confirmed: when nothing is queued or being written, the calling thread writes
+  // it itself (no hand-off to the backup thread); otherwise it is queued behind the others and waited for.
+  // For backups that a bound does not allow to be in flight.
+  std::uint64_t submit_and_wait(Task task);
   // Highest ticket whose task (and all before it) has completed. Rethrows a failed task's exception; once a task
   // has failed, later tasks are dropped unwritten (a backup after a lost one would leave a gap in the chain).
   std::uint64_t confirmed();
@@ -41,6 +45,7 @@ class BackupWriter {
   std::atomic<std::uint64_t> done_{0};
   bool stop_ = false;
   bool idle_ = false;  // the thread waits for work (a submit must wake it)
+  bool inline_ = false;  // a task is being written by the submitting thread
   std::exception_ptr error_;
   std::thread thread_;
 };

@@ -581,12 +581,13 @@ void Worker::after_update() {
       const double d = op_->divergence();
       if (d > theta * (1 - ctx_.config.state_headroom)) {
         if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
-        backup_state(false);
-        pending_state_ticket_ = last_state_ticket_;
-        pending_divergence_ = d;
-        if (d > theta) {  // nothing left to drift by while it is written
-          writer_->wait(pending_state_ticket_);
-          pending_state_ticket_ = 0;
+        pending_state_ticket_ = 0;
+        if (d > theta) {  // nothing left to drift by while it is written: write it now
+          backup_state(true);
+        } else {
+          backup_state(false);
+          pending_state_ticket_ = last_state_ticket_;
+          pending_divergence_ = d;
         }
       } else if (pending_state_ticket_ && d + pending_divergence_ > theta) {
         writer_->wait(pending_state_ticket_);
@@ -834,13 +835,13 @@ void Worker::backup_state(bool wait) {
   auto& counters = counters_;
   const int id = id_;
   SeqByChannel covered = rec.inputs;
-  last_state_ticket_ = writer_->submit([store, &counters, id, rec = std::move(rec), covered]() {
+  auto task = [store, &counters, id, rec = std::move(rec), covered]() {
     auto bytes = rec.encode();
     counters.backup_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
     counters.state_backups.fetch_add(1, std::memory_order_relaxed);
     store->put_state(id, rec.full, std::move(bytes), covered);
-  });
-  if (wait) writer_->wait(last_state_ticket_);
+  };
+  last_state_ticket_ = wait ? writer_->submit_and_wait(std::move(task)) : writer_->submit(std::move(task));
   counters_.divergence.store(0, std::memory_order_relaxed);
 }
 
