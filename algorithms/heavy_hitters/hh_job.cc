@@ -23,7 +23,7 @@ class HeavyHittersJob final : public Job {
 
   void add_options(po::options_description& o) const override {
     o.add_options()("hh.keys", po::value<std::uint64_t>()->default_value(1000000), "distinct keys in the Zipf stream")(
-        "hh.skew", po::value<double>()->default_value(1.1), "Zipf skew s (P(rank k) ~ (k+1)^-s)")(
+        "hh.skew", po::value<double>()->default_value(0.9), "Zipf skew s (P(rank k) ~ (k+1)^-s)")(
         "hh.width", po::value<std::uint64_t>()->default_value(8000), "Count-Min width w (0: from hh.epsilon)")(
         "hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")(
         "hh.epsilon", po::value<double>()->default_value(0), "Count-Min error epsilon (sizes the width if > 0)")(
