@@ -49,7 +49,7 @@ po::options_description run_options() {
       "ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")(
       "ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
       "exact mode: items between state backups")(
-      "ft.state-headroom", po::value<double>()->default_value(0.25),
+      "ft.state-headroom", po::value<double>()->default_value(0.0),
       "share of theta left for the state to drift while a backup is written asynchronously (0: synchronous)")(
       "ft.full-backup-every", po::value<int>()->default_value(1024),
       "longest chain of delta backups after a full one (a full one also comes once the deltas weigh as much)")(

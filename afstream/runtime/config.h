@@ -25,7 +25,7 @@ struct RunConfig {
   std::uint64_t flow_window = 1u << 16;      // unacked items a sender may hold when gamma does not bound it
   std::size_t queue_items = 1u << 14;        // received, unprocessed items a worker holds before it stops reading
   std::uint64_t exact_state_every = 100000;  // exact mode: items between state backups
-  double state_headroom = 0.25;              // approx: share of theta left for drift while a backup is written
+  double state_headroom = 0.0;               // approx: share of theta left for drift while a backup is written
   int full_backup_every = 1024;              // longest chain of deltas after a full snapshot
   std::vector<FailureEvent> failures;
   bool measure_losses = false;  // tests: keep the state at each crash to measure what it lost

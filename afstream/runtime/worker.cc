@@ -775,9 +775,9 @@ void Worker::backup_items() {
 
 void Worker::backup_state(bool wait) {
   StateRecord rec;
-  // Compaction: a full snapshot starts the chain, then deltas, until the deltas since it weigh as much as it (so
-  // a restore reads at most about twice the state) or there are ft.full-backup-every of them.
-  bool full = !op_ || chain_length_ == 0 || delta_bytes_since_full_ >= last_full_bytes_ ||
+  // Compaction: a full snapshot starts the chain, then deltas, until the deltas since it weigh four times as much
+  // (so a restore reads at most about five times the state) or there are ft.full-backup-every of them.
+  bool full = !op_ || chain_length_ == 0 || delta_bytes_since_full_ >= 4 * last_full_bytes_ ||
               chain_length_ >= static_cast<std::uint64_t>(ctx_.config.full_backup_every);
   if (op_) {
     ByteWriter w;
