@@ -44,7 +44,7 @@ class BackupWriter {
   std::uint64_t next_ticket_ = 0;
   std::atomic<std::uint64_t> done_{0};
   bool stop_ = false;
-  bool idle_ = false;  // the thread waits for work (a submit must wake it)
+  bool idle_ = false;    // the thread waits for work (a submit must wake it)
   bool inline_ = false;  // a task is being written by the submitting thread
   std::exception_ptr error_;
   std::thread thread_;

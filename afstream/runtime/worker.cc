@@ -74,8 +74,10 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   // Replay the failure history through the reset policy: the thresholds are halved once per failure (DESIGN 3).
   for (auto at : failure_positions_) {
     schedule_.on_progress(at);
-    loss_theta_.push_back(schedule_.current().theta);  // in force when failure j happened
-    loss_l_.push_back(static_cast<double>(schedule_.current().l));
+    // What failure j could lose: the thresholds in force then, or nothing if that incarnation logged every item.
+    const bool logged_all = logs_every_item();
+    loss_theta_.push_back(logged_all ? 0 : schedule_.current().theta);
+    loss_l_.push_back(logged_all ? 0 : static_cast<double>(schedule_.current().l));
     schedule_.on_failure(at);
   }
   processed_ = counters_.items_in.load();
@@ -141,18 +143,23 @@ void Worker::run() {
             std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.ended; })) {
           inputs_done_ = true;
           if (awaiting_first_item_) mark_recovered();
+          measure_loss();
           op_->finish(*emitter_);
           finish_outputs();
         }
       }
       flush(queue_.empty() || inputs_done_);
-      if (inputs_done_ && all_acked() &&
-          std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.deferred_acks.empty(); })) {
+      // Done once everything sent is acknowledged, every ack sent, and every upstream worker is done for good: an
+      // upstream that crashes after its end of stream replays it, and must find this worker to acknowledge it.
+      if (inputs_done_ && all_acked() && std::all_of(ins_.begin(), ins_.end(), [&](const InChannel& c) {
+            return c.deferred_acks.empty() && ctx_.directory->finished(c.from_worker);
+          })) {
         break;
       }
     }
     if (writer_) writer_->wait(last_state_ticket_);
     finished_ = true;
+    ctx_.directory->set_finished(id_);
     // A finished worker delivers what it has sent (its last acknowledgements); a crashed one drops it (linger 0).
     for (auto* peers : {&peers_, &ack_peers_}) {
       for (auto& [w, slot] : *peers) {
@@ -306,7 +313,8 @@ void Worker::restore() {
 // ones they hold. Otherwise (approximate mode, l > 0) nothing it processed since the restored backup is replayed,
 // so every output from now on is new: it is numbered after what each receiver already holds.
 void Worker::continue_output_numbering() {
-  if (ctx_.config.mode != FtMode::Approx || !ctx_.channel_received || loss_l_.empty() || loss_l_.back() == 0) return;
+  if (ctx_.config.mode != FtMode::Approx || !ctx_.channel_received || loss_l_.empty()) return;
+  if (loss_l_.back() == 0 && loss_theta_.back() == 0) return;  // the crashed incarnation logged every item
   for (auto& o : outs_) {
     const auto held = (*ctx_.channel_received)[o.id].load(std::memory_order_relaxed);
     if (held > o.out_seq) {
@@ -329,6 +337,11 @@ void Worker::measure_loss() {
   ByteReader r(opened.payload);
   crashed->restore_full(r);
   crash_in_->record.lost_divergence = op_->distance(*crashed);
+  recovered_ = crash_in_->record;
+  if (compensate_pending_) {
+    compensate_pending_ = false;
+    compensate();
+  }
 }
 
 // Recovered: the state is restored and every replayed item processed. Complete the failure record (recovery time;
@@ -339,7 +352,18 @@ void Worker::mark_recovered() {
   if (!crash_in_) return;
   auto& rec = crash_in_->record;
   rec.recovery_ms = ms_since(crash_in_->killed_at);
-  measure_loss();
+  recovered_ = rec;
+  // Tests measuring the loss compare states before compensation, once this state has caught up with the crashed
+  // one (items the crashed state had processed whose log write was lost come back from their senders).
+  if (measure_pending_) {
+    compensate_pending_ = true;
+    return;
+  }
+  compensate();
+}
+
+void Worker::compensate() {
+  auto& rec = crash_in_->record;
   if (op_ && ctx_.config.mode == FtMode::Approx) {
     RecoveryInfo info;
     info.failure_count = failure_count_;
@@ -442,7 +466,7 @@ void Worker::admit() {
   if (staging_.empty()) return;
   const bool ft = acks_enabled();
   const auto l = schedule_.current().l;
-  const bool log_all = ctx_.config.mode == FtMode::Exact || l == 0;
+  const bool log_all = logs_every_item();
   std::size_t n = staging_.size();
   if (ft && !log_all) n = std::min<std::size_t>(n, l > unbacked_ ? l - unbacked_ : 0);
   if (n == 0) return;
@@ -568,11 +592,26 @@ void Worker::process_one(const ChannelItem& ci) {
   after_update();
 }
 
+// Every admitted item is logged before it is acknowledged in exact mode, with l = 0, and in approximate mode once
+// theta has fallen below alpha (after enough halvings a single item may exceed it, so the Theta rule would back
+// up the state after nearly every item): the worker then protects itself as upstream backup does, item log plus a
+// state backup every ft.exact-state-every items, and loses nothing at a failure, which is within any bound and
+// cheaper than a state backup per item.
+bool Worker::logs_every_item() const {
+  if (ctx_.config.mode == FtMode::Exact) return true;
+  if (ctx_.config.mode != FtMode::Approx || source_) return false;
+  return schedule_.current().l == 0 || (op_ && schedule_.current().theta < op_->alpha());
+}
+
 void Worker::after_update() {
   switch (ctx_.config.mode) {
     case FtMode::None:
       return;
     case FtMode::Approx: {
+      if (logs_every_item()) {  // theta below alpha: protected as in exact mode (see logs_every_item)
+        if (++since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
+        return;
+      }
       // DESIGN 3, Theta, with asynchronous backups: a state backup is taken once the divergence passes
       // (1 - headroom) * theta, so it can be written while the state drifts by the headroom; the compute thread
       // waits for the store only if that is used up first. The state never drifts more than theta (plus the item

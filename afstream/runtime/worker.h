@@ -46,12 +46,16 @@ class PeerDirectory {
   bool up(int worker) const { return slots_[worker].up.load(std::memory_order_acquire); }
   void set_up(int worker, std::uint32_t epoch);
   void set_down(int worker);
+  // A worker that finished its stream for good (every output acknowledged): its receivers may finish too.
+  void set_finished(int worker) { slots_[worker].finished.store(true, std::memory_order_release); }
+  bool finished(int worker) const { return slots_[worker].finished.load(std::memory_order_acquire); }
   std::uint64_t version() const { return version_.load(std::memory_order_acquire); }
 
  private:
   struct Slot {
     std::atomic<std::uint32_t> epoch{0};
     std::atomic<bool> up{false};
+    std::atomic<bool> finished{false};
   };
   std::string job_id_;
   std::unique_ptr<Slot[]> slots_;
@@ -163,7 +167,9 @@ class Worker {
   }
   void on_crash();
   void mark_recovered();
+  bool logs_every_item() const;
   void measure_loss();
+  void compensate();
   void continue_output_numbering();
   bool acks_enabled() const { return ctx_.config.mode != FtMode::None; }
   OutChannel& out_for(std::uint64_t key);
@@ -215,9 +221,10 @@ class Worker {
   std::uint64_t last_item_ticket_ = 0;      // barrier after the latest item backup
   std::size_t batch_ = 0;                   // items per message sent
   std::uint64_t replay_remaining_ = 0;
-  bool measure_pending_ = false;    // replayed items not processed yet
-  std::uint64_t processed_ = 0;     // items processed by this worker (all incarnations, from its counters)
-  std::vector<double> loss_theta_;  // runtime theta in force at each failure j = 1..k
+  bool measure_pending_ = false;
+  bool compensate_pending_ = false;  // replayed items not processed yet
+  std::uint64_t processed_ = 0;      // items processed by this worker (all incarnations, from its counters)
+  std::vector<double> loss_theta_;   // runtime theta in force at each failure j = 1..k
   std::vector<double> loss_l_;
 
   std::unique_ptr<zmq::socket_t> inbox_;   // data
