@@ -64,6 +64,8 @@ void check_header(ByteReader& r, std::uint32_t magic, const char* what) {
 
 Bytes StateRecord::encode() const {
   ByteWriter w;
+  w.buffer().reserve(64 + snapshot.size() + 12 * (inputs.size() + outputs.size() + ended_inputs.size()) +
+                     unacked_outputs.size() * (5 + sizeof(Item)));
   w.put(kStateMagic);
   w.put(kRecordVersion);
   w.put<std::uint8_t>(full ? 1 : 0);
@@ -93,6 +95,7 @@ StateRecord StateRecord::decode(const Bytes& b) {
 
 Bytes encode_items(const std::vector<ChannelItem>& items) {
   ByteWriter w;
+  w.buffer().reserve(16 + items.size() * (5 + sizeof(Item)));
   w.put(kItemsMagic);
   w.put(kRecordVersion);
   put_items(w, items);
