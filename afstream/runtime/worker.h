@@ -143,6 +143,7 @@ class Worker {
   bool peer_ready(int worker);
   zmq::socket_t& socket_to(int worker, bool acks);
   bool receive(std::chrono::milliseconds wait);
+  bool decode(const zmq::message_t& msg);
   void on_batch(const net::BatchMsg& b, std::uint32_t sender);
   void on_ack(const net::AckMsg& a);
   void release_acks();

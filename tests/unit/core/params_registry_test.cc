@@ -11,19 +11,10 @@
 #include "afstream/core/errors.h"
 #include "afstream/core/params.h"
 #include "afstream/core/registry.h"
+#include "tests/unit/core/config_error.h"
 
 namespace afs {
 namespace {
-
-template <typename F>
-std::string config_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Params, GettersReturnValuesAndFallbacks) {
   const Params p{{"name", "zipf"}, {"phi", "0.25"}, {"width", "8000"}, {"offset", "-12"}, {"big", "1e6"}};

@@ -13,19 +13,10 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
+#include "tests/unit/core/config_error.h"
 
 namespace afs {
 namespace {
-
-template <typename F>
-std::string config_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 

@@ -9,19 +9,10 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
+#include "tests/unit/core/config_error.h"
 
 namespace afs {
 namespace {
-
-template <typename F>
-std::string config_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // (from_worker, to_worker) of every channel, in channel order.
 std::vector<std::pair<int, int>> edges(const Topology& t) {
