@@ -54,16 +54,12 @@ void seal_snapshot_in_place(std::vector<std::uint8_t>& buffer, std::uint32_t typ
 
 std::vector<std::uint8_t> seal_snapshot(std::uint32_t type_id, SnapshotKind kind,
                                         std::span<const std::uint8_t> payload) {
-  ByteWriter w;
-  w.buffer().reserve(kSnapshotHeaderSize + payload.size());
-  w.put<std::uint32_t>(kSnapshotMagic);
-  w.put<std::uint16_t>(kSnapshotFormatVersion);
-  w.put<std::uint16_t>(static_cast<std::uint16_t>(kind));
-  w.put<std::uint32_t>(type_id);
-  w.put<std::uint64_t>(payload.size());
-  w.put<std::uint64_t>(checksum(payload));
-  w.buffer().insert(w.buffer().end(), payload.begin(), payload.end());
-  return w.take();
+  std::vector<std::uint8_t> buffer;
+  buffer.reserve(kSnapshotHeaderSize + payload.size());
+  buffer.resize(kSnapshotHeaderSize);
+  buffer.insert(buffer.end(), payload.begin(), payload.end());
+  seal_snapshot_in_place(buffer, type_id, kind);
+  return buffer;
 }
 
 OpenedSnapshot open_snapshot(std::span<const std::uint8_t> bytes, std::uint32_t expected_type_id) {
