@@ -54,7 +54,6 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
       counters_(*ctx.counters[id]),
       schedule_(ctx.config.bounds, ThresholdScope{stage_.parallelism, 1.0}, ctx.config.reset, ctx.config.reset_window),
       crash_in_(std::move(crash)),
-      started_(Clock::now()),
       emitter_(std::make_unique<RuntimeEmitter>(*this)) {
   const InstanceInfo at{ref_.index, stage_.parallelism};
   if (stage_.is_source) {
@@ -217,20 +216,19 @@ void Worker::refresh_peers() {
     ack_peers_.erase(w);
     return true;
   };
+  std::unordered_set<int> restarted;  // downstream peers with a new incarnation
   for (auto& o : outs_) {
-    if (!learn(o.to_worker) && !restarted_.count(o.to_worker)) continue;
-    restarted_.insert(o.to_worker);
+    if (learn(o.to_worker)) restarted.insert(o.to_worker);
   }
   for (auto& in : ins_) learn(in.from_worker);
   for (auto& o : outs_) {
-    if (!restarted_.count(o.to_worker)) continue;
+    if (!restarted.count(o.to_worker)) continue;
     if (acks_enabled()) {
       o.sent = o.acked;  // resend from the first unacknowledged item
     } else if (o.eos_seq && o.acked < o.eos_seq) {
       o.sent = std::min(o.sent, o.eos_seq - 1);  // mode none: only the end of stream is resent
     }
   }
-  restarted_.clear();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -870,7 +868,6 @@ void Worker::backup_state(bool wait) {
       for (const auto& it : o.unacked) rec.unacked_outputs.push_back({static_cast<std::uint32_t>(o.id), false, it});
     }
   }
-  ++state_backups_taken_;
   since_state_backup_ = 0;
   auto* store = ctx_.store;
   auto& counters = counters_;

@@ -105,7 +105,6 @@ class Worker {
   const std::optional<FailureRecord>& recovered_from() const { return recovered_; }
   // The operator (nullptr for sources), e.g. to read a sink's results after the run.
   Operator* op() { return op_.get(); }
-  const RuntimeThresholds& thresholds() const { return schedule_.current(); }
 
  private:
   struct OutChannel {
@@ -187,7 +186,6 @@ class Worker {
   std::optional<CrashInfo> crash_in_;
   CrashInfo crash_out_;
   std::optional<FailureRecord> recovered_;
-  Clock::time_point started_;
   bool awaiting_first_item_ = false;
 
   std::unique_ptr<Operator> op_;
@@ -212,7 +210,6 @@ class Worker {
   std::deque<ChannelItem> queue_;    // admitted (acknowledged), unprocessed
   std::size_t unbacked_ = 0;         // how many items at the tail of queue_ are not backed up
   std::uint64_t since_state_backup_ = 0;
-  std::uint64_t state_backups_taken_ = 0;
   std::uint64_t chain_length_ = 0;  // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
   std::uint64_t delta_bytes_since_full_ = 0;
@@ -234,7 +231,6 @@ class Worker {
   PeerSockets peers_;                                   // worker -> (its epoch, data socket to it)
   PeerSockets ack_peers_;                               // worker -> (its epoch, ack socket to it)
   std::unordered_map<int, std::uint32_t> known_epoch_;  // the incarnation of each peer this worker talks to
-  std::unordered_set<int> restarted_;
   std::uint64_t directory_version_ = ~0ull;
   net::Encoder encoder_;
   net::Message scratch_;

@@ -11,7 +11,7 @@
 #include "afstream/core/errors.h"
 #include "afstream/core/params.h"
 #include "afstream/core/registry.h"
-#include "tests/unit/core/config_error.h"
+#include "tests/error_message.h"
 
 namespace afs {
 namespace {
@@ -56,21 +56,30 @@ TEST(Params, BadValuesThrowConfigErrorNamingTheParameter) {
   const Params p{{"phi", "abc"},   {"half", "1.5"}, {"trail", "12x"},
                  {"inf", "inf"},   {"nan", "nan"},  {"neg", "-3"},
                  {"huge", "1e19"}, {"empty", ""},   {"over", "9223372036854775808"}};
-  EXPECT_EQ(config_error_of([&] { p.get_double("phi", 0); }), "parameter 'phi': expected a number, got 'abc'");
-  EXPECT_EQ(config_error_of([&] { p.get_double("trail", 0); }), "parameter 'trail': expected a number, got '12x'");
-  EXPECT_EQ(config_error_of([&] { p.get_double("inf", 0); }), "parameter 'inf': expected a number, got 'inf'");
-  EXPECT_EQ(config_error_of([&] { p.get_double("nan", 0); }), "parameter 'nan': expected a number, got 'nan'");
-  EXPECT_EQ(config_error_of([&] { p.get_double("empty", 0); }), "parameter 'empty': expected a number, got ''");
-  EXPECT_EQ(config_error_of([&] { p.get_int("half", 0); }), "parameter 'half': expected an integer, got '1.5'");
-  EXPECT_EQ(config_error_of([&] { p.get_int("huge", 0); }), "parameter 'huge': expected an integer, got '1e19'");
-  EXPECT_EQ(config_error_of([&] { p.get_int("over", 0); }),
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_double("phi", 0); }),
+            "parameter 'phi': expected a number, got 'abc'");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_double("trail", 0); }),
+            "parameter 'trail': expected a number, got '12x'");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_double("inf", 0); }),
+            "parameter 'inf': expected a number, got 'inf'");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_double("nan", 0); }),
+            "parameter 'nan': expected a number, got 'nan'");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_double("empty", 0); }),
+            "parameter 'empty': expected a number, got ''");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_int("half", 0); }),
+            "parameter 'half': expected an integer, got '1.5'");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_int("huge", 0); }),
+            "parameter 'huge': expected an integer, got '1e19'");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_int("over", 0); }),
             "parameter 'over': expected an integer, got '9223372036854775808'");
   for (const char* name : {"phi", "trail", "empty"}) {
-    const std::string e = config_error_of([&] { p.get_int(name, 0); });
+    const std::string e = testing::error_message<ConfigError>([&] { p.get_int(name, 0); });
     EXPECT_NE(e.find(std::string("parameter '") + name + "'"), std::string::npos) << e;
   }
-  EXPECT_EQ(config_error_of([&] { p.get_uint("neg", 0); }), "parameter 'neg': expected a non-negative integer, got -3");
-  EXPECT_NE(config_error_of([&] { p.get_uint("half", 0); }).find("parameter 'half'"), std::string::npos);
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { p.get_uint("neg", 0); }),
+            "parameter 'neg': expected a non-negative integer, got -3");
+  EXPECT_NE(testing::error_message<ConfigError>([&] { p.get_uint("half", 0); }).find("parameter 'half'"),
+            std::string::npos);
   // A bad value is only an error when it is read.
   EXPECT_EQ(p.get_string("phi", ""), "abc");
   EXPECT_EQ(p.get_double("missing", 7), 7);
@@ -150,7 +159,7 @@ TEST(Registry, MakesRegisteredOperatorsAndSourcesWithTheirParams) {
   EXPECT_EQ(items[0].key, 1u);
   EXPECT_EQ(items[1].key, 2u);
   // Bad parameters surface as the factory's ConfigError.
-  EXPECT_EQ(config_error_of([&] {
+  EXPECT_EQ(testing::error_message<ConfigError>([&] {
               r.make_operator("fixed", Params{{"tag", "x"}}, {});
             }),
             "parameter 'tag': expected a number, got 'x'");
@@ -166,26 +175,29 @@ TEST(Registry, NamesAreListedSortedWithDescriptions) {
 
 TEST(Registry, UnknownNamesListTheKnownOnes) {
   const Registry r = make_registry();
-  EXPECT_EQ(config_error_of([&] { r.make_operator("count-min", {}, {}); }),
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { r.make_operator("count-min", {}, {}); }),
             "unknown operator 'count-min' (known: another, fixed)");
-  EXPECT_EQ(config_error_of([&] { r.make_source("fixed", {}, {}); }), "unknown source 'fixed' (known: count)");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { r.make_source("fixed", {}, {}); }),
+            "unknown source 'fixed' (known: count)");
   const Registry empty;
-  EXPECT_EQ(config_error_of([&] { empty.make_operator("x", {}, {}); }), "unknown operator 'x' (known: (none))");
-  EXPECT_EQ(config_error_of([&] { empty.make_source("y", {}, {}); }), "unknown source 'y' (known: (none))");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { empty.make_operator("x", {}, {}); }),
+            "unknown operator 'x' (known: (none))");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { empty.make_source("y", {}, {}); }),
+            "unknown source 'y' (known: (none))");
 }
 
 TEST(Registry, RegisteringANameTwiceIsAnError) {
   Registry r = make_registry();
-  EXPECT_EQ(config_error_of(
+  EXPECT_EQ(testing::error_message<ConfigError>(
                 [&] { r.add_operator("fixed", "again", [](const Params&, const InstanceInfo&) { return nullptr; }); }),
             "operator 'fixed' registered twice");
-  EXPECT_EQ(config_error_of(
+  EXPECT_EQ(testing::error_message<ConfigError>(
                 [&] { r.add_source("count", "again", [](const Params&, const InstanceInfo&) { return nullptr; }); }),
             "source 'count' registered twice");
   // The first registration is kept.
   EXPECT_EQ(r.operator_names()[1].second, "emits its tag plus the instance index");
   // The same name may be both an operator and a source.
-  EXPECT_EQ(config_error_of([&] {
+  EXPECT_EQ(testing::error_message<ConfigError>([&] {
               r.add_source("fixed", "a source named like an operator",
                            [](const Params&, const InstanceInfo&) { return std::make_unique<CountingSource>(1); });
             }),

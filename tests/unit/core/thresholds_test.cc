@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
-#include "tests/unit/core/config_error.h"
+#include "tests/error_message.h"
 
 namespace afs {
 namespace {
@@ -145,9 +145,18 @@ TEST(Thresholds, SplitAcrossCopiesAndStages) {
   EXPECT_LT(static_cast<double>(outputs_lost), user.gamma + user.l * beta);
 
   // The scope is checked.
-  EXPECT_TRUE(contains(config_error_of([&] { runtime_thresholds(user, {0, 1}, 0); }), "copies must be >= 1"));
-  EXPECT_TRUE(contains(config_error_of([&] { runtime_thresholds(user, {1, 0.5}, 0); }), "beta product"));
-  EXPECT_TRUE(contains(config_error_of([&] { runtime_thresholds(user, {1, std::nan("")}, 0); }), "beta product"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([&] {
+                         runtime_thresholds(user, {0, 1}, 0);
+                       }),
+                       "copies must be >= 1"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([&] {
+                         runtime_thresholds(user, {1, 0.5}, 0);
+                       }),
+                       "beta product"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([&] {
+                         runtime_thresholds(user, {1, std::nan("")}, 0);
+                       }),
+                       "beta product"));
 }
 
 TEST(Thresholds, SumOverAnyFailuresStaysBelowUserBound) {
@@ -295,43 +304,58 @@ TEST(ThresholdSchedule, FixedNeverResets) {
 }
 
 TEST(ThresholdSchedule, WindowedPoliciesNeedAWindow) {
-  EXPECT_TRUE(contains(config_error_of([] {
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([] {
                          ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Hopping, 0);
                        }),
                        "ft.reset hopping needs a window length"));
-  EXPECT_TRUE(contains(config_error_of([] {
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([] {
                          ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Sliding, 0);
                        }),
                        "ft.reset sliding needs a window length"));
-  EXPECT_EQ(config_error_of([] { ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Fixed, 0); }), "");
+  EXPECT_EQ(testing::error_message<ConfigError>([] { ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Fixed, 0); }), "");
 }
 
 TEST(UserBounds, ValidateNamesTheBadBound) {
-  EXPECT_EQ(config_error_of([] { UserBounds{0, 0, 0}.validate(); }), "");
-  EXPECT_EQ(config_error_of([] { UserBounds{1e9, 5, 7}.validate(); }), "");
+  EXPECT_EQ(testing::error_message<ConfigError>([] { UserBounds{0, 0, 0}.validate(); }), "");
+  EXPECT_EQ(testing::error_message<ConfigError>([] { UserBounds{1e9, 5, 7}.validate(); }), "");
   const double inf = std::numeric_limits<double>::infinity();
-  EXPECT_TRUE(contains(config_error_of([] { UserBounds{-1, 0, 0}.validate(); }), "ft.state-divergence-max (theta)"));
-  EXPECT_TRUE(contains(config_error_of([&] { UserBounds{inf, 0, 0}.validate(); }), "ft.state-divergence-max"));
-  EXPECT_TRUE(contains(config_error_of([] {
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([] {
+                         UserBounds{-1, 0, 0}.validate();
+                       }),
+                       "ft.state-divergence-max (theta)"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([&] {
+                         UserBounds{inf, 0, 0}.validate();
+                       }),
+                       "ft.state-divergence-max"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([] {
                          UserBounds{1, std::nan(""), 0}.validate();
                        }),
                        "ft.unbacked-items-max (l)"));
-  EXPECT_TRUE(contains(config_error_of([] { UserBounds{1, 1, -0.5}.validate(); }), "ft.unacked-items-max (gamma)"));
-  EXPECT_TRUE(contains(config_error_of([] { UserBounds{1, 1, -0.5}.validate(); }), "expected a finite number >= 0"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([] {
+                         UserBounds{1, 1, -0.5}.validate();
+                       }),
+                       "ft.unacked-items-max (gamma)"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([] {
+                         UserBounds{1, 1, -0.5}.validate();
+                       }),
+                       "expected a finite number >= 0"));
   // runtime_thresholds validates too.
-  EXPECT_TRUE(contains(config_error_of([] { runtime_thresholds({-1, 0, 0}, {}, 0); }), "ft.state-divergence-max"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([] {
+                         runtime_thresholds({-1, 0, 0}, {}, 0);
+                       }),
+                       "ft.state-divergence-max"));
 }
 
 TEST(FtMode, ParseAndPrint) {
   for (FtMode m : {FtMode::None, FtMode::Approx, FtMode::Exact}) EXPECT_EQ(parse_ft_mode(to_string(m)), m);
   EXPECT_STREQ(to_string(FtMode::Approx), "approx");
-  const std::string e = config_error_of([] { parse_ft_mode("Approx"); });
+  const std::string e = testing::error_message<ConfigError>([] { parse_ft_mode("Approx"); });
   EXPECT_EQ(e, "ft.mode: expected none, approx or exact, got 'Approx'");
-  EXPECT_TRUE(contains(config_error_of([] { parse_ft_mode(""); }), "got ''"));
+  EXPECT_TRUE(contains(testing::error_message<ConfigError>([] { parse_ft_mode(""); }), "got ''"));
   for (ResetPolicy p : {ResetPolicy::Fixed, ResetPolicy::Hopping, ResetPolicy::Sliding}) {
     EXPECT_EQ(parse_reset_policy(to_string(p)), p);
   }
-  EXPECT_EQ(config_error_of([] { parse_reset_policy("tumbling"); }),
+  EXPECT_EQ(testing::error_message<ConfigError>([] { parse_reset_policy("tumbling"); }),
             "ft.reset: expected fixed, hopping or sliding, got 'tumbling'");
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
-#include "tests/unit/core/config_error.h"
+#include "tests/error_message.h"
 
 namespace afs {
 namespace {
@@ -162,42 +162,49 @@ TEST(Topology, StagesToEndCountsTheLongestPathToASink) {
 }
 
 TEST(Topology, ValidationErrorsNameTheStage) {
-  EXPECT_EQ(config_error_of([] { Topology(std::vector<StageSpec>{}); }), "topology has no stages");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().build(); }), "topology has no stages");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").stage("s", "x").from("s").build(); }),
+  EXPECT_EQ(testing::error_message<ConfigError>([] { Topology(std::vector<StageSpec>{}); }), "topology has no stages");
+  EXPECT_EQ(testing::error_message<ConfigError>([] { TopologyBuilder().build(); }), "topology has no stages");
+  EXPECT_EQ(testing::error_message<ConfigError>(
+                [] { TopologyBuilder().source("s", "zipf").stage("s", "x").from("s").build(); }),
             "topology: stage name 's' used twice");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").parallelism(0).build(); }),
+  EXPECT_EQ(testing::error_message<ConfigError>([] { TopologyBuilder().source("s", "zipf").parallelism(0).build(); }),
             "topology: stage 's' has parallelism 0 (expected >= 1)");
-  EXPECT_EQ(
-      config_error_of([] { TopologyBuilder().source("s", "zipf").stage("a", "x").parallelism(-2).from("s").build(); }),
-      "topology: stage 'a' has parallelism -2 (expected >= 1)");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").stage("a", "x").build(); }),
+  EXPECT_EQ(testing::error_message<ConfigError>(
+                [] { TopologyBuilder().source("s", "zipf").stage("a", "x").parallelism(-2).from("s").build(); }),
+            "topology: stage 'a' has parallelism -2 (expected >= 1)");
+  EXPECT_EQ(testing::error_message<ConfigError>([] { TopologyBuilder().source("s", "zipf").stage("a", "x").build(); }),
             "topology: stage 'a' has no inputs");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").stage("a", "x").from("nope"); }),
-            "topology builder: stage 'a' reads from unknown stage 'nope'");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().source("s", "zipf").stage("a", "x").from("a"); }),
-            "topology builder: stage 'a' reads from unknown stage 'a'");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().parallelism(2); }),
+  EXPECT_EQ(
+      testing::error_message<ConfigError>([] { TopologyBuilder().source("s", "zipf").stage("a", "x").from("nope"); }),
+      "topology builder: stage 'a' reads from unknown stage 'nope'");
+  EXPECT_EQ(
+      testing::error_message<ConfigError>([] { TopologyBuilder().source("s", "zipf").stage("a", "x").from("a"); }),
+      "topology builder: stage 'a' reads from unknown stage 'a'");
+  EXPECT_EQ(testing::error_message<ConfigError>([] { TopologyBuilder().parallelism(2); }),
             "topology builder: declare a source or stage first");
-  EXPECT_EQ(config_error_of([] { TopologyBuilder().from("x"); }), "topology builder: declare a source or stage first");
+  EXPECT_EQ(testing::error_message<ConfigError>([] { TopologyBuilder().from("x"); }),
+            "topology builder: declare a source or stage first");
   // A source with inputs, and an edge to a later stage, can only be written as StageSpecs.
   StageSpec s{"s", "zipf", {}, 1, true, {}};
   StageSpec a{"a", "x", {}, 1, false, {{0, Partition::Key}}};
   StageSpec fed_source{"t", "zipf", {}, 1, true, {{0, Partition::Key}}};
-  EXPECT_EQ(config_error_of([&] { Topology({s, a, fed_source}); }), "topology: source 't' has inputs");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] {
+              Topology({s, a, fed_source});
+            }),
+            "topology: source 't' has inputs");
   StageSpec forward_ref{"b", "x", {}, 1, false, {{2, Partition::Key}}};
-  EXPECT_EQ(config_error_of([&] {
+  EXPECT_EQ(testing::error_message<ConfigError>([&] {
               Topology({s, forward_ref, a});
             }),
             "topology: stage 'b' reads from a stage that is not before it");
   StageSpec self_ref{"b", "x", {}, 1, false, {{1, Partition::Key}}};
-  EXPECT_EQ(config_error_of([&] {
+  EXPECT_EQ(testing::error_message<ConfigError>([&] {
               Topology({s, self_ref});
             }),
             "topology: stage 'b' reads from a stage that is not before it");
   StageSpec negative{"b", "x", {}, 1, false, {{-1, Partition::Key}}};
-  EXPECT_TRUE(config_error_of([&] { Topology({s, negative}); }).find("'b'") != std::string::npos);
-  EXPECT_EQ(config_error_of([&] { Topology({s, a}); }), "");
+  EXPECT_TRUE(testing::error_message<ConfigError>([&] { Topology({s, negative}); }).find("'b'") != std::string::npos);
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { Topology({s, a}); }), "");
 }
 
 }  // namespace

@@ -10,19 +10,10 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
+#include "tests/error_message.h"
 
 namespace afs {
 namespace {
-
-template <typename F>
-std::string format_error_of(F&& f) {
-  try {
-    f();
-  } catch (const FormatError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
@@ -79,27 +70,31 @@ TEST(StateRecord, EveryTruncationThrowsFormatError) {
   const Bytes b = some_state().encode();
   for (std::size_t len = 0; len < b.size(); ++len) {
     const Bytes prefix(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(len));
-    const std::string e = format_error_of([&] { StateRecord::decode(prefix); });
+    const std::string e = testing::error_message<FormatError>([&] { StateRecord::decode(prefix); });
     EXPECT_FALSE(e.empty()) << "a " << len << "-byte prefix of " << b.size() << " was accepted";
   }
-  EXPECT_TRUE(contains(format_error_of([] { StateRecord::decode({}); }), "truncated buffer while reading magic"));
+  EXPECT_TRUE(contains(testing::error_message<FormatError>([] { StateRecord::decode({}); }),
+                       "truncated buffer while reading magic"));
 }
 
 TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   const Bytes good = some_state().encode();
   Bytes bad_magic = good;
   bad_magic[0] ^= 0xFF;
-  EXPECT_EQ(format_error_of([&] { StateRecord::decode(bad_magic); }), "state record: bad magic");
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(bad_magic); }), "state record: bad magic");
   Bytes v2 = good;
   const std::uint16_t two = 2;
   std::memcpy(v2.data() + 4, &two, sizeof two);
-  EXPECT_EQ(format_error_of([&] { StateRecord::decode(v2); }), "state record: unsupported version 2 (expected 1)");
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v2); }),
+            "state record: unsupported version 2 (expected 1)");
   Bytes trailing = good;
   trailing.push_back(0);
-  EXPECT_EQ(format_error_of([&] { StateRecord::decode(trailing); }), "state record: 1 unexpected trailing bytes");
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(trailing); }),
+            "state record: 1 unexpected trailing bytes");
   // An item record is not a state record, and the other way round.
-  EXPECT_EQ(format_error_of([] { StateRecord::decode(encode_items(some_items())); }), "state record: bad magic");
-  EXPECT_EQ(format_error_of([&] { decode_items(good); }), "item record: bad magic");
+  EXPECT_EQ(testing::error_message<FormatError>([] { StateRecord::decode(encode_items(some_items())); }),
+            "state record: bad magic");
+  EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(good); }), "item record: bad magic");
 }
 
 TEST(StateRecord, RejectsImplausibleCounts) {
@@ -109,12 +104,13 @@ TEST(StateRecord, RejectsImplausibleCounts) {
   const std::size_t at = 4 + 2 + 1 + 8;  // magic, version, full flag, empty snapshot array
   const std::uint64_t n = 1u << 21;
   std::memcpy(b.data() + at, &n, sizeof n);
-  EXPECT_EQ(format_error_of([&] { StateRecord::decode(b); }), "state record: implausible channel count 2097152");
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(b); }),
+            "state record: implausible channel count 2097152");
   // A snapshot claiming more bytes than follow.
   Bytes big = s.encode();
   const std::uint64_t huge = 1ULL << 60;
   std::memcpy(big.data() + 7, &huge, sizeof huge);
-  EXPECT_TRUE(contains(format_error_of([&] { StateRecord::decode(big); }), "snapshot claims"));
+  EXPECT_TRUE(contains(testing::error_message<FormatError>([&] { StateRecord::decode(big); }), "snapshot claims"));
 }
 
 TEST(ItemRecord, RoundTrips) {
@@ -131,7 +127,7 @@ TEST(ItemRecord, EveryTruncationThrowsFormatError) {
   const Bytes b = encode_items(some_items());
   for (std::size_t len = 0; len < b.size(); ++len) {
     const Bytes prefix(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(len));
-    EXPECT_FALSE(format_error_of([&] { decode_items(prefix); }).empty()) << len;
+    EXPECT_FALSE(testing::error_message<FormatError>([&] { decode_items(prefix); }).empty()) << len;
   }
 }
 
@@ -139,16 +135,18 @@ TEST(ItemRecord, RejectsCorruption) {
   const Bytes good = encode_items(some_items());
   Bytes v0 = good;
   v0[4] = 0;
-  EXPECT_EQ(format_error_of([&] { decode_items(v0); }), "item record: unsupported version 0 (expected 1)");
+  EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(v0); }),
+            "item record: unsupported version 0 (expected 1)");
   Bytes flag = good;
   flag[14 + 4] = 2;  // first item's end-of-stream flag
-  EXPECT_EQ(format_error_of([&] { decode_items(flag); }), "item record: bad end-of-stream flag");
+  EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(flag); }), "item record: bad end-of-stream flag");
   Bytes count = good;
   count[6] = 4;  // claims 4 items, 3 follow
-  EXPECT_EQ(format_error_of([&] { decode_items(count); }), "item record: item count 4 exceeds data");
+  EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(count); }),
+            "item record: item count 4 exceeds data");
   Bytes fewer = good;
   fewer[6] = 2;  // claims 2: the third is trailing garbage
-  EXPECT_TRUE(contains(format_error_of([&] { decode_items(fewer); }), "unexpected trailing bytes"));
+  EXPECT_TRUE(contains(testing::error_message<FormatError>([&] { decode_items(fewer); }), "unexpected trailing bytes"));
 }
 
 }  // namespace
