@@ -49,10 +49,14 @@ std::uint64_t BackupWriter::submit_and_wait(Task task) {
     cv_.notify_all();
     throw;
   }
-  std::lock_guard lock(mu_);
-  inline_ = false;
-  done_.store(t, std::memory_order_release);
-  cv_.notify_all();
+  bool wake;
+  {
+    std::lock_guard lock(mu_);
+    inline_ = false;
+    done_.store(t, std::memory_order_release);
+    wake = waiters_ > 0;  // the idle backup thread waits for a queued task, not for this one: leave it asleep
+  }
+  if (wake) cv_.notify_all();
   return t;
 }
 
@@ -66,7 +70,9 @@ void BackupWriter::wait(std::uint64_t ticket) {
   // Backups of small deltas take microseconds: give the core to the backup thread a few times before sleeping.
   for (int i = 0; i < 64 && done_.load(std::memory_order_acquire) < ticket; ++i) std::this_thread::yield();
   std::unique_lock lock(mu_);
+  ++waiters_;
   cv_.wait(lock, [&] { return done_.load() >= ticket || error_ || stop_; });
+  --waiters_;
   if (error_) std::rethrow_exception(error_);
 }
 

@@ -46,6 +46,7 @@ class BackupWriter {
   bool stop_ = false;
   bool idle_ = false;    // the thread waits for work (a submit must wake it)
   bool inline_ = false;  // a task is being written by the submitting thread
+  int waiters_ = 0;      // threads in wait(): only they need a wake-up when a task completes inline
   std::exception_ptr error_;
   std::thread thread_;
 };
