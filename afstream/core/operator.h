@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "afstream/core/bytes.h"
@@ -37,6 +38,15 @@ struct RecoveryInfo {
   // compensated, and adds the terms of the others.
   std::vector<double> theta_by_failure;
   std::vector<double> l_by_failure;
+  // Measured, per failure j = 1..k: how many items of this worker's input streams the state lacks for good because
+  // of failure j — sequence numbers after the backup it restored that were neither replayed from the item log nor
+  // delivered again by their senders (replayable sources deliver everything again, so behind them it is 0). A
+  // failure whose incarnations took no backup before the next one counts 0: the next measurement covers its items.
+  // Absent where it could not be measured (a sender stayed silent). For any run of failures j in (done, k], the
+  // sum of these counts bounds the items the recovered state lacks because of them; an operator whose state is a
+  // sum of per-item contributions (Count-Min) lost at most that sum times alpha, and at most the sum of
+  // theta_j + l_j * alpha (proofs/theorem2-count-min.md, "Measured loss").
+  std::vector<std::optional<std::uint64_t>> missing_by_failure;
   double state_loss_bound() const { return theta + l * alpha; }  // DESIGN 3: one failure loses at most this
 };
 

@@ -7,7 +7,7 @@ namespace afs {
 namespace {
 constexpr std::uint32_t kStateMagic = 0x41465354;  // "AFST"
 constexpr std::uint32_t kItemsMagic = 0x4146494d;  // "AFIM"
-constexpr std::uint16_t kRecordVersion = 1;
+constexpr std::uint16_t kRecordVersion = 2;
 
 void put_seqs(ByteWriter& w, const SeqByChannel& m) {
   w.put<std::uint64_t>(m.size());
@@ -75,6 +75,7 @@ Bytes StateRecord::encode() const {
   w.put_array<std::uint32_t>(ended_inputs);
   w.put(source_offset);
   put_items(w, unacked_outputs);
+  w.put_array<std::int64_t>(missing_by_failure);
   return w.take();
 }
 
@@ -89,6 +90,7 @@ StateRecord StateRecord::decode(const Bytes& b) {
   s.ended_inputs = r.get_array<std::uint32_t>("ended inputs");
   s.source_offset = r.get<std::uint64_t>("source offset");
   s.unacked_outputs = get_items(r);
+  s.missing_by_failure = r.get_array<std::int64_t>("missing items by failure");
   r.expect_end("state record");
   return s;
 }

@@ -26,6 +26,9 @@ struct StateRecord {
   std::vector<std::uint32_t> ended_inputs;  // input channels whose end-of-stream was processed
   std::uint64_t source_offset = 0;
   std::vector<ChannelItem> unacked_outputs;  // only when the runtime gamma is 0
+  // Per failure j = 1..k of this worker known when the record was written: input items missing for good because of
+  // it (measured at its recovery; -1 if not measured). See Worker::restore().
+  std::vector<std::int64_t> missing_by_failure;
 
   Bytes encode() const;
   static StateRecord decode(const Bytes& b);  // throws FormatError

@@ -159,10 +159,11 @@ std::span<const std::uint8_t> Encoder::encode_batch(std::uint32_t sender, std::u
 }
 
 std::span<const std::uint8_t> Encoder::encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
-                                                  std::uint64_t seq) {
+                                                  std::uint64_t seq, std::uint64_t covered) {
   auto ack = state_->envelope(kSmallMessageWords, sender, epoch).initAck();
   ack.setChannel(channel);
   ack.setSeq(seq);
+  ack.setCovered(covered);
   return state_->finish();
 }
 
@@ -185,7 +186,7 @@ std::span<const std::uint8_t> Encoder::encode(const Message& message) {
       return e.encode_batch(m.sender, m.epoch, b.channel, b.first_seq, b.items, b.end_of_stream);
     }
     std::span<const std::uint8_t> operator()(const AckMsg& a) const {
-      return e.encode_ack(m.sender, m.epoch, a.channel, a.seq);
+      return e.encode_ack(m.sender, m.epoch, a.channel, a.seq, a.covered);
     }
     std::span<const std::uint8_t> operator()(const ControlMsg& c) const {
       return e.encode_control(m.sender, m.epoch, c);
@@ -338,7 +339,7 @@ void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits
       }
       case wire::Envelope::ACK: {
         auto ack = env.getAck();
-        out.body = AckMsg{ack.getChannel(), ack.getSeq()};
+        out.body = AckMsg{ack.getChannel(), ack.getSeq(), ack.getCovered()};
         return;
       }
       case wire::Envelope::CONTROL:

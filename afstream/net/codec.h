@@ -45,6 +45,7 @@ struct BatchMsg {
 struct AckMsg {
   std::uint32_t channel = 0;
   std::uint64_t seq = 0;
+  std::uint64_t covered = 0;  // items with seq <= covered are in a confirmed backup of the receiver
 
   friend bool operator==(const AckMsg&, const AckMsg&) = default;
 };
@@ -98,7 +99,7 @@ class Encoder {
   std::span<const std::uint8_t> encode_batch(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                              std::uint64_t first_seq, std::span<const Item> items, bool end_of_stream);
   std::span<const std::uint8_t> encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
-                                           std::uint64_t seq);
+                                           std::uint64_t seq, std::uint64_t covered = 0);
   std::span<const std::uint8_t> encode_control(std::uint32_t sender, std::uint32_t epoch, const ControlMsg& control);
   std::span<const std::uint8_t> encode(const Message& message);
 

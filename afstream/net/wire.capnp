@@ -36,9 +36,12 @@ struct Batch {
 }
 
 # Cumulative acknowledgement: every item with seq <= this one on the channel was received.
+# covered: every item with seq <= covered is reflected in a backup the receiver's store has confirmed (its state
+# or its item log): what a replayable source must be able to replay from after a failure (0: nothing yet).
 struct Ack {
   channel @0 :UInt32;
   seq @1 :UInt64;
+  covered @2 :UInt64;
 }
 
 # Controller messages. Which fields matter depends on kind (see codec.h, ControlKind).

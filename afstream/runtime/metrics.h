@@ -37,6 +37,7 @@ struct FailureRecord {
   double restore_ms = 0;           // fetch + restore of the state chain
   double recovery_ms = 0;          // kill to first processed item (or to restored, if nothing was left)
   std::uint64_t replayed_items = 0;
+  std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known
 };
 
 }  // namespace afs

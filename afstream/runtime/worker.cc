@@ -10,6 +10,11 @@ namespace afs {
 
 namespace {
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+// After a recovery, how long to wait for every sender to resume before compensating with the worst-case bound
+// instead of the measured loss (a sender with nothing left to send never shows where it resumes).
+constexpr auto kResumeWait = std::chrono::seconds(2);
+// A source keeps at most this many replay positions; beyond, every other one is dropped (replays start earlier).
+constexpr std::size_t kMaxSourceMarks = 8192;
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -126,6 +131,12 @@ void Worker::run() {
     for (;;) {
       check_kill();
       refresh_peers();
+      if (gaps_unknown_ > 0 && Clock::now() - gaps_since_ > kResumeWait) {
+        gaps_unknown_ = 0;
+        gaps_valid_ = false;  // compensate with the bound (a silent sender may still resume after a gap)
+        if (!missing_by_failure_.empty()) missing_by_failure_.back() = -1;
+        maybe_compensate();
+      }
       const bool busy = (!queue_.empty() || !staging_.empty() || (source_ && source_offset_ < source_size_)) &&
                         unacked_total() < window();
       receive(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1));
@@ -221,6 +232,12 @@ void Worker::refresh_peers() {
     if (learn(o.to_worker)) restarted.insert(o.to_worker);
   }
   for (auto& in : ins_) learn(in.from_worker);
+  // A replayable source goes back to the position every receiver has covered by a backup, so a restarted receiver
+  // gets again everything its restored state lacks (the others drop what they hold).
+  if (source_ && !restarted.empty() && ctx_.config.mode == FtMode::Approx) {
+    rewind_source();
+    return;
+  }
   for (auto& o : outs_) {
     if (!restarted.count(o.to_worker)) continue;
     if (acks_enabled()) {
@@ -280,18 +297,50 @@ void Worker::restore() {
     }
     for (auto c : last.ended_inputs) ins_[in_slot(c)].ended = true;
   }
+  // Measured losses of earlier failures, as the restored backup knew them. Failures after the incarnation that
+  // wrote it took no backup before failing again: what they lost lies after the restored positions, so this
+  // recovery's measurement covers it and they count 0. This failure's own entry waits for its measurement.
+  if (op_ && ctx_.config.mode == FtMode::Approx) {
+    missing_by_failure_.assign(static_cast<std::size_t>(failure_count_), 0);
+    for (std::size_t j = 0; j < missing_by_failure_.size() && j < last.missing_by_failure.size(); ++j) {
+      missing_by_failure_[j] = last.missing_by_failure[j];
+    }
+    if (!missing_by_failure_.empty()) missing_by_failure_.back() = -1;
+  }
+  if (source_) produced_high_ = (*ctx_.source_progress)[id_].load();
   if (!source_) {
+    std::vector<ResumeGap> gaps(ins_.size());
+    std::vector<bool> eos_replayed(ins_.size(), false);
+    for (std::size_t i = 0; i < ins_.size(); ++i) {
+      gaps[i].restored = ins_[i].received;
+      ins_[i].covered = ins_[i].processed;  // the restored state is a confirmed backup
+    }
     std::uint64_t replayed = 0;
     for (const auto& rec : ctx_.store->item_records(id_)) {
       for (auto& ci : decode_items(rec)) {
-        auto& in = ins_[in_slot(ci.channel)];
+        const auto slot = in_slot(ci.channel);
+        auto& in = ins_[slot];
         if (ci.item.seq <= in.received) continue;
         in.received = ci.item.seq;
+        ++gaps[slot].replayed;
+        if (ci.end_of_stream) eos_replayed[slot] = true;
         queue_.push_back(ci);
         ++replayed;
       }
     }
     replay_remaining_ = replayed;
+    // Measure what the recovered state will never see: per channel, once its sender resumes (resolve_gap).
+    if (crash_in_ && op_ && ctx_.config.mode == FtMode::Approx) {
+      gaps_unknown_ = ins_.size();
+      gaps_valid_ = true;
+      missing_items_ = 0;
+      gaps_since_ = Clock::now();
+      for (std::size_t i = 0; i < ins_.size(); ++i) gaps[i].received = ins_[i].received;
+      gaps_ = std::move(gaps);
+      for (std::size_t i = 0; i < ins_.size(); ++i) {
+        if (ins_[i].ended || eos_replayed[i]) resolve_gap(ins_[i], ins_[i].received + 1);  // nothing more comes
+      }
+    }
     measure_pending_ = crash_in_ && op_ && !crash_in_->state_at_crash.empty();
     for (auto& in : ins_) in.admitted = in.received;  // everything up to here is in the state or the log
     if (crash_in_) crash_in_->record.replayed_items = replayed;
@@ -336,10 +385,7 @@ void Worker::measure_loss() {
   crashed->restore_full(r);
   crash_in_->record.lost_divergence = op_->distance(*crashed);
   recovered_ = crash_in_->record;
-  if (compensate_pending_) {
-    compensate_pending_ = false;
-    compensate();
-  }
+  maybe_compensate();
 }
 
 // Recovered: the state is restored and every replayed item processed. Complete the failure record (recovery time;
@@ -351,13 +397,42 @@ void Worker::mark_recovered() {
   auto& rec = crash_in_->record;
   rec.recovery_ms = ms_since(crash_in_->killed_at);
   recovered_ = rec;
-  // Tests measuring the loss compare states before compensation, once this state has caught up with the crashed
-  // one (items the crashed state had processed whose log write was lost come back from their senders).
-  if (measure_pending_) {
-    compensate_pending_ = true;
-    return;
-  }
+  compensate_pending_ = true;
+  maybe_compensate();
+}
+
+// Compensation waits until every sender has shown where it resumes (the measured loss) and, in tests measuring the
+// loss, until this state has caught up with the crashed one (states are compared before compensation).
+void Worker::maybe_compensate() {
+  if (!compensate_pending_ || measure_pending_ || gaps_unknown_ > 0) return;
+  compensate_pending_ = false;
   compensate();
+}
+
+// Channel in's sender resumed at seq resumed_at (the first item it sends this incarnation; senders resend from
+// their oldest unacknowledged item, replayable sources from what this worker's backups covered). Items after the
+// restored state, neither replayed nor sent again, are missing for good: the dedupe drops what is sent again at
+// or below the replayed position.
+void Worker::resolve_gap(InChannel& in, std::uint64_t resumed_at) {
+  auto& g = gaps_[in_slot(static_cast<std::uint64_t>(in.id))];
+  if (g.known) return;
+  g.known = true;
+  const std::uint64_t upto = std::max(resumed_at > 0 ? resumed_at - 1 : 0, g.received);
+  g.missing = upto - g.restored - g.replayed;
+  missing_items_ += g.missing;
+  if (--gaps_unknown_ == 0) {
+    if (!missing_by_failure_.empty()) missing_by_failure_.back() = static_cast<std::int64_t>(missing_items_);
+    maybe_compensate();
+  }
+}
+
+// What a state backup records for this incarnation's failure while its senders resume: the resolved channels'
+// measurements plus the holes of the others (a backup never reflects items past them until they resolve).
+std::int64_t Worker::current_missing() const {
+  if (!gaps_valid_) return -1;
+  std::uint64_t n = 0;
+  for (const auto& g : gaps_) n += g.counted();
+  return static_cast<std::int64_t>(n);
 }
 
 void Worker::compensate() {
@@ -370,8 +445,14 @@ void Worker::compensate() {
     info.alpha = op_->alpha();
     info.theta_by_failure = loss_theta_;
     info.l_by_failure = loss_l_;
+    if (gaps_valid_) rec.missing_items = static_cast<std::int64_t>(missing_items_);
+    for (auto m : missing_by_failure_) {
+      info.missing_by_failure.push_back(m >= 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(m))
+                                               : std::nullopt);
+    }
     op_->on_recovered(info);
-    if (op_->divergence() > 0) backup_state(true);
+    // Always: the compensation (even of nothing) is part of the state, and a later recovery must not repeat it.
+    backup_state(true);
   }
   recovered_ = rec;
 }
@@ -434,6 +515,7 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
   auto& in = ins_[in_slot(b.channel)];
   const std::uint64_t eos_seq = b.end_of_stream ? b.first_seq + b.items.size() : 0;
   if (b.items.empty() && !b.end_of_stream) return;
+  if (gaps_unknown_ > 0) resolve_gap(in, b.first_seq);
   bool took = false;
   for (const auto& item : b.items) {
     if (item.seq <= in.received) {
@@ -505,6 +587,7 @@ void Worker::admit() {
 
 void Worker::release_acks() {
   if (!writer_) return;
+  update_coverage();
   std::uint64_t done = 0;
   bool fetched = false;
   for (auto& in : ins_) {
@@ -524,10 +607,21 @@ void Worker::release_acks() {
 
 void Worker::send_due_acks() {
   for (auto& in : ins_) {
-    if (in.ack_due) {
-      send_ack(in, in.ack_due);
+    if (in.ack_due || in.covered > in.covered_sent) {
+      send_ack(in, std::max(in.ack_due, in.last_ack));
       in.ack_due = 0;
     }
+  }
+}
+
+// State backups confirmed by the store cover the input items they reflect; senders learn it with the next ack.
+void Worker::update_coverage() {
+  if (coverage_pending_.empty()) return;
+  const auto done = writer_->confirmed();
+  while (!coverage_pending_.empty() && coverage_pending_.front().first <= done) {
+    const auto& processed = coverage_pending_.front().second;
+    for (std::size_t i = 0; i < ins_.size(); ++i) ins_[i].covered = std::max(ins_[i].covered, processed[i]);
+    coverage_pending_.pop_front();
   }
 }
 
@@ -535,14 +629,20 @@ void Worker::send_ack(InChannel& in, std::uint64_t seq) {
   // A peer just learned (first call false) can take the ack at once; a peer that is down will resend when it is
   // back, and get its ack then.
   if (!peer_ready(in.from_worker) && !peer_ready(in.from_worker)) return;
-  auto frame = encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(in.id), seq);
+  // When every admitted item is logged before its ack, an acknowledged item is covered by the log.
+  const std::uint64_t covered = logs_every_item() ? std::max(in.covered, seq) : in.covered;
+  auto frame =
+      encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(in.id), seq, covered);
   zmq::message_t m(frame.data(), frame.size());
   (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
+  in.last_ack = std::max(in.last_ack, seq);
+  in.covered_sent = std::max(in.covered_sent, covered);
 }
 
 void Worker::on_ack(const net::AckMsg& a) {
   if (a.channel >= out_slot_.size() || out_slot_[a.channel] < 0) return;
   auto& o = outs_[out_slot(a.channel)];
+  o.covered = std::max(o.covered, std::min(a.covered, std::max(o.out_seq, o.eos_seq)));
   if (a.seq <= o.acked) return;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
   while (!o.unacked.empty() && o.unacked.front().seq <= o.acked) o.unacked.pop_front();
@@ -646,9 +746,13 @@ void Worker::produce() {
   buf.resize(n);
   const auto got = source_->read(source_offset_, buf.data(), n);
   for (std::size_t i = 0; i < got; ++i) emit(buf[i].key, buf[i].value, buf[i].time);
+  const auto before = source_offset_;
   source_offset_ += got;
+  if (source_offset_ > produced_high_) {  // items produced again after a rewind or a restart count once
+    counters_.items_in.fetch_add(source_offset_ - std::max(before, produced_high_), std::memory_order_relaxed);
+    produced_high_ = source_offset_;
+  }
   if (got < n) source_offset_ = source_size_;
-  counters_.items_in.fetch_add(got, std::memory_order_relaxed);
   auto& progress = (*ctx_.source_progress)[id_];
   if (source_offset_ > progress.load(std::memory_order_relaxed)) progress.store(source_offset_);
   // A source's state is its offset: backing it up is cheap and never needs to wait (the items are replayable).
@@ -656,6 +760,11 @@ void Worker::produce() {
   SourceMark mark{source_offset_, {}};
   for (const auto& o : outs_) mark.out_seqs.push_back(o.out_seq);
   source_marks_.push_back(std::move(mark));
+  if (source_marks_.size() > kMaxSourceMarks) {  // receivers backing up rarely: keep every other position
+    std::deque<SourceMark> kept;
+    for (std::size_t i = 0; i < source_marks_.size(); i += 2) kept.push_back(std::move(source_marks_[i]));
+    source_marks_ = std::move(kept);
+  }
   since_state_backup_ += got;
   if (since_state_backup_ >= 65536) backup_state(false);
 }
@@ -845,17 +954,12 @@ void Worker::backup_state(bool wait) {
   }
   for (const auto& o : outs_) rec.outputs[static_cast<std::uint32_t>(o.id)] = o.out_seq;
   rec.source_offset = source_offset_;
+  rec.missing_by_failure = missing_by_failure_;
+  if (!rec.missing_by_failure.empty() && gaps_unknown_ > 0) rec.missing_by_failure.back() = current_missing();
   if (source_) {
     // A source backs up the position up to which every channel has acknowledged its items: what it replays from
     // there is identical, and receivers drop what they already hold (nothing unacknowledged is lost).
-    while (!source_marks_.empty()) {
-      const auto& m = source_marks_.front();
-      bool acked = true;
-      for (std::size_t i = 0; i < outs_.size(); ++i) acked = acked && outs_[i].acked >= m.out_seqs[i];
-      if (!acked) break;
-      committed_mark_ = m;
-      source_marks_.pop_front();
-    }
+    advance_committed_mark();
     rec.source_offset = committed_mark_.offset;
     for (std::size_t i = 0; i < outs_.size(); ++i) {
       rec.outputs[static_cast<std::uint32_t>(outs_[i].id)] =
@@ -881,6 +985,43 @@ void Worker::backup_state(bool wait) {
   };
   last_state_ticket_ = wait ? writer_->submit_and_wait(std::move(task)) : writer_->submit(std::move(task));
   counters_.divergence.store(0, std::memory_order_relaxed);
+  if (wait) {
+    for (auto& in : ins_) in.covered = std::max(in.covered, in.processed);
+  } else if (!ins_.empty()) {
+    std::vector<std::uint64_t> processed;
+    processed.reserve(ins_.size());
+    for (const auto& in : ins_) processed.push_back(in.processed);
+    coverage_pending_.emplace_back(last_state_ticket_, std::move(processed));
+  }
+}
+
+// A source position is committed once every channel's receiver has covered the items before it by a confirmed
+// backup: replaying from there loses nothing, whatever fails (DESIGN 5; proofs/general-bounds.md, R-source).
+void Worker::advance_committed_mark() {
+  while (!source_marks_.empty()) {
+    const auto& m = source_marks_.front();
+    bool covered = true;
+    for (std::size_t i = 0; i < outs_.size(); ++i) covered = covered && outs_[i].covered >= m.out_seqs[i];
+    if (!covered) break;
+    committed_mark_ = m;
+    source_marks_.pop_front();
+  }
+}
+
+// Produce again from the committed position, with the same sequence numbers: receivers that hold an item drop it,
+// a restarted one gets everything after its restored state.
+void Worker::rewind_source() {
+  advance_committed_mark();
+  source_offset_ = committed_mark_.offset;
+  for (std::size_t i = 0; i < outs_.size(); ++i) {
+    auto& o = outs_[i];
+    o.out_seq = committed_mark_.out_seqs.empty() ? 0 : committed_mark_.out_seqs[i];
+    o.acked = o.sent = o.out_seq;
+    o.eos_seq = 0;
+    o.unacked.clear();
+  }
+  source_marks_.clear();
+  inputs_done_ = false;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -114,6 +114,7 @@ class Worker {
     std::uint64_t acked = 0;    // highest seq acknowledged
     std::uint64_t sent = 0;     // highest seq handed to the socket
     std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
+    std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
     std::deque<Item> unacked;   // items with seq in (acked, out_seq]
     std::vector<Item> pending;  // mode none: items not yet sent
   };
@@ -127,6 +128,21 @@ class Worker {
     std::uint64_t admitted = 0;  // highest seq admitted into the queue (and so acknowledged)
     bool touched = false;
     std::deque<std::pair<std::uint64_t, std::uint64_t>> deferred_acks;  // (seq, backup ticket), in order
+    std::uint64_t covered = 0;       // highest seq reflected in a confirmed state backup
+    std::uint64_t last_ack = 0;      // highest seq acknowledged to the sender
+    std::uint64_t covered_sent = 0;  // covered value last reported to the sender
+  };
+  // After a recovery, per input channel: what the restored state and the replayed log hold, to measure the items
+  // the recovered state never sees once the sender's first batch shows where it resumes (RecoveryInfo).
+  struct ResumeGap {
+    std::uint64_t restored = 0;  // highest seq in the restored state
+    std::uint64_t replayed = 0;  // items replayed from the log (seq above restored)
+    std::uint64_t received = 0;  // highest seq after the replay
+    bool known = false;          // the sender resumed
+    std::uint64_t missing = 0;   // once known: items after restored neither replayed nor sent again
+    // Until known, only the holes in the replayed range are certain to be missing (nothing past received is
+    // processed before the sender resumes, so a later measurement covers the rest).
+    std::uint64_t counted() const { return known ? missing : received - restored - replayed; }
   };
   struct Crash {};
   struct SourceMark {
@@ -171,6 +187,12 @@ class Worker {
   void measure_loss();
   void compensate();
   void continue_output_numbering();
+  void resolve_gap(InChannel& in, std::uint64_t resumed_at);
+  std::int64_t current_missing() const;
+  void maybe_compensate();
+  void update_coverage();
+  void advance_committed_mark();
+  void rewind_source();
   bool acks_enabled() const { return ctx_.config.mode != FtMode::None; }
   OutChannel& out_for(std::uint64_t key);
 
@@ -193,8 +215,9 @@ class Worker {
   std::uint32_t op_type_ = 0;
   std::uint64_t source_offset_ = 0;
   std::uint64_t source_size_ = 0;
-  std::deque<SourceMark> source_marks_;  // produced batches not yet acknowledged on every channel
-  SourceMark committed_mark_;            // the latest position acknowledged on every channel
+  std::deque<SourceMark> source_marks_;  // produced batches not yet covered on every channel
+  SourceMark committed_mark_;            // the latest position every channel's receiver has covered by a backup
+  std::uint64_t produced_high_ = 0;      // furthest offset produced (items_in counts each source item once)
 
   std::vector<OutChannel> outs_;
   // channel id -> index in outs_ / ins_ (-1: not a channel of this worker)
@@ -220,9 +243,16 @@ class Worker {
   std::size_t batch_ = 0;                   // items per message sent
   std::uint64_t replay_remaining_ = 0;
   bool measure_pending_ = false;
-  bool compensate_pending_ = false;  // replayed items not processed yet
-  std::uint64_t processed_ = 0;      // items processed by this worker (all incarnations, from its counters)
-  std::vector<double> loss_theta_;   // runtime theta in force at each failure j = 1..k
+  bool compensate_pending_ = false;               // recovered, compensation waits for the loss measurement(s)
+  std::vector<ResumeGap> gaps_;                   // per input slot, after a recovery
+  std::size_t gaps_unknown_ = 0;                  // input channels whose sender has not resumed yet
+  std::uint64_t missing_items_ = 0;               // sum over resolved channels
+  std::vector<std::int64_t> missing_by_failure_;  // per failure j = 1..k (-1: not measured); in every state backup
+  bool gaps_valid_ = false;                       // missing_items_ is a measurement (not given up on)
+  Clock::time_point gaps_since_{};  // recovered at; a sender silent for kResumeWait leaves the loss unmeasured
+  std::deque<std::pair<std::uint64_t, std::vector<std::uint64_t>>> coverage_pending_;  // (ticket, processed/slot)
+  std::uint64_t processed_ = 0;     // items processed by this worker (all incarnations, from its counters)
+  std::vector<double> loss_theta_;  // runtime theta in force at each failure j = 1..k
   std::vector<double> loss_l_;
 
   std::unique_ptr<zmq::socket_t> inbox_;   // data

@@ -162,18 +162,33 @@ void CountMinHeavyHitters::apply_delta(ByteReader& in) {
 
 // Theorem 2: failure j loses at most floor(theta_j) + l_j * alpha of any counter (integer counters diverge by at
 // most theta_j from the restored backup, and each lost item moves a counter by at most alpha = max-weight). Adding that
-// to every counter, once per failure, restores "no false negatives".
+// to every counter, once per failure, restores "no false negatives". Counters are sums of item weights, so when the
+// runtime measured how many input items the state lacks because of the failures not compensated yet
+// (RecoveryInfo::missing_by_failure), they lost at most that many times max-weight, and the smaller total is enough
+// (proofs/theorem2-count-min.md, "Measured loss"): nothing behind a replayable source.
 void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
-  std::int64_t c = 0;
   const auto done = static_cast<std::size_t>(compensation_[1]);
-  for (std::size_t j = done; j < info.theta_by_failure.size(); ++j) {
-    c += static_cast<std::int64_t>(std::floor(info.theta_by_failure[j])) +
-         static_cast<std::int64_t>(info.l_by_failure[j]) * max_weight_;
+  const std::size_t k = info.theta_by_failure.size();
+  if (k <= done) return;
+  std::int64_t bound = 0;
+  double measured = 0;
+  bool all_measured = true;
+  for (std::size_t j = done; j < k; ++j) {
+    bound += static_cast<std::int64_t>(std::floor(info.theta_by_failure[j])) +
+             static_cast<std::int64_t>(info.l_by_failure[j]) * max_weight_;
+    if (j < info.missing_by_failure.size() && info.missing_by_failure[j]) {
+      measured += static_cast<double>(*info.missing_by_failure[j]) * static_cast<double>(max_weight_);
+    } else {
+      all_measured = false;
+    }
   }
-  if (info.theta_by_failure.size() <= done) return;
-  for (std::size_t i = 0; i < counters_.size(); ++i) counters_.add(i, c);
+  const std::int64_t c =
+      all_measured && measured < static_cast<double>(bound) ? static_cast<std::int64_t>(measured) : bound;
+  if (c > 0) {
+    for (std::size_t i = 0; i < counters_.size(); ++i) counters_.add(i, c);
+  }
   compensation_.add(0, c);
-  compensation_.set(1, static_cast<std::int64_t>(info.theta_by_failure.size()));
+  compensation_.set(1, static_cast<std::int64_t>(k));
 }
 
 double CountMinHeavyHitters::distance(const Operator& other) const {

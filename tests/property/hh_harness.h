@@ -25,6 +25,23 @@ struct HhSetup {
   int parallelism = 2;
   std::uint64_t width = 2000;
   std::uint64_t depth = 4;
+  bool relay = false;  // source -> relay -> count-min-hh: the sketches' upstream is not replayable
+};
+
+// A stateless pass-through operator: put between the source and the sketches, it makes their upstream a worker
+// that forgets what its receivers acknowledged (unlike a replayable source).
+class Relay final : public Operator {
+ public:
+  void process(const Item& item, Emitter& out) override { out.emit(item.key, item.value, item.time); }
+  double alpha() const override { return 0; }
+  double beta() const override { return 1; }
+  double divergence() const override { return 0; }
+  void snapshot_full(ByteWriter&) const override {}
+  void snapshot_delta(ByteWriter&) const override {}
+  void mark_backed_up() override {}
+  void restore_full(ByteReader& in) override { in.expect_end("relay snapshot"); }
+  void apply_delta(ByteReader& in) override { in.expect_end("relay delta"); }
+  double distance(const Operator&) const override { return 0; }
 };
 
 struct HhRun {
@@ -49,12 +66,13 @@ inline Topology hh_topology(const HhSetup& s) {
   Params cm;
   cm.set("width", s.width).set("depth", s.depth).set("phi", s.phi).set("seed", s.seed + 11);
   cm.set("max-weight", hh::max_weight(hh::parse_weights(s.weights)));
-  return TopologyBuilder()
-      .source("source", "zipf", hh_source_params(s))
-      .stage("hh", "count-min-hh", cm)
+  TopologyBuilder b;
+  b.source("source", "zipf", hh_source_params(s));
+  if (s.relay) b.stage("relay", "relay", Params()).forward().from("source");
+  return b.stage("hh", "count-min-hh", cm)
       .parallelism(s.parallelism)
       .key_by()
-      .from("source")
+      .from(s.relay ? "relay" : "source")
       .stage("sink", "hh-merge", Params().set("items", s.items * 1500))
       .forward()
       .from("hh")
@@ -87,6 +105,8 @@ inline HhRun run_hh(const HhSetup& s, RunConfig config, std::shared_ptr<BackupSt
   Registry registry;
   register_builtin_sources(registry);
   hh::register_heavy_hitters(registry);
+  registry.add_operator("relay", "pass-through (tests)",
+                        [](const Params&, const InstanceInfo&) { return std::make_unique<Relay>(); });
   HhRun out;
   out.topology = hh_topology(s);
   LocalCluster cluster(out.topology, registry, std::move(config), std::move(store));

@@ -30,6 +30,7 @@ void expect_same(const StateRecord& a, const StateRecord& b) {
   EXPECT_EQ(a.outputs, b.outputs);
   EXPECT_EQ(a.ended_inputs, b.ended_inputs);
   EXPECT_EQ(a.source_offset, b.source_offset);
+  EXPECT_EQ(a.missing_by_failure, b.missing_by_failure);
   ASSERT_EQ(a.unacked_outputs.size(), b.unacked_outputs.size());
   for (std::size_t i = 0; i < a.unacked_outputs.size(); ++i) expect_same(a.unacked_outputs[i], b.unacked_outputs[i]);
 }
@@ -51,6 +52,7 @@ StateRecord some_state() {
   s.ended_inputs = {5, 0};
   s.source_offset = 123456789012345ULL;
   s.unacked_outputs = some_items();
+  s.missing_by_failure = {0, 12, -1};
   return s;
 }
 
@@ -82,11 +84,11 @@ TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   Bytes bad_magic = good;
   bad_magic[0] ^= 0xFF;
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(bad_magic); }), "state record: bad magic");
-  Bytes v2 = good;
-  const std::uint16_t two = 2;
-  std::memcpy(v2.data() + 4, &two, sizeof two);
-  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v2); }),
-            "state record: unsupported version 2 (expected 1)");
+  Bytes v1 = good;
+  const std::uint16_t one = 1;  // the format before missing_by_failure
+  std::memcpy(v1.data() + 4, &one, sizeof one);
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v1); }),
+            "state record: unsupported version 1 (expected 2)");
   Bytes trailing = good;
   trailing.push_back(0);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(trailing); }),
@@ -136,7 +138,7 @@ TEST(ItemRecord, RejectsCorruption) {
   Bytes v0 = good;
   v0[4] = 0;
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(v0); }),
-            "item record: unsupported version 0 (expected 1)");
+            "item record: unsupported version 0 (expected 2)");
   Bytes flag = good;
   flag[14 + 4] = 2;  // first item's end-of-stream flag
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(flag); }), "item record: bad end-of-stream flag");

@@ -102,8 +102,9 @@ TEST(NetCodec, EncodeBatchIgnoresItemSeqAndDecodeNumbersConsecutively) {
 }
 
 TEST(NetCodec, AckRoundTrip) {
-  const Message m{
-      .sender = 9, .epoch = 4, .body = AckMsg{.channel = 12, .seq = std::numeric_limits<std::uint64_t>::max()}};
+  const Message m{.sender = 9,
+                  .epoch = 4,
+                  .body = AckMsg{.channel = 12, .seq = std::numeric_limits<std::uint64_t>::max(), .covered = 77}};
   EXPECT_EQ(decode(encode(m)), m);
 }
 

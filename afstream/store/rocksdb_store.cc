@@ -1,0 +1,408 @@
+// Durable backup store on RocksDB: key and value encoding, the in-memory index rebuilt on open, and the atomic
+// write batches behind every put (see rocksdb_store.h for the layout and what survives what).
+#include "afstream/store/rocksdb_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <system_error>
+
+#include "afstream/core/errors.h"
+#include "afstream/state/snapshot.h"
+
+namespace afs {
+namespace {
+
+constexpr std::uint8_t kStateKind = 1;
+constexpr std::uint8_t kItemsKind = 2;
+constexpr std::uint8_t kValueFormatVersion = 1;
+constexpr std::size_t kKeySize = 4 + 1 + 8;
+constexpr std::size_t kChecksumSize = 8;
+constexpr std::size_t kStateHeaderSize = kChecksumSize + 1 + 1 + 1;       // checksum | version | kind | full
+constexpr std::size_t kItemsFixedHeaderSize = kChecksumSize + 1 + 1 + 4;  // checksum | version | kind | count
+constexpr std::size_t kItemInfoSize = 4 + 8 + 8;
+
+// The format marker: a key no record can have (kind 0), written when a store is created.
+const std::string kMetaKey = std::string(5, '\0') + "afstream-backup-store";
+const std::string kMetaFormat = "1";
+
+void put_be(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::uint64_t get_be(const char* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
+  return v;
+}
+
+void put_le(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::uint64_t get_le(const char* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
+  return v;
+}
+
+// The sign bit is flipped so that negative workers sort before non-negative ones.
+std::uint32_t worker_bits(int worker) { return static_cast<std::uint32_t>(worker) ^ 0x80000000u; }
+int worker_of_bits(std::uint32_t bits) { return static_cast<int>(bits ^ 0x80000000u); }
+
+std::string record_key(int worker, std::uint8_t kind, std::uint64_t counter) {
+  std::string k;
+  k.reserve(kKeySize);
+  put_be(k, worker_bits(worker), 4);
+  k.push_back(static_cast<char>(kind));
+  put_be(k, counter, 8);
+  return k;
+}
+
+std::uint64_t checksum_of(std::string_view bytes) {
+  return checksum(std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+}
+
+void seal(std::string& value) {
+  const std::uint64_t sum = checksum_of(std::string_view(value).substr(kChecksumSize));
+  for (std::size_t i = 0; i < kChecksumSize; ++i) value[i] = static_cast<char>((sum >> (8 * i)) & 0xff);
+}
+
+std::string state_value(bool full, const Bytes& record) {
+  std::string v;
+  v.reserve(kStateHeaderSize + record.size());
+  v.append(kChecksumSize, '\0');
+  v.push_back(static_cast<char>(kValueFormatVersion));
+  v.push_back(static_cast<char>(kStateKind));
+  v.push_back(full ? 1 : 0);
+  v.append(reinterpret_cast<const char*>(record.data()), record.size());
+  seal(v);
+  return v;
+}
+
+std::string items_value(const std::vector<ItemRecordInfo>& infos, const Bytes& record) {
+  std::string v;
+  v.reserve(kItemsFixedHeaderSize + kItemInfoSize * infos.size() + record.size());
+  v.append(kChecksumSize, '\0');
+  v.push_back(static_cast<char>(kValueFormatVersion));
+  v.push_back(static_cast<char>(kItemsKind));
+  put_le(v, infos.size(), 4);
+  for (const auto& info : infos) {
+    put_le(v, info.channel, 4);
+    put_le(v, info.first_seq, 8);
+    put_le(v, info.last_seq, 8);
+  }
+  v.append(reinterpret_cast<const char*>(record.data()), record.size());
+  seal(v);
+  return v;
+}
+
+const char* what_of(std::uint8_t kind) { return kind == kStateKind ? "state backup" : "item backup"; }
+
+// A verified value: the record bytes and, for item records, the infos.
+struct OpenedValue {
+  std::string_view record;
+  std::vector<ItemRecordInfo> infos;
+};
+
+// Verifies the checksum, the format version and the kind of a value; throws FormatError naming the worker and
+// the record otherwise.
+OpenedValue open_value(std::string_view v, std::uint8_t kind, const std::string& path, int worker,
+                       std::uint64_t counter) {
+  auto fail = [&](const std::string& why) {
+    return FormatError("backup store '" + path + "': corrupt " + std::string(what_of(kind)) + " #" +
+                       std::to_string(counter) + " of worker " + std::to_string(worker) + " (" + why +
+                       "); it will not be restored");
+  };
+  const std::size_t fixed = kind == kStateKind ? kStateHeaderSize : kItemsFixedHeaderSize;
+  if (v.size() < fixed) {
+    throw fail("truncated: " + std::to_string(v.size()) + " bytes, shorter than its " + std::to_string(fixed) +
+               "-byte header");
+  }
+  if (get_le(v.data(), 8) != checksum_of(v.substr(kChecksumSize))) throw fail("checksum mismatch");
+  const auto version = static_cast<std::uint8_t>(v[kChecksumSize]);
+  if (version != kValueFormatVersion) {
+    throw fail("unsupported record format version " + std::to_string(version) + ", expected " +
+               std::to_string(kValueFormatVersion));
+  }
+  if (static_cast<std::uint8_t>(v[kChecksumSize + 1]) != kind) throw fail("wrong record kind");
+  OpenedValue out;
+  if (kind == kStateKind) {
+    out.record = v.substr(kStateHeaderSize);
+    return out;
+  }
+  const std::uint64_t count = get_le(v.data() + kChecksumSize + 2, 4);
+  if (count > (v.size() - fixed) / kItemInfoSize) throw fail("item infos run past the end");
+  out.infos.reserve(count);
+  const char* p = v.data() + fixed;
+  for (std::uint64_t i = 0; i < count; ++i, p += kItemInfoSize) {
+    out.infos.push_back({static_cast<std::uint32_t>(get_le(p, 4)), get_le(p + 4, 8), get_le(p + 12, 8)});
+  }
+  out.record = v.substr(fixed + count * kItemInfoSize);
+  return out;
+}
+
+std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
+
+std::string hex(std::string_view s) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (const char c : s) {
+    out.push_back(digits[static_cast<std::uint8_t>(c) >> 4]);
+    out.push_back(digits[static_cast<std::uint8_t>(c) & 0xf]);
+  }
+  return out;
+}
+
+}  // namespace
+
+RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path_(std::move(path)), options_(options) {
+  if (path_.empty()) throw ConfigError("backup store: the RocksDB directory path is empty");
+  // RocksDB creates only the last component of the path; create the parents too. If that fails, RocksDB's own
+  // error below names the problem, with this one added.
+  std::error_code ec;
+  std::filesystem::create_directories(path_, ec);
+
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;  // a torn WAL tail: keep the prefix
+  o.keep_log_file_num = 4;                                               // RocksDB's info LOG files in the directory
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s = rocksdb::DB::Open(o, path_, &raw);
+  if (!s.ok()) {
+    std::string msg = "backup store: cannot open RocksDB directory '" + path_ + "': " + s.ToString();
+    if (ec) msg += " (creating the directory: " + ec.message() + ")";
+    throw ConfigError(msg);
+  }
+  db_.reset(raw);
+
+  std::string format;
+  const rocksdb::Status m = db_->Get(rocksdb::ReadOptions(), kMetaKey, &format);
+  if (m.IsNotFound()) {
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+    it->SeekToFirst();
+    if (it->Valid()) {
+      throw ConfigError("backup store: RocksDB directory '" + path_ +
+                        "' holds data but is not an afstream backup store (no format marker)");
+    }
+    if (!it->status().ok()) {
+      throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + it->status().ToString());
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    const rocksdb::Status w = db_->Put(wo, kMetaKey, kMetaFormat);
+    if (!w.ok()) {
+      throw ConfigError("backup store: cannot initialise RocksDB directory '" + path_ + "': " + w.ToString());
+    }
+  } else if (!m.ok()) {
+    throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + m.ToString());
+  } else if (format != kMetaFormat) {
+    throw ConfigError("backup store: RocksDB directory '" + path_ + "' has backup store format '" + format +
+                      "', this program reads format '" + kMetaFormat + "'");
+  }
+  load_index();
+}
+
+RocksDbStore::~RocksDbStore() {
+  if (db_) db_->Close();  // best effort: the write-ahead log already holds every put
+}
+
+void RocksDbStore::load_index() {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::string_view key = view(it->key());
+    if (key == kMetaKey) continue;
+    const auto kind = key.size() == kKeySize ? static_cast<std::uint8_t>(key[4]) : std::uint8_t{0};
+    if (kind != kStateKind && kind != kItemsKind) {
+      throw FormatError("backup store: RocksDB directory '" + path_ + "' holds an unexpected key 0x" + hex(key) +
+                        " (not an afstream backup record)");
+    }
+    const int worker = worker_of_bits(static_cast<std::uint32_t>(get_be(key.data(), 4)));
+    const std::uint64_t counter = get_be(key.data() + 5, 8);
+    const std::string_view value = view(it->value());
+    WorkerIndex& w = index_[worker];
+    w.next_counter = std::max(w.next_counter, counter + 1);
+    if (kind == kStateKind) {
+      const std::uint64_t size = value.size() - std::min(value.size(), kStateHeaderSize);
+      w.chain.push_back({counter, size});
+      stats_.bytes_stored += size;
+    } else {
+      ItemEntry e;
+      e.counter = counter;
+      try {
+        OpenedValue opened = open_value(value, kItemsKind, path_, worker, counter);
+        e.size = opened.record.size();
+        e.infos = std::move(opened.infos);
+      } catch (const FormatError&) {
+        // Its infos cannot be trusted, so it is never trimmed; reading it reports the corruption.
+        // Its size is what the header claims if that fits, so that drop subtracts what was added here.
+        e.infos_known = false;
+        e.size = value.size() - std::min(value.size(), kItemsFixedHeaderSize);
+        if (value.size() >= kItemsFixedHeaderSize) {
+          const std::uint64_t count = get_le(value.data() + kChecksumSize + 2, 4);
+          if (count <= e.size / kItemInfoSize) e.size -= count * kItemInfoSize;
+        }
+      }
+      stats_.bytes_stored += e.size;
+      w.items.push_back(std::move(e));
+    }
+  }
+  if (!it->status().ok()) {
+    throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + it->status().ToString());
+  }
+}
+
+void RocksDbStore::write(rocksdb::WriteBatch& batch, const char* operation, int worker) {
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  const rocksdb::Status s = db_->Write(wo, &batch);
+  if (!s.ok()) {
+    throw RuntimeError("backup store '" + path_ + "': " + operation + " of worker " + std::to_string(worker) +
+                       " failed: " + s.ToString());
+  }
+}
+
+void RocksDbStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
+  std::lock_guard lock(mu_);
+  WorkerIndex& w = index_[worker];
+  rocksdb::WriteBatch batch;
+  std::uint64_t dropped_bytes = 0;
+  if (full) {
+    for (const auto& s : w.chain) {
+      batch.Delete(record_key(worker, kStateKind, s.counter));
+      dropped_bytes += s.size;
+    }
+  }
+  const std::uint64_t counter = w.next_counter;
+  batch.Put(record_key(worker, kStateKind, counter), state_value(full, record));
+  // Drop item records wholly covered by this state, in the same batch.
+  std::vector<bool> trimmed(w.items.size(), false);
+  for (std::size_t i = 0; i < w.items.size(); ++i) {
+    const ItemEntry& e = w.items[i];
+    if (!e.infos_known) continue;
+    bool covered_all = true;
+    for (const auto& info : e.infos) {
+      auto c = covered.find(info.channel);
+      if (c == covered.end() || c->second < info.last_seq) {
+        covered_all = false;
+        break;
+      }
+    }
+    if (covered_all) {
+      trimmed[i] = true;
+      batch.Delete(record_key(worker, kItemsKind, e.counter));
+      dropped_bytes += e.size;
+    }
+  }
+  write(batch, "put_state", worker);
+
+  // Written: update the index to match.
+  w.next_counter = counter + 1;
+  if (full) w.chain.clear();
+  w.chain.push_back({counter, record.size()});
+  std::deque<ItemEntry> kept;
+  for (std::size_t i = 0; i < w.items.size(); ++i) {
+    if (!trimmed[i]) kept.push_back(std::move(w.items[i]));
+  }
+  w.items = std::move(kept);
+  stats_.state_backups++;
+  stats_.bytes_written += record.size();
+  stats_.bytes_stored = stats_.bytes_stored - dropped_bytes + record.size();
+}
+
+void RocksDbStore::put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) {
+  if (infos.size() > std::numeric_limits<std::uint32_t>::max()) {
+    throw RuntimeError("backup store '" + path_ + "': put_items of worker " + std::to_string(worker) + ": " +
+                       std::to_string(infos.size()) + " item infos in one record, at most 2^32 - 1");
+  }
+  std::lock_guard lock(mu_);
+  WorkerIndex& w = index_[worker];
+  const std::uint64_t counter = w.next_counter;
+  rocksdb::WriteBatch batch;
+  batch.Put(record_key(worker, kItemsKind, counter), items_value(infos, record));
+  write(batch, "put_items", worker);
+
+  w.next_counter = counter + 1;
+  w.items.push_back({counter, record.size(), std::move(infos), true});
+  stats_.item_backups++;
+  stats_.bytes_written += record.size();
+  stats_.bytes_stored += record.size();
+}
+
+// Reads need no lock: a RocksDB iterator sees one consistent snapshot, and every put is one atomic batch, so a
+// concurrent put shows either wholly or not at all.
+std::vector<Bytes> RocksDbStore::read_records(int worker, std::uint8_t kind) const {
+  const std::string lower = record_key(worker, kind, 0);
+  const std::string upper = record_key(worker, static_cast<std::uint8_t>(kind + 1), 0);
+  const rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  std::vector<Bytes> out;
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    const std::string_view key = view(it->key());
+    const OpenedValue opened = open_value(view(it->value()), kind, path_, worker, get_be(key.data() + 5, 8));
+    out.emplace_back(opened.record.begin(), opened.record.end());
+  }
+  if (!it->status().ok()) {
+    throw RuntimeError("backup store '" + path_ + "': reading the " + what_of(kind) + "s of worker " +
+                       std::to_string(worker) + " failed: " + it->status().ToString());
+  }
+  return out;
+}
+
+std::vector<Bytes> RocksDbStore::state_chain(int worker) const { return read_records(worker, kStateKind); }
+
+std::vector<Bytes> RocksDbStore::item_records(int worker) const { return read_records(worker, kItemsKind); }
+
+void RocksDbStore::drop(int worker) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(worker);
+  if (it == index_.end()) return;
+  rocksdb::WriteBatch batch;
+  std::uint64_t dropped_bytes = 0;
+  for (const auto& s : it->second.chain) {
+    batch.Delete(record_key(worker, kStateKind, s.counter));
+    dropped_bytes += s.size;
+  }
+  for (const auto& e : it->second.items) {
+    batch.Delete(record_key(worker, kItemsKind, e.counter));
+    dropped_bytes += e.size;
+  }
+  write(batch, "drop", worker);
+  stats_.bytes_stored -= dropped_bytes;
+  index_.erase(it);
+}
+
+StoreStats RocksDbStore::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void RocksDbStore::corrupt_latest_state(int worker) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(worker);
+  if (it == index_.end() || it->second.chain.empty()) return;
+  const std::string key = record_key(worker, kStateKind, it->second.chain.back().counter);
+  std::string value;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, &value);
+  if (!s.ok()) {
+    throw RuntimeError("backup store '" + path_ + "': corrupt_latest_state of worker " + std::to_string(worker) +
+                       " failed: " + s.ToString());
+  }
+  if (value.empty()) return;
+  value[value.size() / 2] = static_cast<char>(value[value.size() / 2] ^ 0x5a);
+  rocksdb::WriteBatch batch;
+  batch.Put(key, value);
+  write(batch, "corrupt_latest_state", worker);
+}
+
+}  // namespace afs

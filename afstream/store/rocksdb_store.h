@@ -1,0 +1,101 @@
+// Durable backup store on RocksDB (DESIGN sections 4, 5 and 8): the backend of the backup server, with the exact
+// semantics of MemoryStore (state chains per worker, item records in put order, trimming by `covered`, drop, stats).
+//
+// Durability: every put is one atomic rocksdb::WriteBatch (a new full state, the deletion of the old chain and of
+// the item records it covers happen together), so a crash never leaves a half-written backup; after a crash the
+// store holds exactly the puts up to some point, at least every put that returned.
+//   - sync = false: each put is written to RocksDB's write-ahead log before it returns (in the OS page cache), so a
+//     SIGKILL of the process loses nothing that was acknowledged; a machine crash may lose the last puts.
+//   - sync = true: each put is also fsynced before it returns, so it survives a machine crash too (slower).
+//
+// Layout: key = worker (4 bytes, big-endian, sign bit flipped so iteration follows worker order) | kind (1 byte:
+// 1 = state, 2 = items) | per-worker record counter (8 bytes, big-endian, so iteration is in put order).
+// Value = u64 xxh3 checksum of everything after it | u8 format version | u8 kind | kind-specific header (state: u8
+// full; items: u32 count and count x (u32 channel, u64 first_seq, u64 last_seq)) | the record bytes (little-endian
+// numbers). The checksum is verified on every read; a mismatch throws FormatError and the record is never returned.
+// Opening scans the store once to rebuild the in-memory index (record sizes, item infos, the next counter of each
+// worker: one past its last key). An item record that fails its checksum there is kept but never trimmed (its infos
+// cannot be trusted); reading it throws FormatError until the worker is dropped.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "afstream/store/backup_store.h"
+
+namespace rocksdb {
+class DB;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace afs {
+
+struct RocksDbStoreOptions {
+  // false: a put survives a SIGKILL of this process once it returns (the write-ahead log is in the OS page cache).
+  // true: a put is fsynced before it returns and also survives a machine crash or power loss.
+  bool sync = false;
+};
+
+class RocksDbStore final : public BackupStore {
+ public:
+  // Opens (creating the directory and the store if missing) the store in directory `path`. Throws ConfigError,
+  // naming the path and RocksDB's message, when it cannot be created or opened (not a directory, no permission,
+  // already open by another process or another RocksDbStore in this one, not an afstream backup store), and
+  // FormatError when the store holds a key that is not an afstream backup record.
+  explicit RocksDbStore(std::string path, RocksDbStoreOptions options = {});
+  ~RocksDbStore() override;
+  RocksDbStore(const RocksDbStore&) = delete;
+  RocksDbStore& operator=(const RocksDbStore&) = delete;
+
+  // The BackupStore contract; RocksDB failures at run time throw RuntimeError naming the operation and the worker.
+  void put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
+  std::vector<Bytes> state_chain(int worker) const override;
+  void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
+  std::vector<Bytes> item_records(int worker) const override;
+  void drop(int worker) override;
+  // state_backups, item_backups and bytes_written count the puts of this process (this object); bytes_stored is
+  // what the store holds now, including what earlier processes wrote. Bytes are record bytes, as given to put_*
+  // (RocksDB's own overhead and compression are not counted).
+  StoreStats stats() const override;
+
+  const std::string& path() const { return path_; }
+
+  // For tests: flip one byte of the newest state record of worker on disk (simulates storage corruption).
+  void corrupt_latest_state(int worker);
+
+ private:
+  struct StateEntry {
+    std::uint64_t counter = 0;
+    std::uint64_t size = 0;  // record bytes
+  };
+  struct ItemEntry {
+    std::uint64_t counter = 0;
+    std::uint64_t size = 0;
+    std::vector<ItemRecordInfo> infos;
+    bool infos_known = true;  // false: the record failed its checksum on open; it is never trimmed, only dropped
+  };
+  struct WorkerIndex {
+    std::vector<StateEntry> chain;
+    std::deque<ItemEntry> items;
+    std::uint64_t next_counter = 0;
+  };
+
+  void load_index();
+  std::vector<Bytes> read_records(int worker, std::uint8_t kind) const;
+  void write(rocksdb::WriteBatch& batch, const char* operation, int worker);
+
+  std::string path_;
+  RocksDbStoreOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+
+  mutable std::mutex mu_;  // guards index_ and stats_, and serialises writes
+  std::unordered_map<int, WorkerIndex> index_;
+  StoreStats stats_;
+};
+
+}  // namespace afs

@@ -1,0 +1,82 @@
+// Benchmarks of the backup store backends (afstream/store): put_state of 32 KB deltas (a full backup every 64
+// puts, which drops the chain before it), MemoryStore vs RocksDbStore without and with fsync. Reports bytes/s and
+// puts/s (items_per_second), both per wall-clock second (an fsync waits without using CPU); compare the backends within
+// one run (DESIGN.md section 9: absolute numbers on shared machines are noise, ratios are the result).
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <system_error>
+
+#include "afstream/store/memory_store.h"
+#include "afstream/store/rocksdb_store.h"
+
+namespace {
+
+constexpr int kFullEvery = 64;
+
+// Random bytes, so that RocksDB's block compression does not flatter it.
+afs::Bytes random_record(std::size_t n) {
+  std::mt19937_64 rng(42);
+  afs::Bytes b(n);
+  for (auto& x : b) x = static_cast<std::uint8_t>(rng());
+  return b;
+}
+
+// A unique directory under /tmp, removed at the end of the benchmark run.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/afs_store_bench.XXXXXX";
+    if (mkdtemp(tmpl) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void put_states(benchmark::State& state, afs::BackupStore& store) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  const afs::Bytes record = random_record(size);
+  const afs::SeqByChannel covered = {{0, 0}};
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    store.put_state(0, i % kFullEvery == 0, record, covered);
+    ++i;
+  }
+  state.SetItemsProcessed(state.iterations());  // puts/s
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(size));
+}
+
+void BM_PutState_Memory(benchmark::State& state) {
+  afs::MemoryStore store;
+  put_states(state, store);
+}
+
+template <bool Sync>
+void BM_PutState_RocksDb(benchmark::State& state) {
+  TempDir dir;
+  if (dir.path().empty()) {
+    state.SkipWithError("mkdtemp failed");
+    return;
+  }
+  afs::RocksDbStore store(dir.path() + "/db", afs::RocksDbStoreOptions{Sync});
+  put_states(state, store);
+}
+
+BENCHMARK(BM_PutState_Memory)->Arg(32 << 10)->UseRealTime();
+BENCHMARK(BM_PutState_RocksDb<false>)->Name("BM_PutState_RocksDb")->Arg(32 << 10)->UseRealTime();
+BENCHMARK(BM_PutState_RocksDb<true>)->Name("BM_PutState_RocksDbSync")->Arg(32 << 10)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
