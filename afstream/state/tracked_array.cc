@@ -1,6 +1,8 @@
 // TrackedArray<T>: serialization, backup bookkeeping and brute-force distance (DESIGN.md section 3).
 #include "afstream/state/tracked_array.h"
 
+#include <bit>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -9,12 +11,16 @@
 
 namespace afs {
 
+namespace {
+constexpr std::size_t kMaxSlots = 0xFFFFFFFEu;  // indices in deltas are u32
+}  // namespace
+
 template <typename T>
 TrackedArray<T>::TrackedArray(std::size_t n, Metric m)
-    : values_(n <= detail::DirtySlots<T>::kMaxSlots ? n : 0, T{}), dirty_(values_.size()), div_(m) {
-  if (n > detail::DirtySlots<T>::kMaxSlots) {
-    throw ConfigError("TrackedArray size " + std::to_string(n) + " exceeds the limit of " +
-                      std::to_string(detail::DirtySlots<T>::kMaxSlots) + " slots");
+    : values_(n <= kMaxSlots ? n : 0, T{}), base_(values_.size(), T{}), dirty_((values_.size() + 63) / 64, 0), div_(m) {
+  if (n > kMaxSlots) {
+    throw ConfigError("TrackedArray size " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxSlots) +
+                      " slots");
   }
   if (m == Metric::NewKeys) {
     throw ConfigError(
@@ -29,17 +35,38 @@ std::uint16_t TrackedArray<T>::tag() {
 }
 
 template <typename T>
+template <typename F>
+void TrackedArray<T>::for_each_dirty(F&& f) const {
+  for (std::size_t w = 0; w < dirty_.size(); ++w) {
+    for (std::uint64_t bits = dirty_[w]; bits != 0; bits &= bits - 1) {
+      f(static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits))));
+    }
+  }
+}
+
+template <typename T>
+std::size_t TrackedArray<T>::dirty_count() const {
+  std::size_t k = 0;
+  for (const std::uint64_t bits : dirty_) k += static_cast<std::size_t>(std::popcount(bits));
+  return k;
+}
+
+template <typename T>
 void TrackedArray<T>::mark_backed_up() {
-  dirty_.clear();
+  for (std::size_t w = 0; w < dirty_.size(); ++w) {
+    for (std::uint64_t bits = dirty_[w]; bits != 0; bits &= bits - 1) {
+      const std::size_t i = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      base_[i] = values_[i];
+    }
+    dirty_[w] = 0;
+  }
   div_.reset();
 }
 
 template <typename T>
 void TrackedArray<T>::recompute() {
   div_.reset_sum();
-  const auto& idx = dirty_.indices();
-  const auto& base = dirty_.bases();
-  for (std::size_t k = 0; k < idx.size(); ++k) div_.accumulate(base[k], values_[idx[k]]);
+  for_each_dirty([&](std::uint32_t i) { div_.accumulate(base_[i], values_[i]); });
 }
 
 template <typename T>
@@ -50,11 +77,25 @@ void TrackedArray<T>::write_full(ByteWriter& w) const {
 
 template <typename T>
 void TrackedArray<T>::write_delta(ByteWriter& w) const {
-  const std::size_t k = dirty_.count();
-  w.buffer().reserve(w.size() + 12 + 16 + k * (sizeof(std::uint32_t) + sizeof(T)));
+  const std::size_t k = dirty_count();
   detail::write_container_header(w, tag() | detail::kTagDelta, values_.size());
-  w.put_array<std::uint32_t>(dirty_.indices());
-  detail::put_gathered<T>(w, values_, dirty_.indices());
+  // The same layout as put_array<u32>(indices) then put_gathered(values, indices), written in one pass.
+  auto& buf = w.buffer();
+  const std::size_t off = buf.size();
+  buf.resize(off + 2 * sizeof(std::uint64_t) + k * (sizeof(std::uint32_t) + sizeof(T)));
+  std::uint8_t* idx_out = buf.data() + off;
+  const std::uint64_t count = k;
+  std::memcpy(idx_out, &count, sizeof count);
+  idx_out += sizeof count;
+  std::uint8_t* val_out = idx_out + k * sizeof(std::uint32_t);
+  std::memcpy(val_out, &count, sizeof count);
+  val_out += sizeof count;
+  for_each_dirty([&](std::uint32_t i) {
+    std::memcpy(idx_out, &i, sizeof i);
+    idx_out += sizeof i;
+    std::memcpy(val_out, &values_[i], sizeof(T));
+    val_out += sizeof(T);
+  });
 }
 
 template <typename T>
@@ -71,7 +112,9 @@ void TrackedArray<T>::read_full(ByteReader& r) {
                       std::to_string(v.size()) + " values follow");
   }
   values_.swap(v);
-  mark_backed_up();
+  base_ = values_;
+  std::fill(dirty_.begin(), dirty_.end(), 0);
+  div_.reset();
 }
 
 template <typename T>
@@ -94,7 +137,11 @@ void TrackedArray<T>::apply_delta(ByteReader& r) {
                         std::to_string(n) + ")");
     }
   }
-  for (std::size_t k = 0; k < idx.size(); ++k) values_[idx[k]] = v[k];
+  // Slots changed since the last backup (none after a restore) that the delta does not name keep their values.
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    values_[idx[k]] = v[k];
+    dirty_[idx[k] >> 6] |= std::uint64_t{1} << (idx[k] & 63);
+  }
   mark_backed_up();
 }
 

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "afstream/core/bytes.h"
-#include "afstream/state/dirty_slots.h"
 #include "afstream/state/divergence.h"
 
 namespace afs {
@@ -28,9 +27,10 @@ namespace afs {
 //  - MaxAbs is a high-water mark: the largest |v_i - b_i| any counter reached since the last backup. It equals the
 //    current max_i |v_i - b_i| when counters only move one way between backups (Count-Min: increments only) and is an
 //    upper bound otherwise, so a Theta test on it never under-reports.
-// Cost: add/set are O(1) (a few ns); mark_backed_up and write_delta are O(dirty slots). Memory: n*sizeof(T) for the
-// values, 4n bytes of slot state, and (4 + sizeof(T)) bytes per dirty slot for its index and backed-up value.
-// Sizes are limited to 2^32 - 2 slots.
+// Cost: add/set are O(1) and branch-free (a few ns, the same before and after a backup: a slot's first change since
+// the backup costs nothing extra); mark_backed_up and write_delta are O(n/64 + dirty slots). Memory: 2n*sizeof(T)
+// (the values and a copy of the backed-up values, read next to them) plus one bit per slot (dirty since the
+// backup). Sizes are limited to 2^32 - 2 slots.
 template <typename T>
 class TrackedArray {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
@@ -65,7 +65,7 @@ class TrackedArray {
   // Distance from the state at the last backup, in metric(). O(1).
   double divergence() const { return div_.value(); }
   // Number of slots changed (written) since the last backup: the entries of the next delta.
-  std::size_t dirty_count() const { return dirty_.count(); }
+  std::size_t dirty_count() const;
   // The current state is now the backed-up state: divergence() becomes 0 and the delta empty. O(dirty).
   void mark_backed_up();
 
@@ -89,16 +89,19 @@ class TrackedArray {
   void update(std::size_t i, T now) {
     const T old = values_[i];
     values_[i] = now;
-    const T base = dirty_.base_for(i, old);
-    div_.change(base, old, now);
+    dirty_[i >> 6] |= std::uint64_t{1} << (i & 63);
+    div_.change(base_[i], old, now);
     if (div_.drifted()) [[unlikely]]
       recompute();
   }
   void recompute();
   static std::uint16_t tag();
+  template <typename F>
+  void for_each_dirty(F&& f) const;  // f(index) for every slot changed since the last backup, in index order
 
   std::vector<T> values_;
-  detail::DirtySlots<T> dirty_;
+  std::vector<T> base_;               // the values at the last backup
+  std::vector<std::uint64_t> dirty_;  // bit i: slot i written since the last backup
   detail::DivergenceTracker<T> div_;
 };
 
