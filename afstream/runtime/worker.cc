@@ -67,6 +67,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   } else {
     op_ = ctx.registry->make_operator(stage_.kind, stage_.params, at);
     op_type_ = type_id_of(stage_.kind);
+    op_alpha_ = op_->alpha();
   }
   // Pipeline scope: a lost item here can cause beta^(stages below) lost items at the end (DESIGN 3).
   if (op_) {
@@ -290,6 +291,7 @@ void Worker::restore() {
       auto& o = outs_[out_slot(ci.channel)];
       if (o.unacked.empty()) o.acked = o.sent = ci.item.seq - 1;
       o.unacked.push_back(ci.item);
+      ++unacked_;
     }
     for (auto& in : ins_) {
       auto it = last.inputs.find(static_cast<std::uint32_t>(in.id));
@@ -368,7 +370,10 @@ void Worker::continue_output_numbering() {
       o.out_seq = held;
       o.acked = std::max(o.acked, held);
       o.sent = std::max(o.sent, held);
-      while (!o.unacked.empty() && o.unacked.front().seq <= held) o.unacked.pop_front();
+      while (!o.unacked.empty() && o.unacked.front().seq <= held) {
+        o.unacked.pop_front();
+        --unacked_;
+      }
     }
   }
 }
@@ -645,7 +650,10 @@ void Worker::on_ack(const net::AckMsg& a) {
   o.covered = std::max(o.covered, std::min(a.covered, std::max(o.out_seq, o.eos_seq)));
   if (a.seq <= o.acked) return;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
-  while (!o.unacked.empty() && o.unacked.front().seq <= o.acked) o.unacked.pop_front();
+  while (!o.unacked.empty() && o.unacked.front().seq <= o.acked) {
+    o.unacked.pop_front();
+    --unacked_;
+  }
   if (o.sent < o.acked) o.sent = o.acked;
 }
 
@@ -700,7 +708,7 @@ void Worker::process_one(const ChannelItem& ci) {
 bool Worker::logs_every_item() const {
   if (ctx_.config.mode == FtMode::Exact) return true;
   if (ctx_.config.mode != FtMode::Approx || source_) return false;
-  return schedule_.current().l == 0 || (op_ && schedule_.current().theta < op_->alpha());
+  return schedule_.current().l == 0 || (op_ && schedule_.current().theta < op_alpha_);
 }
 
 void Worker::after_update() {
@@ -779,6 +787,7 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
     Item it{key, value, time, ++o.out_seq};
     if (acks_enabled()) {
       o.unacked.push_back(it);
+      ++unacked_;
     } else {
       o.pending.push_back(it);
     }
@@ -882,12 +891,7 @@ bool Worker::all_acked() const {
   return true;
 }
 
-std::uint64_t Worker::unacked_total() const {
-  if (!acks_enabled()) return 0;
-  std::uint64_t n = 0;
-  for (const auto& o : outs_) n += o.unacked.size();
-  return n;
-}
+std::uint64_t Worker::unacked_total() const { return acks_enabled() ? unacked_ : 0; }
 
 // DESIGN 3, Gamma: a sender blocks at gamma unacknowledged items. Sources (replayable) and exact mode only need
 // flow control; gamma = 0 means the unacknowledged items travel in the state backups instead.
@@ -1018,6 +1022,7 @@ void Worker::rewind_source() {
     o.out_seq = committed_mark_.out_seqs.empty() ? 0 : committed_mark_.out_seqs[i];
     o.acked = o.sent = o.out_seq;
     o.eos_seq = 0;
+    unacked_ -= o.unacked.size();
     o.unacked.clear();
   }
   source_marks_.clear();

@@ -213,6 +213,8 @@ class Worker {
   std::unique_ptr<Operator> op_;
   std::unique_ptr<Source> source_;
   std::uint32_t op_type_ = 0;
+  double op_alpha_ = 0;            // op_->alpha(), constant (read per item when choosing how to protect it)
+  std::uint64_t unacked_ = 0;      // items held unacknowledged over all output channels (sum of OutChannel::unacked)
   std::uint64_t source_offset_ = 0;
   std::uint64_t source_size_ = 0;
   std::deque<SourceMark> source_marks_;  // produced batches not yet covered on every channel
