@@ -31,6 +31,7 @@
 #include "afstream/net/codec.h"
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/metrics.h"
+#include "afstream/runtime/ring.h"
 #include "afstream/store/backup_store.h"
 
 namespace afs {
@@ -115,7 +116,7 @@ class Worker {
     std::uint64_t sent = 0;     // highest seq handed to the socket
     std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
-    std::deque<Item> unacked;   // items with seq in (acked, out_seq]
+    Ring<Item> unacked;         // items with seq in (acked, out_seq]
     std::vector<Item> pending;  // mode none: items not yet sent
   };
   struct InChannel {
@@ -213,8 +214,8 @@ class Worker {
   std::unique_ptr<Operator> op_;
   std::unique_ptr<Source> source_;
   std::uint32_t op_type_ = 0;
-  double op_alpha_ = 0;            // op_->alpha(), constant (read per item when choosing how to protect it)
-  std::uint64_t unacked_ = 0;      // items held unacknowledged over all output channels (sum of OutChannel::unacked)
+  double op_alpha_ = 0;        // op_->alpha(), constant (read per item when choosing how to protect it)
+  std::uint64_t unacked_ = 0;  // items held unacknowledged over all output channels (sum of OutChannel::unacked)
   std::uint64_t source_offset_ = 0;
   std::uint64_t source_size_ = 0;
   std::deque<SourceMark> source_marks_;  // produced batches not yet covered on every channel
@@ -231,9 +232,9 @@ class Worker {
   std::vector<std::size_t> key_route_;  // downstream instance -> out index, for the single keyed output stage
   bool single_key_route_ = false;
 
-  std::deque<ChannelItem> staging_;  // received, not yet admitted (nor acknowledged)
-  std::deque<ChannelItem> queue_;    // admitted (acknowledged), unprocessed
-  std::size_t unbacked_ = 0;         // how many items at the tail of queue_ are not backed up
+  Ring<ChannelItem> staging_;  // received, not yet admitted (nor acknowledged)
+  Ring<ChannelItem> queue_;    // admitted (acknowledged), unprocessed
+  std::size_t unbacked_ = 0;   // how many items at the tail of queue_ are not backed up
   std::uint64_t since_state_backup_ = 0;
   std::uint64_t chain_length_ = 0;  // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
