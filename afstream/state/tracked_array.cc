@@ -1,6 +1,7 @@
 // TrackedArray<T>: serialization, backup bookkeeping and brute-force distance (DESIGN.md section 3).
 #include "afstream/state/tracked_array.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <stdexcept>
@@ -45,21 +46,9 @@ void TrackedArray<T>::for_each_dirty(F&& f) const {
 }
 
 template <typename T>
-std::size_t TrackedArray<T>::dirty_count() const {
-  std::size_t k = 0;
-  for (const std::uint64_t bits : dirty_) k += static_cast<std::size_t>(std::popcount(bits));
-  return k;
-}
-
-template <typename T>
 void TrackedArray<T>::mark_backed_up() {
-  for (std::size_t w = 0; w < dirty_.size(); ++w) {
-    for (std::uint64_t bits = dirty_[w]; bits != 0; bits &= bits - 1) {
-      const std::size_t i = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-      base_[i] = values_[i];
-    }
-    dirty_[w] = 0;
-  }
+  std::fill(dirty_.begin(), dirty_.end(), 0);
+  dirty_count_ = 0;
   div_.reset();
 }
 
@@ -112,9 +101,7 @@ void TrackedArray<T>::read_full(ByteReader& r) {
                       std::to_string(v.size()) + " values follow");
   }
   values_.swap(v);
-  base_ = values_;
-  std::fill(dirty_.begin(), dirty_.end(), 0);
-  div_.reset();
+  mark_backed_up();
 }
 
 template <typename T>
@@ -137,11 +124,7 @@ void TrackedArray<T>::apply_delta(ByteReader& r) {
                         std::to_string(n) + ")");
     }
   }
-  // Slots changed since the last backup (none after a restore) that the delta does not name keep their values.
-  for (std::size_t k = 0; k < idx.size(); ++k) {
-    values_[idx[k]] = v[k];
-    dirty_[idx[k] >> 6] |= std::uint64_t{1} << (idx[k] & 63);
-  }
+  for (std::size_t k = 0; k < idx.size(); ++k) values_[idx[k]] = v[k];
   mark_backed_up();
 }
 

@@ -28,9 +28,9 @@ namespace afs {
 //    current max_i |v_i - b_i| when counters only move one way between backups (Count-Min: increments only) and is an
 //    upper bound otherwise, so a Theta test on it never under-reports.
 // Cost: add/set are O(1) and branch-free (a few ns, the same before and after a backup: a slot's first change since
-// the backup costs nothing extra); mark_backed_up and write_delta are O(n/64 + dirty slots). Memory: 2n*sizeof(T)
-// (the values and a copy of the backed-up values, read next to them) plus one bit per slot (dirty since the
-// backup). Sizes are limited to 2^32 - 2 slots.
+// the backup costs nothing extra); mark_backed_up is O(n/64) (it clears bits) and write_delta O(n/64 + dirty
+// slots). Memory: 2n*sizeof(T) (the values, and the backed-up value of each slot written since the backup, captured
+// at its first change) plus one bit per slot. Sizes are limited to 2^32 - 2 slots.
 template <typename T>
 class TrackedArray {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
@@ -65,7 +65,7 @@ class TrackedArray {
   // Distance from the state at the last backup, in metric(). O(1).
   double divergence() const { return div_.value(); }
   // Number of slots changed (written) since the last backup: the entries of the next delta.
-  std::size_t dirty_count() const;
+  std::size_t dirty_count() const { return dirty_count_; }
   // The current state is now the backed-up state: divergence() becomes 0 and the delta empty. O(dirty).
   void mark_backed_up();
 
@@ -89,8 +89,15 @@ class TrackedArray {
   void update(std::size_t i, T now) {
     const T old = values_[i];
     values_[i] = now;
-    dirty_[i >> 6] |= std::uint64_t{1} << (i & 63);
-    div_.change(base_[i], old, now);
+    // The backed-up value is captured at a slot's first change after a backup (branch-free: the slot's old value
+    // when its dirty bit is clear), so mark_backed_up only clears the bits.
+    std::uint64_t& word = dirty_[i >> 6];
+    const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+    const T base = (word & bit) ? base_[i] : old;
+    base_[i] = base;
+    dirty_count_ += (word & bit) == 0;
+    word |= bit;
+    div_.change(base, old, now);
     if (div_.drifted()) [[unlikely]]
       recompute();
   }
@@ -101,7 +108,8 @@ class TrackedArray {
 
   std::vector<T> values_;
   std::vector<T> base_;               // the values at the last backup
-  std::vector<std::uint64_t> dirty_;  // bit i: slot i written since the last backup
+  std::vector<std::uint64_t> dirty_;  // bit i: slot i written since the last backup (base_[i] is meaningful)
+  std::size_t dirty_count_ = 0;       // bits set in dirty_
   detail::DivergenceTracker<T> div_;
 };
 
