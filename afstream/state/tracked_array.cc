@@ -38,16 +38,22 @@ std::uint16_t TrackedArray<T>::tag() {
 template <typename T>
 template <typename F>
 void TrackedArray<T>::for_each_dirty(F&& f) const {
-  for (std::size_t w = 0; w < dirty_.size(); ++w) {
+  for (const std::uint32_t w : dirty_words_) {
+    const std::uint32_t first = w * 64;
     for (std::uint64_t bits = dirty_[w]; bits != 0; bits &= bits - 1) {
-      f(static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(bits))));
+      f(first + static_cast<std::uint32_t>(std::countr_zero(bits)));
     }
   }
 }
 
 template <typename T>
 void TrackedArray<T>::mark_backed_up() {
-  std::fill(dirty_.begin(), dirty_.end(), 0);
+  if (dirty_words_.size() > dirty_.size() / 8) {
+    std::fill(dirty_.begin(), dirty_.end(), 0);
+  } else {
+    for (const std::uint32_t w : dirty_words_) dirty_[w] = 0;
+  }
+  dirty_words_.clear();
   dirty_count_ = 0;
   div_.reset();
 }

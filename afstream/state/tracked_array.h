@@ -28,8 +28,7 @@ namespace afs {
 //    current max_i |v_i - b_i| when counters only move one way between backups (Count-Min: increments only) and is an
 //    upper bound otherwise, so a Theta test on it never under-reports.
 // Cost: add/set are O(1) and branch-free (a few ns, the same before and after a backup: a slot's first change since
-// the backup costs nothing extra); mark_backed_up is O(n/64) (it clears bits) and write_delta O(n/64 + dirty
-// slots). Memory: 2n*sizeof(T) (the values, and the backed-up value of each slot written since the backup, captured
+// the backup costs nothing extra); mark_backed_up and write_delta are O(dirty slots). Memory: 2n*sizeof(T) (the values, and the backed-up value of each slot written since the backup, captured
 // at its first change) plus one bit per slot. Sizes are limited to 2^32 - 2 slots.
 template <typename T>
 class TrackedArray {
@@ -92,6 +91,7 @@ class TrackedArray {
     // The backed-up value is captured at a slot's first change after a backup (branch-free: the slot's old value
     // when its dirty bit is clear), so mark_backed_up only clears the bits.
     std::uint64_t& word = dirty_[i >> 6];
+    if (word == 0) dirty_words_.push_back(static_cast<std::uint32_t>(i >> 6));
     const std::uint64_t bit = std::uint64_t{1} << (i & 63);
     const T base = (word & bit) ? base_[i] : old;
     base_[i] = base;
@@ -104,12 +104,13 @@ class TrackedArray {
   void recompute();
   static std::uint16_t tag();
   template <typename F>
-  void for_each_dirty(F&& f) const;  // f(index) for every slot changed since the last backup, in index order
+  void for_each_dirty(F&& f) const;  // f(index) for every slot changed since the last backup
 
   std::vector<T> values_;
   std::vector<T> base_;               // the values at the last backup
   std::vector<std::uint64_t> dirty_;  // bit i: slot i written since the last backup (base_[i] is meaningful)
-  std::size_t dirty_count_ = 0;       // bits set in dirty_
+  std::vector<std::uint32_t> dirty_words_;  // the non-zero words of dirty_ (first-change order)
+  std::size_t dirty_count_ = 0;             // bits set in dirty_
   detail::DivergenceTracker<T> div_;
 };
 
