@@ -109,20 +109,7 @@ int cmd_run(int argc, const char* const* argv) {
   if (opts.fail_count > 0 || !opts.fail_at.empty()) {
     const auto targets = afs::parse_worker_list(opts.fail_target, topology.worker_count());
     if (!opts.fail_at.empty()) {
-      std::vector<std::uint64_t> points;
-      std::stringstream ss(opts.fail_at);
-      std::string part;
-      while (std::getline(ss, part, ',')) {
-        double d = 0;
-        try {
-          std::size_t used = 0;
-          d = std::stod(part, &used);
-          if (used != part.size() || d < 0) throw std::invalid_argument(part);
-        } catch (const std::exception&) {
-          throw ConfigError("fail.at: expected item counts or fractions separated by commas, got '" + part + "'");
-        }
-        const auto at = d < 1 ? static_cast<std::uint64_t>(d * static_cast<double>(job->total_items()))
-                              : static_cast<std::uint64_t>(d);
+      for (const auto at : afs::cli::parse_failure_points(opts.fail_at, job->total_items())) {
         cfg.failures.push_back({at, targets});
       }
     } else {

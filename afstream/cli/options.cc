@@ -66,8 +66,7 @@ po::options_description run_options() {
   return o;
 }
 
-namespace {
-std::vector<std::uint64_t> parse_points(const std::string& s, std::uint64_t total) {
+std::vector<std::uint64_t> parse_failure_points(const std::string& s, std::uint64_t total) {
   std::vector<std::uint64_t> v;
   std::stringstream ss(s);
   std::string part;
@@ -85,7 +84,6 @@ std::vector<std::uint64_t> parse_points(const std::string& s, std::uint64_t tota
   }
   return v;
 }
-}  // namespace
 
 RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::variables_map& vm) {
   auto desc = run_options();

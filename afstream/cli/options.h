@@ -29,6 +29,9 @@ boost::program_options::options_description run_options();
 
 // Parses argv (after the subcommand) with the job's own options; throws ConfigError on unknown options or bad
 // values, naming them. Returns the options and fills vm (for the job's own keys).
+// fail.at: comma-separated item counts, or fractions (< 1) of total. Throws ConfigError naming the bad part.
+std::vector<std::uint64_t> parse_failure_points(const std::string& s, std::uint64_t total);
+
 RunOptions parse_run(int argc, const char* const* argv, const Job* job, boost::program_options::variables_map& vm);
 
 // key = value lines of every option that has a value, for printing and for <out>/config.ini.
