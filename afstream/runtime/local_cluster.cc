@@ -27,15 +27,10 @@ struct LocalCluster::Impl {
   PeerDirectory directory;
   ClusterContext ctx;
   std::vector<std::atomic<std::uint64_t>> progress;
-  std::vector<std::atomic<std::uint64_t>> channel_received;
   std::vector<std::unique_ptr<Slot>> slots;
 
   Impl(const Topology& t, const Registry& r, RunConfig config, BackupStore* store)
-      : topology(t),
-        registry(r),
-        directory(config.job_id, t.worker_count()),
-        progress(t.worker_count()),
-        channel_received(t.channels().size()) {
+      : topology(t), registry(r), directory(config.job_id, t.worker_count()), progress(t.worker_count()) {
     ctx.topology = &topology;
     ctx.registry = &registry;
     ctx.config = std::move(config);
@@ -43,7 +38,6 @@ struct LocalCluster::Impl {
     ctx.zmq = &zmq;
     ctx.directory = &directory;
     ctx.source_progress = &progress;
-    ctx.channel_received = &channel_received;
     for (int i = 0; i < t.worker_count(); ++i) {
       ctx.counters.push_back(std::make_unique<WorkerCounters>());
       slots.push_back(std::make_unique<Slot>());

@@ -132,6 +132,7 @@ void Worker::run() {
     for (;;) {
       check_kill();
       refresh_peers();
+      if (numbering_pending_ > 0) query_numbering();
       if (gaps_unknown_ > 0 && Clock::now() - gaps_since_ > kResumeWait) {
         gaps_unknown_ = 0;
         gaps_valid_ = false;  // compensate with the bound (a silent sender may still resume after a gap)
@@ -149,8 +150,8 @@ void Worker::run() {
           finish_outputs();
         }
       } else {
-        if (unacked_total() < window()) process_some(4 * ctx_.config.batch_items);
-        if (!inputs_done_ && queue_.empty() && staging_.empty() &&
+        if (numbering_pending_ == 0 && unacked_total() < window()) process_some(4 * ctx_.config.batch_items);
+        if (!inputs_done_ && numbering_pending_ == 0 && queue_.empty() && staging_.empty() &&
             std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.ended; })) {
           inputs_done_ = true;
           if (awaiting_first_item_) mark_recovered();
@@ -346,9 +347,6 @@ void Worker::restore() {
     measure_pending_ = crash_in_ && op_ && !crash_in_->state_at_crash.empty();
     for (auto& in : ins_) in.admitted = in.received;  // everything up to here is in the state or the log
     if (crash_in_) crash_in_->record.replayed_items = replayed;
-    if (ctx_.channel_received) {
-      for (const auto& in : ins_) (*ctx_.channel_received)[in.id].store(in.received, std::memory_order_relaxed);
-    }
     continue_output_numbering();
   }
   if (crash_in_) {
@@ -360,12 +358,52 @@ void Worker::restore() {
 // Outputs after a recovery (DESIGN 5 step 4). When the previous incarnation logged every item it admitted (exact
 // mode, or l = 0), replay regenerates its outputs exactly, with the same sequence numbers, and receivers drop the
 // ones they hold. Otherwise (approximate mode, l > 0) nothing it processed since the restored backup is replayed,
-// so every output from now on is new: it is numbered after what each receiver already holds.
+// so every output from now on is new: it is numbered after what each receiver already holds. Each receiver is
+// asked (query_numbering; it answers with the first number it does not hold, on_control), and nothing is
+// processed until every output channel has its answer.
 void Worker::continue_output_numbering() {
-  if (ctx_.config.mode != FtMode::Approx || !ctx_.channel_received || loss_l_.empty()) return;
+  if (ctx_.config.mode != FtMode::Approx || loss_l_.empty()) return;
   if (loss_l_.back() == 0 && loss_theta_.back() == 0) return;  // the crashed incarnation logged every item
   for (auto& o : outs_) {
-    const auto held = (*ctx_.channel_received)[o.id].load(std::memory_order_relaxed);
+    o.numbering_pending = true;
+    ++numbering_pending_;
+  }
+}
+
+void Worker::query_numbering() {
+  const auto now = Clock::now();
+  for (auto& o : outs_) {
+    if (!o.numbering_pending || now - o.queried_at < std::chrono::milliseconds(20)) continue;
+    if (!peer_ready(o.to_worker)) continue;
+    o.queried_at = now;
+    net::ControlMsg q{net::ControlKind::kPeerRestarted, static_cast<std::uint32_t>(id_), epoch_, 0,
+                      static_cast<std::uint32_t>(o.id)};
+    auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, q);
+    zmq::message_t m(frame.data(), frame.size());
+    (void)socket_to(o.to_worker, true).send(m, zmq::send_flags::dontwait);
+  }
+}
+
+void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uint32_t sender_epoch) {
+  if (c.kind == net::ControlKind::kPeerRestarted) {
+    // A restarted sender asks where to continue numbering channel c: after everything received here (staged
+    // included). Answer only once its new incarnation is known, so nothing its old one sent is taken after this.
+    if (c.channel >= in_slot_.size() || in_slot_[c.channel] < 0) return;
+    auto& in = ins_[in_slot(c.channel)];
+    if (static_cast<std::uint32_t>(in.from_worker) != sender || !peer_ready(in.from_worker)) return;
+    if (known_epoch_[in.from_worker] != sender_epoch) return;
+    net::ControlMsg r{net::ControlKind::kResendFrom, static_cast<std::uint32_t>(id_), epoch_, in.received + 1,
+                      c.channel};
+    auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, r);
+    zmq::message_t m(frame.data(), frame.size());
+    (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
+  } else if (c.kind == net::ControlKind::kResendFrom) {
+    if (c.channel >= out_slot_.size() || out_slot_[c.channel] < 0) return;
+    auto& o = outs_[out_slot(c.channel)];
+    if (!o.numbering_pending) return;
+    o.numbering_pending = false;
+    --numbering_pending_;
+    const std::uint64_t held = c.seq > 0 ? c.seq - 1 : 0;
     if (held > o.out_seq) {
       o.out_seq = held;
       o.acked = std::max(o.acked, held);
@@ -488,7 +526,11 @@ bool Worker::receive(std::chrono::milliseconds wait) {
     if (!ackbox_->recv(msg, zmq::recv_flags::dontwait)) break;
     any = true;
     if (!decode(msg)) continue;
-    if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) on_ack(*a);
+    if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) {
+      on_ack(*a);
+    } else if (auto* c = std::get_if<net::ControlMsg>(&scratch_.body)) {
+      on_control(*c, scratch_.sender, scratch_.epoch);
+    }
   }
   for (int n = 0; n < 64; ++n) {
     // Data stays in the socket (unacknowledged, so still held by its sender) while the stage is full.
@@ -497,7 +539,7 @@ bool Worker::receive(std::chrono::milliseconds wait) {
     any = true;
     if (!decode(msg)) continue;
     if (auto* b = std::get_if<net::BatchMsg>(&scratch_.body)) {
-      on_batch(*b, scratch_.sender);
+      on_batch(*b, scratch_.sender, scratch_.epoch);
     } else if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) {
       on_ack(*a);
     }
@@ -512,12 +554,17 @@ bool Worker::receive(std::chrono::milliseconds wait) {
 // acknowledged on admission; in approximate mode at most l admitted items are ever unprocessed and unbacked, so
 // acknowledging never needs an item backup. With l = 0 (and in exact mode) every admitted item is backed up before
 // its acknowledgement; punctuation (end of stream) is always backed up.
-void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
+void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uint32_t sender_epoch) {
   if (b.channel >= in_slot_.size() || in_slot_[b.channel] < 0) {
     counters_.bad_messages.fetch_add(1, std::memory_order_relaxed);  // not a channel into this worker
     return;
   }
   auto& in = ins_[in_slot(b.channel)];
+  // Sent by an incarnation that has since been replaced: its successor resends or renumbers what counts.
+  if (sender_epoch < known_epoch_[in.from_worker]) {
+    counters_.duplicates_dropped.fetch_add(b.items.size(), std::memory_order_relaxed);
+    return;
+  }
   const std::uint64_t eos_seq = b.end_of_stream ? b.first_seq + b.items.size() : 0;
   if (b.items.empty() && !b.end_of_stream) return;
   if (gaps_unknown_ > 0) resolve_gap(in, b.first_seq);
@@ -546,7 +593,6 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/) {
       in.ack_due = std::max(in.ack_due, in.admitted);
     }
   }
-  if (ctx_.channel_received) (*ctx_.channel_received)[in.id].store(in.received, std::memory_order_relaxed);
 }
 
 void Worker::admit() {

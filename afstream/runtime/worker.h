@@ -81,9 +81,6 @@ struct ClusterContext {
   PeerDirectory* directory = nullptr;
   std::vector<std::unique_ptr<WorkerCounters>> counters;               // per worker, survive crashes
   std::vector<std::atomic<std::uint64_t>>* source_progress = nullptr;  // per worker: max source offset reached
-  // Per channel, the highest sequence number its receiver holds (received or restored). A recovered sender
-  // continues numbering after it (the controller's "resend from" coordination, DESIGN 5 step 4).
-  std::vector<std::atomic<std::uint64_t>>* channel_received = nullptr;
 };
 
 class Worker {
@@ -116,6 +113,8 @@ class Worker {
     std::uint64_t sent = 0;     // highest seq handed to the socket
     std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
+    bool numbering_pending = false;  // after a recovery: waiting for the receiver to say where to continue
+    Clock::time_point queried_at{};
     Ring<Item> unacked;         // items with seq in (acked, out_seq]
     std::vector<Item> pending;  // mode none: items not yet sent
   };
@@ -160,7 +159,9 @@ class Worker {
   zmq::socket_t& socket_to(int worker, bool acks);
   bool receive(std::chrono::milliseconds wait);
   bool decode(const zmq::message_t& msg);
-  void on_batch(const net::BatchMsg& b, std::uint32_t sender);
+  void on_batch(const net::BatchMsg& b, std::uint32_t sender, std::uint32_t sender_epoch);
+  void on_control(const net::ControlMsg& c, std::uint32_t sender, std::uint32_t sender_epoch);
+  void query_numbering();
   void on_ack(const net::AckMsg& a);
   void release_acks();
   void admit();
@@ -214,7 +215,8 @@ class Worker {
   std::unique_ptr<Operator> op_;
   std::unique_ptr<Source> source_;
   std::uint32_t op_type_ = 0;
-  double op_alpha_ = 0;        // op_->alpha(), constant (read per item when choosing how to protect it)
+  double op_alpha_ = 0;                // op_->alpha(), constant (read per item when choosing how to protect it)
+  std::size_t numbering_pending_ = 0;  // output channels waiting for their receiver's answer (query_numbering)
   std::uint64_t unacked_ = 0;  // items held unacknowledged over all output channels (sum of OutChannel::unacked)
   std::uint64_t source_offset_ = 0;
   std::uint64_t source_size_ = 0;

@@ -83,16 +83,7 @@ TEST(FtBoundsProperty, MeasuredMissingItemsBoundTheStateLoss) {
     // behind a sequence number change, and its own loss is bounded at the relay (Gamma + L * beta), not here.
     const auto topology = hh_topology(s);
     const int first = topology.first_worker(topology.stage_index("hh"));
-    std::uniform_real_distribution<double> at(0.05, 0.95);
-    std::uniform_int_distribution<int> which(0, 2);
-    for (int i = 0; i < 2 + seed % 4; ++i) {
-      FailureEvent e;
-      e.at_items = static_cast<std::uint64_t>(at(rng) * static_cast<double>(s.items));
-      const int w = which(rng);
-      if (w != 1) e.workers.push_back(first);
-      if (w != 0) e.workers.push_back(first + 1);
-      cfg.failures.push_back(e);
-    }
+    cfg.failures = sketch_failures(rng, 2 + seed % 4, s.items, first, s.parallelism);
     const auto run = run_hh(s, cfg);
     for (const auto& r : run.result.failures) {
       if (r.worker < first || r.worker >= first + s.parallelism) continue;

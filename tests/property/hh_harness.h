@@ -101,6 +101,25 @@ inline std::vector<FailureEvent> random_failures(std::mt19937_64& rng, int k, st
   return v;
 }
 
+// k failures at uniform points of [0.05, 0.95] of the input, each killing a random non-empty subset of the
+// sketch workers only (first .. first + n - 1). Behind a relay, per-worker bounds assume the relay itself does not
+// fail: a failed relay's losses are its own (Gamma + L * beta), charged to it, not to the sketches.
+inline std::vector<FailureEvent> sketch_failures(std::mt19937_64& rng, int k, std::uint64_t items, int first, int n) {
+  std::vector<FailureEvent> v;
+  std::uniform_real_distribution<double> at(0.05, 0.95);
+  std::uniform_int_distribution<std::uint32_t> subset(1, (1u << n) - 1);
+  for (int i = 0; i < k; ++i) {
+    FailureEvent e;
+    e.at_items = static_cast<std::uint64_t>(at(rng) * static_cast<double>(items));
+    const auto mask = subset(rng);
+    for (int w = 0; w < n; ++w) {
+      if (mask & (1u << w)) e.workers.push_back(first + w);
+    }
+    v.push_back(e);
+  }
+  return v;
+}
+
 inline HhRun run_hh(const HhSetup& s, RunConfig config, std::shared_ptr<BackupStore> store = nullptr) {
   Registry registry;
   register_builtin_sources(registry);
