@@ -30,7 +30,10 @@ struct LocalCluster::Impl {
   std::vector<std::unique_ptr<Slot>> slots;
 
   Impl(const Topology& t, const Registry& r, RunConfig config, BackupStore* store)
-      : topology(t), registry(r), directory(config.job_id, t.worker_count()), progress(t.worker_count()) {
+      : topology(t),
+        registry(r),
+        directory("inproc://afs-" + config.job_id + "-", t.worker_count()),
+        progress(t.worker_count()) {
     ctx.topology = &topology;
     ctx.registry = &registry;
     ctx.config = std::move(config);

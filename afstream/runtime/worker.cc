@@ -18,12 +18,11 @@ constexpr std::size_t kMaxSourceMarks = 8192;
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
-PeerDirectory::PeerDirectory(std::string job_id, int workers)
-    : job_id_(std::move(job_id)), slots_(new Slot[static_cast<std::size_t>(workers)]) {}
+PeerDirectory::PeerDirectory(std::string endpoint_prefix, int workers)
+    : prefix_(std::move(endpoint_prefix)), slots_(new Slot[static_cast<std::size_t>(workers)]) {}
 
 std::string PeerDirectory::endpoint(int worker, std::uint32_t epoch, bool acks) const {
-  return "inproc://afs-" + job_id_ + "-w" + std::to_string(worker) + "-e" + std::to_string(epoch) +
-         (acks ? "-acks" : "-data");
+  return prefix_ + "w" + std::to_string(worker) + "-e" + std::to_string(epoch) + (acks ? "-acks" : "-data");
 }
 
 void PeerDirectory::set_up(int worker, std::uint32_t epoch) {

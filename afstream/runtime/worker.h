@@ -38,10 +38,12 @@ namespace afs {
 
 using Clock = std::chrono::steady_clock;
 
-// Where each worker can be reached, and whether it is up: shared by the workers of one cluster.
+// Where each worker can be reached, and whether it is up: shared by the workers of one cluster (threads), or kept
+// by each worker process from its controller's announcements. Endpoints are the prefix (e.g. "inproc://afs-JOB-" or
+// "ipc:///tmp/afs-JOB/") followed by "w<worker>-e<epoch>-data" or "-acks".
 class PeerDirectory {
  public:
-  PeerDirectory(std::string job_id, int workers);
+  PeerDirectory(std::string endpoint_prefix, int workers);
   std::string endpoint(int worker, std::uint32_t epoch, bool acks) const;
   std::uint32_t epoch(int worker) const { return slots_[worker].epoch.load(std::memory_order_acquire); }
   bool up(int worker) const { return slots_[worker].up.load(std::memory_order_acquire); }
@@ -58,7 +60,7 @@ class PeerDirectory {
     std::atomic<bool> up{false};
     std::atomic<bool> finished{false};
   };
-  std::string job_id_;
+  std::string prefix_;
   std::unique_ptr<Slot[]> slots_;
   std::atomic<std::uint64_t> version_{0};
 };
