@@ -1,10 +1,13 @@
 // The afstream program: the only layer that talks to people. Subcommands:
 //   afstream run --job NAME [options]   run a job on the embedded local cluster (workers as threads)
 //   afstream list                       jobs, operators and sources
+//   afstream backup-server [options]    serve a backup store (RocksDB or memory) to workers over ZeroMQ
 // Errors become one line on stderr and a non-zero exit status.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -15,8 +18,11 @@
 
 #include "afstream/cli/options.h"
 #include "afstream/core/errors.h"
+#include "afstream/runtime/backup_server.h"
 #include "afstream/runtime/file_source.h"
 #include "afstream/runtime/local_cluster.h"
+#include "afstream/store/memory_store.h"
+#include "afstream/store/rocksdb_store.h"
 #include "algorithms/heavy_hitters/hh_job.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
 
@@ -60,8 +66,9 @@ void usage() {
   std::cout << "usage: afstream <command> [options]\n\n"
                "commands:\n"
                "  run --job NAME [options]   run a job on the embedded local cluster\n"
-               "  list                       jobs, operators and sources\n\n"
-               "`afstream run --help` and `afstream run --job NAME --help` list the options.\n";
+               "  list                       jobs, operators and sources\n"
+               "  backup-server [options]    serve a backup store (RocksDB or memory) to workers over ZeroMQ\n\n"
+               "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
 }
 
 int cmd_list() {
@@ -73,6 +80,48 @@ int cmd_list() {
   std::cout << "sources:\n";
   for (const auto& [n, d] : r.source_names()) std::cout << "  " << n << "  " << d << "\n";
   return 0;
+}
+
+// Set by SIGTERM / SIGINT: the backup server finishes the request in hand, closes its store and exits.
+std::atomic<bool> g_stop_backup_server{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+extern "C" void stop_backup_server(int) { g_stop_backup_server.store(true); }
+
+int cmd_backup_server(int argc, const char* const* argv) {
+  po::variables_map vm;
+  const auto args = afs::cli::parse_backup_server(argc, argv, vm);
+  if (vm.count("help")) {
+    std::cout << "usage: afstream backup-server [--listen ENDPOINT] [--store rocksdb --store.path DIR | --store memory]"
+                 "\n\n"
+              << afs::cli::backup_server_options() << "\n";
+    return 0;
+  }
+  // Handlers first, so that a signal arriving once the ready line is out always stops the server cleanly. No
+  // SA_RESTART: the server's poll returns at once and looks at the flag.
+  struct sigaction sa {};
+  sa.sa_handler = stop_backup_server;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  std::unique_ptr<afs::BackupStore> store;
+  std::string what;
+  if (args.store == "memory") {
+    store = std::make_unique<afs::MemoryStore>();
+    what = "memory";
+  } else {
+    store = std::make_unique<afs::RocksDbStore>(args.store_path, afs::RocksDbStoreOptions{args.store_sync});
+    what = "rocksdb " + args.store_path + (args.store_sync ? " (sync)" : "");
+  }
+  afs::BackupServer server(args.listen, std::move(store));
+  std::cerr << "afstream backup-server: store " << what << "\n";
+  std::cerr << "afstream backup-server: listening on " << server.bound_endpoint() << std::endl;
+  server.run(g_stop_backup_server);
+  const auto c = server.counters();
+  std::cerr << "afstream backup-server: stopped after " << c.requests << " requests (" << c.bad_frames
+            << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
+            << c.unroutable_replies << " unroutable replies)" << std::endl;
+  return 0;  // the server, then the store (RocksDB: flushed and closed), are destroyed on the way out
 }
 
 int cmd_run(int argc, const char* const* argv) {
@@ -252,7 +301,8 @@ int main(int argc, char** argv) {
     const std::string cmd = argv[1];
     if (cmd == "run") return cmd_run(argc - 1, argv + 1);
     if (cmd == "list") return cmd_list();
-    throw ConfigError("unknown command '" + cmd + "' (expected run or list)");
+    if (cmd == "backup-server") return cmd_backup_server(argc - 1, argv + 1);
+    throw ConfigError("unknown command '" + cmd + "' (expected run, list or backup-server)");
   } catch (const std::exception& e) {
     std::cerr << "afstream: error: " << e.what() << "\n";
     return 2;

@@ -147,6 +147,52 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   return r;
 }
 
+po::options_description backup_server_options() {
+  po::options_description o("backup-server options");
+  o.add_options()("help,h", "show this help")("config", po::value<std::string>(),
+                                              "options file (INI) with the same dotted keys; the command line wins")(
+      "listen", po::value<std::string>()->default_value("tcp://127.0.0.1:5560"),
+      "endpoint to serve on: tcp://HOST:PORT (port 0: any free port) or ipc://PATH")(
+      "store", po::value<std::string>()->default_value("rocksdb"),
+      "backend: rocksdb (durable, in store.path) | memory (lost when the server stops)")(
+      "store.path", po::value<std::string>(), "rocksdb: directory of the store (created if missing)")(
+      "store.sync", po::bool_switch(), "rocksdb: fsync every put (survives a machine crash, slower)");
+  return o;
+}
+
+BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::variables_map& vm) {
+  const auto desc = backup_server_options();
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    if (vm.count("config")) {
+      const auto path = vm["config"].as<std::string>();
+      std::ifstream f(path);
+      if (!f) throw InputError("config: cannot read options file '" + path + "'");
+      po::store(po::parse_config_file(f, desc), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(e.what());
+  }
+  BackupServerArgs a;
+  a.listen = vm["listen"].as<std::string>();
+  if (a.listen.empty()) throw ConfigError("listen: expected an endpoint (tcp://HOST:PORT or ipc://PATH)");
+  a.store = vm["store"].as<std::string>();
+  if (vm.count("store.path")) a.store_path = vm["store.path"].as<std::string>();
+  a.store_sync = vm["store.sync"].as<bool>();
+  if (a.store == "rocksdb") {
+    if (a.store_path.empty() && !vm.count("help")) {
+      throw ConfigError("store.path: required with --store rocksdb (the store's directory, created if missing)");
+    }
+  } else if (a.store == "memory") {
+    if (!a.store_path.empty()) throw ConfigError("store.path: only for --store rocksdb (the memory store has none)");
+    if (a.store_sync) throw ConfigError("store.sync: only for --store rocksdb");
+  } else {
+    throw ConfigError("store: expected memory or rocksdb, got '" + a.store + "'");
+  }
+  return a;
+}
+
 std::string effective_config(const po::variables_map& vm) {
   std::ostringstream s;
   for (const auto& [k, v] : vm) {

@@ -1,6 +1,6 @@
 // The single place where the command line's options are declared (DESIGN 7): dotted names that mean what they
 // say, the paper's letters as aliases, the same keys in a job file (INI) and on the command line (command line
-// wins). Turns them into a RunConfig.
+// wins). Turns them into a RunConfig; also the options of `afstream backup-server`.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -33,6 +33,20 @@ boost::program_options::options_description run_options();
 std::vector<std::uint64_t> parse_failure_points(const std::string& s, std::uint64_t total);
 
 RunOptions parse_run(int argc, const char* const* argv, const Job* job, boost::program_options::variables_map& vm);
+
+// `afstream backup-server`: where to listen and which store to serve.
+struct BackupServerArgs {
+  std::string listen = "tcp://127.0.0.1:5560";
+  std::string store = "rocksdb";  // memory | rocksdb
+  std::string store_path;         // rocksdb: the store's directory (created if missing)
+  bool store_sync = false;        // rocksdb: fsync every put
+};
+
+boost::program_options::options_description backup_server_options();
+
+// Parses argv (after the subcommand); throws ConfigError naming the bad option or value (unknown option, unknown
+// store, rocksdb without store.path, store.path or store.sync with the memory store).
+BackupServerArgs parse_backup_server(int argc, const char* const* argv, boost::program_options::variables_map& vm);
 
 // key = value lines of every option that has a value, for printing and for <out>/config.ini.
 std::string effective_config(const boost::program_options::variables_map& vm);

@@ -5,11 +5,14 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "afstream/core/errors.h"
@@ -25,6 +28,12 @@ static_assert(static_cast<std::uint16_t>(ControlKind::kResendFrom) ==
 static_assert(static_cast<std::uint16_t>(ControlKind::kStop) == static_cast<std::uint16_t>(wire::Control::Kind::STOP));
 static_assert(static_cast<std::uint16_t>(ControlKind::kHeartbeat) ==
               static_cast<std::uint16_t>(wire::Control::Kind::HEARTBEAT));
+static_assert(static_cast<std::uint16_t>(StoreErrorKind::kCorruptRecord) ==
+              static_cast<std::uint16_t>(wire::StoreError::Kind::CORRUPT_RECORD));
+static_assert(static_cast<std::uint16_t>(StoreErrorKind::kStoreFailure) ==
+              static_cast<std::uint16_t>(wire::StoreError::Kind::STORE_FAILURE));
+static_assert(static_cast<std::uint16_t>(StoreErrorKind::kBadRequest) ==
+              static_cast<std::uint16_t>(wire::StoreError::Kind::BAD_REQUEST));
 static_assert(sizeof(capnp::word) == 8 && alignof(capnp::word) <= 8);
 
 namespace {
@@ -42,6 +51,30 @@ constexpr std::size_t kSmallMessageWords = 16;
 
 // Raw element access to the columnar lists is valid only where the host byte order is the wire's (little).
 constexpr bool kRawLists = std::endian::native == std::endian::little;
+
+constexpr std::uint16_t kMaxStoreErrorKind = static_cast<std::uint16_t>(StoreErrorKind::kBadRequest);
+
+// Cap'n Proto's limit on the elements of one list (so on the bytes of one Data blob).
+constexpr std::size_t kMaxListElements = (std::size_t{1} << 29) - 1;
+
+// Words of a store message beyond its records, lists and text: segment table, root pointer, Envelope, the request
+// or reply struct and their pointers, with room to spare (a short estimate only costs a multi-segment copy).
+constexpr std::size_t kStoreOverheadWords = 32;
+
+// Words a Data blob or Text of n bytes takes (its pointer and its body, rounded up to whole words).
+constexpr std::size_t blob_words(std::size_t n) { return 1 + (n + 7) / 8; }
+
+// what: e.g. "a put_state record of"; unit: "bytes" or "entries".
+void check_list_size(std::size_t n, const char* what, const char* unit) {
+  if (n > kMaxListElements) {
+    throw FormatError(std::string("cannot encode ") + what + " " + std::to_string(n) + " " + unit +
+                      ": the wire limit is " + std::to_string(kMaxListElements) + " " + unit);
+  }
+}
+
+inline capnp::Data::Reader as_data(const std::vector<std::uint8_t>& bytes) {
+  return capnp::Data::Reader(bytes.data(), bytes.size());
+}
 
 inline std::uint64_t load_u64(const capnp::byte* p) {
   std::uint64_t v;
@@ -72,6 +105,42 @@ std::string_view to_string(ControlKind kind) {
       return "heartbeat";
   }
   return "unknown";
+}
+
+std::string_view to_string(StoreErrorKind kind) {
+  switch (kind) {
+    case StoreErrorKind::kCorruptRecord:
+      return "corrupt record";
+    case StoreErrorKind::kStoreFailure:
+      return "store failure";
+    case StoreErrorKind::kBadRequest:
+      return "bad request";
+  }
+  return "unknown";
+}
+
+std::string_view op_name(const StoreOp& op) {
+  static constexpr std::string_view kNames[] = {"put_state",    "put_items", "state_chain",
+                                                "item_records", "drop",      "stats"};
+  static_assert(std::size(kNames) == std::variant_size_v<StoreOp>);
+  return kNames[op.index()];
+}
+
+std::optional<std::int32_t> op_worker(const StoreOp& op) {
+  return std::visit(
+      [](const auto& o) -> std::optional<std::int32_t> {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, StatsReq>) {
+          return std::nullopt;
+        } else {
+          return o.worker;
+        }
+      },
+      op);
+}
+
+bool op_mutates(const StoreOp& op) {
+  return std::holds_alternative<PutStateReq>(op) || std::holds_alternative<PutItemsReq>(op) ||
+         std::holds_alternative<DropReq>(op);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -178,6 +247,108 @@ std::span<const std::uint8_t> Encoder::encode_control(std::uint32_t sender, std:
   return state_->finish();
 }
 
+std::span<const std::uint8_t> Encoder::encode_store_request(std::uint32_t sender, std::uint32_t epoch,
+                                                            const StoreRequestMsg& request) {
+  std::size_t words = kStoreOverheadWords;
+  if (const auto* p = std::get_if<PutStateReq>(&request.op)) {
+    check_list_size(p->record.size(), "a put_state record of", "bytes");
+    check_list_size(p->covered.size(), "a covered list of", "entries");
+    words += blob_words(p->record.size()) + 2 * p->covered.size();
+  } else if (const auto* p = std::get_if<PutItemsReq>(&request.op)) {
+    check_list_size(p->record.size(), "a put_items record of", "bytes");
+    check_list_size(p->infos.size(), "an item info list of", "entries");
+    words += blob_words(p->record.size()) + 3 * p->infos.size();
+  }
+  auto r = state_->envelope(words, sender, epoch).initStoreRequest();
+  r.setRequestId(request.request_id);
+  r.setSession(request.session);
+  if (const auto worker = op_worker(request.op)) r.setWorker(*worker);
+  switch (request.op.index()) {
+    case 0: {
+      const auto& p = std::get<PutStateReq>(request.op);
+      auto g = r.initPutState();
+      g.setFull(p.full);
+      g.setRecord(as_data(p.record));
+      auto covered = g.initCovered(static_cast<unsigned>(p.covered.size()));
+      for (unsigned i = 0; i < covered.size(); ++i) {
+        covered[i].setChannel(p.covered[i].channel);
+        covered[i].setSeq(p.covered[i].seq);
+      }
+      break;
+    }
+    case 1: {
+      const auto& p = std::get<PutItemsReq>(request.op);
+      auto g = r.initPutItems();
+      g.setRecord(as_data(p.record));
+      auto infos = g.initInfos(static_cast<unsigned>(p.infos.size()));
+      for (unsigned i = 0; i < infos.size(); ++i) {
+        infos[i].setChannel(p.infos[i].channel);
+        infos[i].setFirstSeq(p.infos[i].first_seq);
+        infos[i].setLastSeq(p.infos[i].last_seq);
+      }
+      break;
+    }
+    case 2:
+      r.setStateChain();
+      break;
+    case 3:
+      r.setItemRecords();
+      break;
+    case 4:
+      r.setDrop();
+      break;
+    case 5:
+      r.setStats();
+      break;
+  }
+  return state_->finish();
+}
+
+std::span<const std::uint8_t> Encoder::encode_store_reply(std::uint32_t sender, std::uint32_t epoch,
+                                                          const StoreReplyMsg& reply) {
+  std::size_t words = kStoreOverheadWords;
+  if (const auto* r = std::get_if<StoreRecordsMsg>(&reply.result)) {
+    check_list_size(r->records.size(), "a list of", "records");
+    for (const auto& rec : r->records) {
+      check_list_size(rec.size(), "a stored record of", "bytes");
+      words += blob_words(rec.size());
+    }
+  } else if (const auto* e = std::get_if<StoreErrorMsg>(&reply.result)) {
+    check_list_size(e->message.size() + 1, "an error message of", "bytes");
+    words += blob_words(e->message.size() + 1);
+  }
+  auto r = state_->envelope(words, sender, epoch).initStoreReply();
+  r.setRequestId(reply.request_id);
+  switch (reply.result.index()) {
+    case 0:
+      r.setOk();
+      break;
+    case 1: {
+      const auto& records = std::get<StoreRecordsMsg>(reply.result).records;
+      auto list = r.initRecords(static_cast<unsigned>(records.size()));
+      for (unsigned i = 0; i < list.size(); ++i) list.set(i, as_data(records[i]));
+      break;
+    }
+    case 2: {
+      const auto& st = std::get<StoreStatsMsg>(reply.result);
+      auto w = r.initStats();
+      w.setStateBackups(st.state_backups);
+      w.setItemBackups(st.item_backups);
+      w.setBytesWritten(st.bytes_written);
+      w.setBytesStored(st.bytes_stored);
+      break;
+    }
+    case 3: {
+      const auto& e = std::get<StoreErrorMsg>(reply.result);
+      auto w = r.initError();
+      w.setKind(static_cast<wire::StoreError::Kind>(static_cast<std::uint16_t>(e.kind)));
+      w.setMessage(capnp::Text::Reader(e.message.data(), e.message.size()));
+      break;
+    }
+  }
+  return state_->finish();
+}
+
 std::span<const std::uint8_t> Encoder::encode(const Message& message) {
   struct Visitor {
     Encoder& e;
@@ -190,6 +361,12 @@ std::span<const std::uint8_t> Encoder::encode(const Message& message) {
     }
     std::span<const std::uint8_t> operator()(const ControlMsg& c) const {
       return e.encode_control(m.sender, m.epoch, c);
+    }
+    std::span<const std::uint8_t> operator()(const StoreRequestMsg& r) const {
+      return e.encode_store_request(m.sender, m.epoch, r);
+    }
+    std::span<const std::uint8_t> operator()(const StoreReplyMsg& r) const {
+      return e.encode_store_reply(m.sender, m.epoch, r);
     }
   };
   return std::visit(Visitor{*this, message}, message.body);
@@ -220,6 +397,10 @@ const char* body_name(wire::Envelope::Which which) {
       return "ack";
     case wire::Envelope::CONTROL:
       return "control";
+    case wire::Envelope::STORE_REQUEST:
+      return "store request";
+    case wire::Envelope::STORE_REPLY:
+      return "store reply";
   }
   return "unknown";
 }
@@ -324,6 +505,97 @@ ControlMsg read_control(wire::Control::Reader c) {
   return ControlMsg{static_cast<ControlKind>(kind), c.getWorker(), c.getEpoch(), c.getSeq(), c.getChannel()};
 }
 
+inline std::vector<std::uint8_t> to_vector(capnp::Data::Reader data) { return {data.begin(), data.end()}; }
+
+StoreRequestMsg read_store_request(wire::StoreRequest::Reader r) {
+  StoreRequestMsg m;
+  m.request_id = r.getRequestId();
+  m.session = r.getSession();
+  const std::int32_t worker = r.getWorker();
+  switch (r.which()) {
+    case wire::StoreRequest::UNSET:
+      throw FormatError("wire store request " + std::to_string(m.request_id) + " has no operation");
+    case wire::StoreRequest::PUT_STATE: {
+      auto g = r.getPutState();
+      PutStateReq p{.worker = worker, .full = g.getFull(), .record = to_vector(g.getRecord()), .covered = {}};
+      auto covered = g.getCovered();
+      p.covered.reserve(covered.size());
+      for (auto c : covered) p.covered.push_back(ChannelSeqMsg{c.getChannel(), c.getSeq()});
+      std::vector<std::uint32_t> channels;
+      channels.reserve(p.covered.size());
+      for (const auto& c : p.covered) channels.push_back(c.channel);
+      std::sort(channels.begin(), channels.end());
+      if (auto it = std::adjacent_find(channels.begin(), channels.end()); it != channels.end()) {
+        throw FormatError("wire store request " + std::to_string(m.request_id) + " (put_state for worker " +
+                          std::to_string(worker) + ") lists channel " + std::to_string(*it) + " twice in covered");
+      }
+      m.op = std::move(p);
+      return m;
+    }
+    case wire::StoreRequest::PUT_ITEMS: {
+      auto g = r.getPutItems();
+      PutItemsReq p{.worker = worker, .record = to_vector(g.getRecord()), .infos = {}};
+      auto infos = g.getInfos();
+      p.infos.reserve(infos.size());
+      for (auto i : infos) p.infos.push_back(ItemRangeMsg{i.getChannel(), i.getFirstSeq(), i.getLastSeq()});
+      m.op = std::move(p);
+      return m;
+    }
+    case wire::StoreRequest::STATE_CHAIN:
+      m.op = StateChainReq{worker};
+      return m;
+    case wire::StoreRequest::ITEM_RECORDS:
+      m.op = ItemRecordsReq{worker};
+      return m;
+    case wire::StoreRequest::DROP:
+      m.op = DropReq{worker};
+      return m;
+    case wire::StoreRequest::STATS:
+      m.op = StatsReq{};
+      return m;
+  }
+  throw FormatError("wire store request " + std::to_string(m.request_id) + " has unknown operation " +
+                    std::to_string(static_cast<unsigned>(r.which())));
+}
+
+StoreReplyMsg read_store_reply(wire::StoreReply::Reader r) {
+  StoreReplyMsg m;
+  m.request_id = r.getRequestId();
+  switch (r.which()) {
+    case wire::StoreReply::UNSET:
+      throw FormatError("wire store reply " + std::to_string(m.request_id) + " has no result");
+    case wire::StoreReply::OK:
+      m.result = StoreOkMsg{};
+      return m;
+    case wire::StoreReply::RECORDS: {
+      auto list = r.getRecords();
+      StoreRecordsMsg records;
+      records.records.reserve(list.size());
+      for (auto d : list) records.records.push_back(to_vector(d));
+      m.result = std::move(records);
+      return m;
+    }
+    case wire::StoreReply::STATS: {
+      auto st = r.getStats();
+      m.result = StoreStatsMsg{st.getStateBackups(), st.getItemBackups(), st.getBytesWritten(), st.getBytesStored()};
+      return m;
+    }
+    case wire::StoreReply::ERROR: {
+      auto e = r.getError();
+      const auto kind = static_cast<std::uint16_t>(e.getKind());
+      if (kind == 0 || kind > kMaxStoreErrorKind) {
+        throw FormatError("wire store reply " + std::to_string(m.request_id) + " has an error of unknown kind " +
+                          std::to_string(kind));
+      }
+      auto text = e.getMessage();
+      m.result = StoreErrorMsg{static_cast<StoreErrorKind>(kind), std::string(text.begin(), text.end())};
+      return m;
+    }
+  }
+  throw FormatError("wire store reply " + std::to_string(m.request_id) + " has unknown result kind " +
+                    std::to_string(static_cast<unsigned>(r.which())));
+}
+
 }  // namespace
 
 void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits, Message& out) {
@@ -345,6 +617,12 @@ void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits
       case wire::Envelope::CONTROL:
         out.body = read_control(env.getControl());
         return;
+      case wire::Envelope::STORE_REQUEST:
+        out.body = read_store_request(env.getStoreRequest());
+        return;
+      case wire::Envelope::STORE_REPLY:
+        out.body = read_store_reply(env.getStoreReply());
+        return;
     }
     throw FormatError("wire message has unknown body kind " + std::to_string(static_cast<unsigned>(env.which())));
   });
@@ -354,6 +632,29 @@ Message decode(std::span<const std::uint8_t> frame, const DecodeLimits& limits) 
   Message message;
   decode_into(frame, limits, message);
   return message;
+}
+
+std::optional<std::uint64_t> peek_store_request_id(std::span<const std::uint8_t> frame) noexcept {
+  try {
+    if (frame.empty() || frame.size() % sizeof(capnp::word) != 0) return std::nullopt;
+    const std::size_t words = frame.size() / sizeof(capnp::word);
+    const capnp::word* data = reinterpret_cast<const capnp::word*>(frame.data());
+    std::vector<capnp::word> copy;
+    if (reinterpret_cast<std::uintptr_t>(frame.data()) % alignof(std::uint64_t) != 0) {
+      copy.resize(words);
+      std::memcpy(copy.data(), frame.data(), frame.size());
+      data = copy.data();
+    }
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 1024;  // the envelope and the request's own struct only
+    options.nestingLimit = 4;
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(data, words), options);
+    auto env = reader.getRoot<wire::Envelope>();
+    if (env.which() != wire::Envelope::STORE_REQUEST) return std::nullopt;
+    return env.getStoreRequest().getRequestId();
+  } catch (...) {
+    return std::nullopt;
+  }
 }
 
 FrameHeader decode_batch_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits, BatchMsg& out) {

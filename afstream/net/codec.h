@@ -1,5 +1,6 @@
-// Wire codec: turns messages (batches of items, acks, controller messages) into Cap'n Proto frames
-// (afstream/net/wire.capnp) and back. The runtime only sees the plain structs below; no capnp type leaks out.
+// Wire codec: turns messages (batches of items, acks, controller messages, backup store requests and replies) into
+// Cap'n Proto frames (afstream/net/wire.capnp) and back. The runtime only sees the plain structs below; no capnp
+// type leaks out.
 //
 // Hot path: one Encoder per sending thread (its output stays valid until its next call, so the bytes can go
 // straight into a ZeroMQ message), and decode_batch_into / decode_into on the receiving side, which reuse the
@@ -9,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -69,10 +72,127 @@ struct ControlMsg {
   friend bool operator==(const ControlMsg&, const ControlMsg&) = default;
 };
 
+// --- Backup store requests and replies ----------------------------------------------------------------------------
+// The BackupStore interface (afstream/store/backup_store.h) over the network: afs::RemoteStore (client,
+// afstream/store/remote_store.h) and afs::BackupServer (afstream/runtime/backup_server.h). The plain types below
+// mirror the store's without depending on afs_store.
+
+struct ChannelSeqMsg {
+  std::uint32_t channel = 0;
+  std::uint64_t seq = 0;
+
+  friend bool operator==(const ChannelSeqMsg&, const ChannelSeqMsg&) = default;
+};
+
+struct ItemRangeMsg {
+  std::uint32_t channel = 0;
+  std::uint64_t first_seq = 0;
+  std::uint64_t last_seq = 0;
+
+  friend bool operator==(const ItemRangeMsg&, const ItemRangeMsg&) = default;
+};
+
+struct PutStateReq {
+  std::int32_t worker = 0;
+  bool full = false;  // true starts a new chain
+  std::vector<std::uint8_t> record;
+  std::vector<ChannelSeqMsg> covered;  // at most one entry per channel (a decoder rejects repeats)
+
+  friend bool operator==(const PutStateReq&, const PutStateReq&) = default;
+};
+
+struct PutItemsReq {
+  std::int32_t worker = 0;
+  std::vector<std::uint8_t> record;
+  std::vector<ItemRangeMsg> infos;
+
+  friend bool operator==(const PutItemsReq&, const PutItemsReq&) = default;
+};
+
+struct StateChainReq {
+  std::int32_t worker = 0;
+  friend bool operator==(const StateChainReq&, const StateChainReq&) = default;
+};
+
+struct ItemRecordsReq {
+  std::int32_t worker = 0;
+  friend bool operator==(const ItemRecordsReq&, const ItemRecordsReq&) = default;
+};
+
+struct DropReq {
+  std::int32_t worker = 0;
+  friend bool operator==(const DropReq&, const DropReq&) = default;
+};
+
+struct StatsReq {
+  friend bool operator==(const StatsReq&, const StatsReq&) = default;
+};
+
+using StoreOp = std::variant<PutStateReq, PutItemsReq, StateChainReq, ItemRecordsReq, DropReq, StatsReq>;
+
+// request_id: echoed by the reply. session: the client's sequential request stream (one request in flight at a
+// time, ids increasing); the server applies a put or drop at most once per (session, request_id) while it runs.
+// 0: no deduplication.
+struct StoreRequestMsg {
+  std::uint64_t request_id = 0;
+  std::uint64_t session = 0;
+  StoreOp op;
+
+  friend bool operator==(const StoreRequestMsg&, const StoreRequestMsg&) = default;
+};
+
+// "put_state", "put_items", "state_chain", "item_records", "drop", "stats".
+std::string_view op_name(const StoreOp& op);
+// The worker an operation is about (nullopt for stats, which is about none).
+std::optional<std::int32_t> op_worker(const StoreOp& op);
+// Puts and drop change the store (and are deduplicated); the reads and stats do not.
+bool op_mutates(const StoreOp& op);
+
+struct StoreOkMsg {
+  friend bool operator==(const StoreOkMsg&, const StoreOkMsg&) = default;
+};
+
+struct StoreRecordsMsg {
+  std::vector<std::vector<std::uint8_t>> records;
+  friend bool operator==(const StoreRecordsMsg&, const StoreRecordsMsg&) = default;
+};
+
+struct StoreStatsMsg {
+  std::uint64_t state_backups = 0;
+  std::uint64_t item_backups = 0;
+  std::uint64_t bytes_written = 0;
+  std::uint64_t bytes_stored = 0;
+
+  friend bool operator==(const StoreStatsMsg&, const StoreStatsMsg&) = default;
+};
+
+// Values equal those of wire.capnp's StoreError.Kind (checked in codec.cc). 0 (unset) is rejected on decode.
+enum class StoreErrorKind : std::uint16_t {
+  kCorruptRecord = 1,  // a record failed its checksum (the store's FormatError)
+  kStoreFailure = 2,   // the store could not do it
+  kBadRequest = 3,     // the request could not be decoded, or is not a request
+};
+std::string_view to_string(StoreErrorKind kind);
+
+struct StoreErrorMsg {
+  StoreErrorKind kind = StoreErrorKind::kStoreFailure;
+  std::string message;
+
+  friend bool operator==(const StoreErrorMsg&, const StoreErrorMsg&) = default;
+};
+
+// ok for puts and drop, records for state_chain and item_records, stats for stats; error for any.
+struct StoreReplyMsg {
+  std::uint64_t request_id = 0;
+  std::variant<StoreOkMsg, StoreRecordsMsg, StoreStatsMsg, StoreErrorMsg> result;
+
+  friend bool operator==(const StoreReplyMsg&, const StoreReplyMsg&) = default;
+};
+
 struct Message {
   std::uint32_t sender = 0;  // worker id
   std::uint32_t epoch = 0;   // the sender's incarnation
-  std::variant<BatchMsg, AckMsg, ControlMsg> body;
+  std::variant<BatchMsg, AckMsg, ControlMsg, StoreRequestMsg, StoreReplyMsg> body;
 
   friend bool operator==(const Message&, const Message&) = default;
 };
@@ -101,6 +221,12 @@ class Encoder {
   std::span<const std::uint8_t> encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                            std::uint64_t seq, std::uint64_t covered = 0);
   std::span<const std::uint8_t> encode_control(std::uint32_t sender, std::uint32_t epoch, const ControlMsg& control);
+  // Store messages are sized up front (one segment for any record that fits one); a record or reply over the
+  // wire's limit of 2^29 - 1 bytes per record throws FormatError.
+  std::span<const std::uint8_t> encode_store_request(std::uint32_t sender, std::uint32_t epoch,
+                                                     const StoreRequestMsg& request);
+  std::span<const std::uint8_t> encode_store_reply(std::uint32_t sender, std::uint32_t epoch,
+                                                   const StoreReplyMsg& reply);
   std::span<const std::uint8_t> encode(const Message& message);
 
   // Frees the buffer (it regrows on demand), e.g. after an unusually large batch.
@@ -123,6 +249,10 @@ Message decode(std::span<const std::uint8_t> frame, const DecodeLimits& limits =
 // As decode, but reuses `out`: if out.body already holds a BatchMsg its items storage is reused. `out` is
 // unspecified after a throw.
 void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits, Message& out);
+
+// For answering a frame that does not decode: the request id of a frame that holds a store request, read as
+// leniently as possible (any version, any size, whatever the rest holds), or nullopt. Never throws.
+std::optional<std::uint64_t> peek_store_request_id(std::span<const std::uint8_t> frame) noexcept;
 
 // Hot path for data sockets: decodes a batch into `out`, reusing out.items' storage. Throws FormatError (as
 // decode) and also if the frame is a valid message that is not a batch. `out` is unspecified after a throw.

@@ -22,6 +22,8 @@ struct Envelope {
     batch @3 :Batch;
     ack @4 :Ack;
     control @5 :Control;
+    storeRequest @6 :StoreRequest;  # to the backup server (afstream/runtime/backup_server.h)
+    storeReply @7 :StoreReply;      # from the backup server
   }
 }
 
@@ -58,5 +60,76 @@ struct Control {
     resendFrom @2;     # resend items of `channel` starting at `seq`
     stop @3;           # stop (end the job, or the addressed worker)
     heartbeat @4;      # liveness ping/reply
+  }
+}
+
+# A request to the backup server (the BackupStore interface of afstream/store/backup_store.h over the network).
+# The client sends one request at a time per session, with increasing requestIds, and waits for the reply with the
+# same requestId; on a timeout it resends the same request (same session and requestId). The server applies a put
+# or drop of a session at most once while it runs: the last one applied, received again, is answered again from a
+# cache; an older one is dropped. session 0: no such deduplication.
+struct StoreRequest {
+  requestId @0 :UInt64;
+  session @1 :UInt64;
+  worker @2 :Int32;  # every operation but stats
+
+  union {
+    unset @3 :Void;  # never sent; the server answers badRequest
+    putState :group {
+      full @4 :Bool;                 # true starts a new chain
+      record @5 :Data;
+      covered @6 :List(ChannelSeq);  # per input channel, the last sequence number the state reflects
+    }
+    putItems :group {
+      record @7 :Data;
+      infos @8 :List(ItemRange);     # which sequence numbers the record holds
+    }
+    stateChain @9 :Void;
+    itemRecords @10 :Void;
+    drop @11 :Void;
+    stats @12 :Void;
+  }
+}
+
+struct ChannelSeq {
+  channel @0 :UInt32;
+  seq @1 :UInt64;
+}
+
+struct ItemRange {
+  channel @0 :UInt32;
+  firstSeq @1 :UInt64;
+  lastSeq @2 :UInt64;
+}
+
+# The backup server's answer to the StoreRequest with the same requestId.
+struct StoreReply {
+  requestId @0 :UInt64;
+
+  union {
+    unset @1 :Void;            # never sent; a decoder rejects it
+    ok @2 :Void;               # putState, putItems, drop
+    records @3 :List(Data);    # stateChain, itemRecords (in order)
+    stats @4 :StoreStats;      # stats
+    error @5 :StoreError;      # any operation
+  }
+}
+
+struct StoreStats {
+  stateBackups @0 :UInt64;
+  itemBackups @1 :UInt64;
+  bytesWritten @2 :UInt64;
+  bytesStored @3 :UInt64;
+}
+
+struct StoreError {
+  kind @0 :Kind;
+  message @1 :Text;
+
+  enum Kind {
+    unset @0;          # never sent; a decoder rejects it
+    corruptRecord @1;  # a record failed its checksum (the store's FormatError); it was not returned
+    storeFailure @2;   # the store could not do it (e.g. a RocksDB error)
+    badRequest @3;     # the request could not be decoded or is not a request
   }
 }

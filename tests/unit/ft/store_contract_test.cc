@@ -1,6 +1,7 @@
 // The backup store contract (afstream/store/backup_store.h; DESIGN sections 4, 5 and 8), run unchanged on every
-// backend: MemoryStore and RocksDbStore (with and without fsync). State chains (a full backup starts a new chain,
-// deltas append in order), item records trimmed only once a state covers every channel they hold, storage
+// backend: MemoryStore, RocksDbStore (with and without fsync), and RemoteStore talking to a BackupServer (on a
+// thread of this process, serving a MemoryStore) over tcp:// and over ipc://. State chains (a full backup starts a new
+// chain, deltas append in order), item records trimmed only once a state covers every channel they hold, storage
 // accounting, corruption detection (a corrupt record raises FormatError and is never returned), drop, concurrency.
 // Then what only the durable backend promises: close and reopen keeps everything (and trimming and counters carry
 // on), bad directories give ConfigError, and a writer killed with SIGKILL loses no acknowledged backup and never
@@ -30,7 +31,9 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
+#include "afstream/runtime/backup_server.h"
 #include "afstream/store/memory_store.h"
+#include "afstream/store/remote_store.h"
 #include "afstream/store/rocksdb_store.h"
 
 extern char** environ;
@@ -79,6 +82,61 @@ struct RocksDbIn {
 struct RocksDb : RocksDbIn<false> {};
 struct RocksDbSync : RocksDbIn<true> {};
 
+// A RemoteStore and the BackupServer it talks to (on a thread, serving a MemoryStore), as one BackupStore; its
+// corrupt_latest_state corrupts the record inside the server's store.
+class ServedRemoteStore final : public BackupStore {
+ public:
+  explicit ServedRemoteStore(const std::string& listen) {
+    auto memory = std::make_unique<MemoryStore>();
+    memory_ = memory.get();
+    server_ = std::make_unique<BackupServer>(listen, std::move(memory));
+    thread_ = std::thread([this] {
+      try {
+        server_->run(stop_);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "backup server: " << e.what();
+      }
+    });
+    client_ = std::make_unique<RemoteStore>(server_->bound_endpoint());
+  }
+  ~ServedRemoteStore() override {
+    client_.reset();
+    stop_ = true;
+    thread_.join();
+    EXPECT_EQ(server_->bad_frames(), 0u);
+  }
+
+  void put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
+    client_->put_state(w, full, std::move(r), c);
+  }
+  std::vector<Bytes> state_chain(int w) const override { return client_->state_chain(w); }
+  void put_items(int w, Bytes r, std::vector<ItemRecordInfo> i) override {
+    client_->put_items(w, std::move(r), std::move(i));
+  }
+  std::vector<Bytes> item_records(int w) const override { return client_->item_records(w); }
+  void drop(int w) override { client_->drop(w); }
+  StoreStats stats() const override { return client_->stats(); }
+  void corrupt_latest_state(int worker) { memory_->corrupt_latest_state(worker); }
+
+ private:
+  MemoryStore* memory_ = nullptr;  // owned by the server
+  std::unique_ptr<BackupServer> server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::unique_ptr<RemoteStore> client_;
+};
+
+struct Remote {
+  using Store = ServedRemoteStore;
+  std::unique_ptr<Store> make() { return std::make_unique<ServedRemoteStore>("tcp://127.0.0.1:0"); }
+};
+
+struct RemoteIpc {
+  using Store = ServedRemoteStore;
+  TempDir dir;
+  std::unique_ptr<Store> make() { return std::make_unique<ServedRemoteStore>("ipc://" + dir.path() + "/server"); }
+};
+
 }  // namespace store_contract
 
 namespace {
@@ -92,7 +150,7 @@ class StoreContract : public ::testing::Test {
   std::unique_ptr<typename Backend::Store> store_ = backend_.make();
 };
 
-using Backends = ::testing::Types<Memory, RocksDb, RocksDbSync>;
+using Backends = ::testing::Types<Memory, RocksDb, RocksDbSync, Remote, RemoteIpc>;
 TYPED_TEST_SUITE(StoreContract, Backends);
 
 TYPED_TEST(StoreContract, EmptyWorkerHasNothing) {

@@ -1,11 +1,13 @@
-// Unit tests for the wire codec (afstream/net/codec.h): round trips, encoder buffer reuse, and every kind of bad
-// frame (truncated, unaligned, oversize, wrong version, inconsistent batch) failing with FormatError.
+// Unit tests for the wire codec (afstream/net/codec.h): round trips (batches, acks, control, backup store requests
+// and replies), encoder buffer reuse, and every kind of bad frame (truncated, unaligned, oversize, wrong version,
+// inconsistent batch, malformed store message) failing with FormatError.
 #include "afstream/net/codec.h"
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -343,6 +345,242 @@ TEST(NetCodec, MissingListsDecodeAsEmptyBatch) {
   const Message m = decode(frame);
   EXPECT_TRUE(std::get<BatchMsg>(m.body).items.empty());
   EXPECT_EQ(std::get<BatchMsg>(m.body).channel, 4u);
+}
+
+// --- backup store requests and replies -----------------------------------------------------------------------------
+
+Bytes pattern(std::size_t n, std::uint8_t seed) {
+  Bytes b(n);
+  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(seed + i * 31);
+  return b;
+}
+
+Message request_message(StoreOp op, std::uint64_t id = 42, std::uint64_t session = 0xfeedface12345678) {
+  return Message{.sender = 0, .epoch = 0, .body = StoreRequestMsg{.request_id = id, .session = session, .op = op}};
+}
+
+Message reply_message(decltype(StoreReplyMsg::result) result, std::uint64_t id = 42) {
+  return Message{.sender = 0, .epoch = 0, .body = StoreReplyMsg{.request_id = id, .result = std::move(result)}};
+}
+
+// One of every request, with edge values.
+std::vector<Message> every_request() {
+  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  return {
+      request_message(PutStateReq{.worker = 3, .full = true, .record = pattern(100, 1), .covered = {}}),
+      request_message(
+          PutStateReq{
+              .worker = INT_MIN, .full = false, .record = {}, .covered = {{0, 0}, {7, 12345}, {UINT32_MAX, max}}},
+          max, 1),
+      request_message(PutItemsReq{.worker = INT_MAX, .record = pattern(1000, 2), .infos = {{1, 1, 10}, {2, 5, 8}}}),
+      request_message(PutItemsReq{.worker = -1, .record = {}, .infos = {}}, 0, 0),
+      request_message(StateChainReq{7}),
+      request_message(ItemRecordsReq{-256}),
+      request_message(DropReq{0}),
+      request_message(StatsReq{}),
+  };
+}
+
+std::vector<Message> every_reply() {
+  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  return {
+      reply_message(StoreOkMsg{}),
+      reply_message(StoreRecordsMsg{}),
+      reply_message(StoreRecordsMsg{{pattern(100, 1), {}, pattern(7, 3)}}, max),
+      reply_message(StoreStatsMsg{1, 2, 3, max}),
+      reply_message(StoreErrorMsg{StoreErrorKind::kCorruptRecord, "state backup of worker 6: checksum mismatch"}),
+      reply_message(StoreErrorMsg{StoreErrorKind::kStoreFailure, "rocksdb: IO error \xc3\xa9"}),
+      reply_message(StoreErrorMsg{StoreErrorKind::kBadRequest, ""}, 0),
+  };
+}
+
+TEST(NetCodecStore, EveryRequestRoundTrips) {
+  Encoder encoder;
+  for (const Message& m : every_request()) {
+    const auto& r = std::get<StoreRequestMsg>(m.body);
+    SCOPED_TRACE(std::string(op_name(r.op)));
+    EXPECT_EQ(decode(encoder.encode(m)), m);
+    EXPECT_EQ(decode(encode(m)), m);
+    EXPECT_EQ(decode(encoder.encode_store_request(m.sender, m.epoch, r)), m);
+  }
+}
+
+TEST(NetCodecStore, EveryReplyRoundTrips) {
+  Encoder encoder;
+  for (const Message& m : every_reply()) {
+    SCOPED_TRACE(std::get<StoreReplyMsg>(m.body).result.index());
+    EXPECT_EQ(decode(encoder.encode(m)), m);
+    EXPECT_EQ(decode(encoder.encode_store_reply(0, 0, std::get<StoreReplyMsg>(m.body))), m);
+  }
+}
+
+TEST(NetCodecStore, OperationNamesWorkersAndMutation) {
+  EXPECT_EQ(op_name(PutStateReq{}), "put_state");
+  EXPECT_EQ(op_name(PutItemsReq{}), "put_items");
+  EXPECT_EQ(op_name(StateChainReq{}), "state_chain");
+  EXPECT_EQ(op_name(ItemRecordsReq{}), "item_records");
+  EXPECT_EQ(op_name(DropReq{}), "drop");
+  EXPECT_EQ(op_name(StatsReq{}), "stats");
+  EXPECT_EQ(op_worker(DropReq{-5}), -5);
+  EXPECT_EQ(op_worker(StatsReq{}), std::nullopt);
+  EXPECT_TRUE(op_mutates(PutStateReq{}));
+  EXPECT_TRUE(op_mutates(PutItemsReq{}));
+  EXPECT_TRUE(op_mutates(DropReq{}));
+  EXPECT_FALSE(op_mutates(StateChainReq{}));
+  EXPECT_FALSE(op_mutates(ItemRecordsReq{}));
+  EXPECT_FALSE(op_mutates(StatsReq{}));
+  EXPECT_EQ(to_string(StoreErrorKind::kCorruptRecord), "corrupt record");
+  EXPECT_EQ(to_string(StoreErrorKind::kBadRequest), "bad request");
+}
+
+// Large records travel whole up to the configured limit, in one segment (no copy on the encoder's side), and the
+// limit is respected in both directions.
+TEST(NetCodecStore, LargeRecordsUpToTheLimit) {
+  const Bytes record = pattern(std::size_t{9} << 20, 5);
+  const Message put = request_message(PutStateReq{.worker = 1, .full = true, .record = record, .covered = {{1, 2}}});
+  const Message chain = reply_message(StoreRecordsMsg{{record, pattern(3 << 20, 6), {}}});
+  Encoder encoder;
+  for (const Message& m : {put, chain}) {
+    const Bytes frame = to_bytes(encoder.encode(m));
+    EXPECT_LT(frame.size(), record.size() + (std::size_t{4} << 20)) << "no slack beyond the records";
+    DecodeLimits limits;
+    limits.max_message_bytes = frame.size();
+    EXPECT_EQ(decode(frame, limits), m);
+    limits.max_message_bytes = frame.size() - 8;
+    expect_format_error(frame, {std::to_string(frame.size()), std::to_string(frame.size() - 8)}, limits);
+  }
+  const Bytes frame = to_bytes(encoder.encode(put));
+  EXPECT_LT(frame.size(), record.size() + 256) << "a put is one segment of the record plus a few words";
+}
+
+TEST(NetCodecStore, EveryPrefixOfSmallStoreMessagesThrows) {
+  std::vector<Message> messages = every_request();
+  for (auto& m : every_reply()) messages.push_back(m);
+  for (const Message& m : messages) {
+    const Bytes frame = encode(m);
+    for (std::size_t len = 0; len < frame.size(); ++len) {
+      const Bytes prefix(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(len));
+      EXPECT_THROW(decode(prefix), FormatError) << "prefix of " << len << " of " << frame.size() << " bytes";
+    }
+  }
+}
+
+TEST(NetCodecStore, RandomTruncationsOfLargeStoreMessagesThrow) {
+  const Bytes put =
+      encode(request_message(PutItemsReq{.worker = 2, .record = pattern(200000, 7), .infos = {{1, 1, 9}}}));
+  const Bytes chain = encode(reply_message(StoreRecordsMsg{{pattern(50000, 1), pattern(70000, 2), pattern(10, 3)}}));
+  std::mt19937_64 rng(43);
+  for (const Bytes* frame : {&put, &chain}) {
+    std::uniform_int_distribution<std::size_t> len_dist(0, frame->size() - 1);
+    for (int i = 0; i < 200; ++i) {
+      std::size_t len = len_dist(rng);
+      if (i % 2 == 0) len -= len % 8;
+      const Bytes prefix(frame->begin(), frame->begin() + static_cast<std::ptrdiff_t>(len));
+      EXPECT_THROW(decode(prefix), FormatError) << "prefix of " << len << " bytes";
+    }
+  }
+}
+
+TEST(NetCodecStore, UnalignedStoreMessagesDecode) {
+  for (const Message& m : {every_request()[1], every_reply()[2]}) {
+    const Bytes frame = encode(m);
+    Bytes storage(frame.size() + 8);
+    for (std::size_t offset = 1; offset < 8; offset += 3) {
+      std::memcpy(storage.data() + offset, frame.data(), frame.size());
+      EXPECT_EQ(decode(std::span<const std::uint8_t>(storage.data() + offset, frame.size())), m) << offset;
+    }
+  }
+}
+
+TEST(NetCodecStore, UnsetOperationOrResultThrows) {
+  const Bytes request = raw_frame([](wire::Envelope::Builder env) {
+    env.setVersion(kWireVersion);
+    env.initStoreRequest().setRequestId(9);
+  });
+  expect_format_error(request, {"store request 9", "no operation"});
+  const Bytes reply = raw_frame([](wire::Envelope::Builder env) {
+    env.setVersion(kWireVersion);
+    env.initStoreReply().setRequestId(8);
+  });
+  expect_format_error(reply, {"store reply 8", "no result"});
+}
+
+TEST(NetCodecStore, UnsetOrUnknownErrorKindThrows) {
+  for (std::uint16_t kind : {std::uint16_t{0}, std::uint16_t{4}, std::uint16_t{999}}) {
+    const Bytes frame = raw_frame([&](wire::Envelope::Builder env) {
+      env.setVersion(kWireVersion);
+      auto reply = env.initStoreReply();
+      reply.setRequestId(5);
+      reply.initError().setKind(static_cast<wire::StoreError::Kind>(kind));
+    });
+    expect_format_error(frame, {"unknown kind " + std::to_string(kind)});
+  }
+}
+
+TEST(NetCodecStore, CoveredChannelTwiceThrows) {
+  const Bytes frame = encode(request_message(
+      PutStateReq{.worker = 4, .full = false, .record = {1}, .covered = {{3, 10}, {1, 2}, {3, 11}}}, 77));
+  expect_format_error(frame, {"store request 77", "worker 4", "channel 3 twice"});
+}
+
+TEST(NetCodecStore, PeekReadsTheRequestIdOfFramesThatDoNotDecode) {
+  const Bytes good = encode(request_message(DropReq{1}, 1234));
+  EXPECT_EQ(peek_store_request_id(good), 1234u);
+  // Another version.
+  const Bytes other_version = raw_frame([](wire::Envelope::Builder env) {
+    env.setVersion(2);
+    env.initStoreRequest().setRequestId(55);
+  });
+  EXPECT_THROW(decode(other_version), FormatError);
+  EXPECT_EQ(peek_store_request_id(other_version), 55u);
+  // Over the limit.
+  const Bytes big = encode(request_message(PutItemsReq{.worker = 1, .record = pattern(100000, 1), .infos = {}}, 66));
+  DecodeLimits small;
+  small.max_message_bytes = 1024;
+  EXPECT_THROW(decode(big, small), FormatError);
+  EXPECT_EQ(peek_store_request_id(big), 66u);
+  // Invalid content after a readable id.
+  const Bytes twice =
+      encode(request_message(PutStateReq{.worker = 1, .full = true, .record = {}, .covered = {{1, 1}, {1, 2}}}, 77));
+  EXPECT_EQ(peek_store_request_id(twice), 77u);
+  // Unaligned.
+  Bytes storage(good.size() + 1);
+  std::memcpy(storage.data() + 1, good.data(), good.size());
+  EXPECT_EQ(peek_store_request_id(std::span<const std::uint8_t>(storage.data() + 1, good.size())), 1234u);
+  // Nothing to read: garbage, truncation, other kinds of message, replies.
+  EXPECT_EQ(peek_store_request_id({}), std::nullopt);
+  EXPECT_EQ(peek_store_request_id(Bytes{1, 2, 3}), std::nullopt);
+  EXPECT_EQ(peek_store_request_id(Bytes(16, 0xff)), std::nullopt);
+  EXPECT_EQ(peek_store_request_id(Bytes(good.begin(), good.begin() + 8)), std::nullopt);
+  EXPECT_EQ(peek_store_request_id(encode(batch_message(3, 1, false))), std::nullopt);
+  EXPECT_EQ(peek_store_request_id(encode(reply_message(StoreOkMsg{}, 3))), std::nullopt);
+}
+
+TEST(NetCodecStore, RandomCorruptionOfStoreMessagesNeverCrashes) {
+  std::mt19937_64 rng(9);
+  for (const Message& m : {every_request()[0], every_request()[2], every_reply()[2], every_reply()[4]}) {
+    const Bytes original = encode(m);
+    std::uniform_int_distribution<std::size_t> pos(0, original.size() - 1);
+    for (int i = 0; i < 1000; ++i) {
+      Bytes frame = original;
+      frame[pos(rng)] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+      try {
+        decode(frame);
+      } catch (const FormatError&) {
+      }
+      (void)peek_store_request_id(frame);
+    }
+  }
+}
+
+TEST(NetCodecStore, BatchOfStoreFrameIsRejectedByDecodeBatchInto) {
+  BatchMsg batch;
+  try {
+    decode_batch_into(encode(request_message(StatsReq{})), {}, batch);
+    FAIL() << "no throw";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("got store request"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

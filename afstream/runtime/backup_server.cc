@@ -1,0 +1,246 @@
+// BackupServer: a BackupStore served over a ZeroMQ ROUTER socket (see backup_server.h).
+#include "afstream/runtime/backup_server.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+#include <zmq.hpp>
+
+#include "afstream/core/errors.h"
+
+namespace afs {
+
+namespace {
+
+// Reply frames above this size free the encoder's buffer afterwards instead of keeping it for the next reply.
+constexpr std::size_t kKeepEncoderBytes = std::size_t{1} << 20;
+
+// tcp://HOST:0 asks for an ephemeral port, which ZeroMQ spells tcp://HOST:*.
+std::string zmq_bind_address(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) == 0 && endpoint.size() > 2 && endpoint.compare(endpoint.size() - 2, 2, ":0") == 0) {
+    return endpoint.substr(0, endpoint.size() - 1) + "*";
+  }
+  return endpoint;
+}
+
+SeqByChannel to_store(const std::vector<net::ChannelSeqMsg>& covered) {
+  SeqByChannel out;
+  for (const auto& c : covered) out[c.channel] = c.seq;
+  return out;
+}
+
+std::vector<ItemRecordInfo> to_store(const std::vector<net::ItemRangeMsg>& infos) {
+  std::vector<ItemRecordInfo> out;
+  out.reserve(infos.size());
+  for (const auto& i : infos) out.push_back(ItemRecordInfo{i.channel, i.first_seq, i.last_seq});
+  return out;
+}
+
+}  // namespace
+
+struct BackupServer::Impl {
+  struct Session {
+    std::uint64_t last_request_id = 0;  // the last put or drop applied
+    std::vector<std::uint8_t> reply;    // its reply frame
+    std::uint64_t last_used = 0;        // for evicting the least recently active session
+  };
+
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::router};
+  net::Encoder encoder;
+  net::Message message;  // the request being served (its storage is reused)
+  std::unordered_map<std::uint64_t, Session> sessions;
+  std::uint64_t tick = 0;
+
+  ~Impl() { socket.close(); }
+
+  Session& remember(std::uint64_t session, std::size_t capacity) {
+    if (sessions.size() >= capacity && !sessions.count(session)) {
+      auto oldest = sessions.begin();
+      for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+        if (it->second.last_used < oldest->second.last_used) oldest = it;
+      }
+      if (oldest != sessions.end()) sessions.erase(oldest);
+    }
+    Session& s = sessions[session];
+    s.last_used = ++tick;
+    return s;
+  }
+};
+
+BackupServer::BackupServer(std::string endpoint, std::unique_ptr<BackupStore> store, BackupServerOptions options)
+    : store_(std::move(store)), options_(options), impl_(std::make_unique<Impl>()) {
+  if (!store_) throw ConfigError("backup server: no store given");
+  auto& socket = impl_->socket;
+  try {
+    socket.set(zmq::sockopt::linger, 200);             // let the last replies out on shutdown, briefly
+    socket.set(zmq::sockopt::router_mandatory, true);  // an unroutable reply is an error we count, not silence
+    const auto cap = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 2);
+    socket.set(zmq::sockopt::maxmsgsize,
+               static_cast<std::int64_t>(std::min<std::uint64_t>(2 * std::uint64_t{options_.max_message_bytes}, cap)));
+    socket.bind(zmq_bind_address(endpoint));
+    bound_endpoint_ = socket.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    throw ConfigError("backup server: cannot listen on '" + endpoint + "': " + e.what() +
+                      " (expected tcp://HOST:PORT, port 0 for any free one, or ipc://PATH)");
+  }
+}
+
+BackupServer::~BackupServer() = default;
+
+BackupServerCounters BackupServer::counters() const {
+  return BackupServerCounters{requests_.load(), bad_frames_.load(), duplicates_.load(), store_errors_.load(),
+                              unroutable_.load()};
+}
+
+void BackupServer::run(const std::atomic<bool>& stop) {
+  auto& socket = impl_->socket;
+  net::DecodeLimits limits;
+  limits.max_message_bytes = options_.max_message_bytes;
+  std::vector<zmq::message_t> parts;
+
+  // Sends [routing parts..., payload]; counts the reply as unroutable if its client is gone or not reading.
+  auto send_reply = [&](std::span<const std::uint8_t> payload) {
+    try {
+      for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+        zmq::message_t route(parts[i].data(), parts[i].size());
+        if (!socket.send(route, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+          ++unroutable_;
+          return;
+        }
+      }
+      if (!socket.send(zmq::message_t(payload.data(), payload.size()), zmq::send_flags::dontwait)) ++unroutable_;
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EHOSTUNREACH) throw RuntimeError(std::string("backup server: cannot send a reply: ") + e.what());
+      ++unroutable_;
+    }
+  };
+  auto encode = [&](const net::StoreReplyMsg& reply) { return impl_->encoder.encode_store_reply(0, 0, reply); };
+  auto release_if_big = [&](std::size_t bytes) {
+    if (bytes > kKeepEncoderBytes) impl_->encoder.release_memory();
+  };
+
+  while (!stop.load(std::memory_order_relaxed)) {
+    zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, options_.poll_interval);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;  // a signal (e.g. the SIGTERM that sets `stop`)
+      throw RuntimeError(std::string("backup server: polling the socket failed: ") + e.what());
+    }
+    if (!(item.revents & ZMQ_POLLIN)) continue;
+
+    // A few requests per wakeup, so that `stop` is still looked at under a steady load.
+    for (int served = 0; served < 64 && !stop.load(std::memory_order_relaxed); ++served) {
+      parts.clear();
+      bool more = true;
+      try {
+        while (more) {
+          zmq::message_t part;
+          if (!socket.recv(part, zmq::recv_flags::dontwait)) break;
+          more = part.more();
+          parts.push_back(std::move(part));
+        }
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) break;  // back to the loop that looks at `stop`
+        throw RuntimeError(std::string("backup server: receiving a request failed: ") + e.what());
+      }
+      if (parts.empty()) break;  // nothing more to read now
+      if (more || parts.size() < 2) {
+        ++bad_frames_;  // no routing id and payload: nothing to answer
+        continue;
+      }
+      const zmq::message_t& payload = parts.back();
+      const std::span<const std::uint8_t> frame(static_cast<const std::uint8_t*>(payload.data()), payload.size());
+
+      net::StoreRequestMsg* request = nullptr;
+      try {
+        net::decode_into(frame, limits, impl_->message);
+        request = std::get_if<net::StoreRequestMsg>(&impl_->message.body);
+        if (request == nullptr) throw FormatError("expected a store request");
+      } catch (const FormatError& e) {
+        ++bad_frames_;
+        if (const auto id = net::peek_store_request_id(frame)) {
+          send_reply(encode(net::StoreReplyMsg{
+              *id, net::StoreErrorMsg{net::StoreErrorKind::kBadRequest, std::string("bad request: ") + e.what()}}));
+        }
+        continue;
+      }
+      ++requests_;
+
+      // At most once per (session, request id) for what changes the store.
+      const bool dedupe = request->session != 0 && net::op_mutates(request->op);
+      if (dedupe) {
+        auto it = impl_->sessions.find(request->session);
+        if (it != impl_->sessions.end() && request->request_id <= it->second.last_request_id) {
+          ++duplicates_;
+          it->second.last_used = ++impl_->tick;
+          if (request->request_id == it->second.last_request_id) send_reply(it->second.reply);
+          continue;
+        }
+      }
+
+      net::StoreReplyMsg reply{request->request_id, net::StoreOkMsg{}};
+      try {
+        std::visit(
+            [&](auto& op) {
+              using Op = std::decay_t<decltype(op)>;
+              if constexpr (std::is_same_v<Op, net::PutStateReq>) {
+                store_->put_state(op.worker, op.full, std::move(op.record), to_store(op.covered));
+              } else if constexpr (std::is_same_v<Op, net::PutItemsReq>) {
+                store_->put_items(op.worker, std::move(op.record), to_store(op.infos));
+              } else if constexpr (std::is_same_v<Op, net::StateChainReq>) {
+                reply.result = net::StoreRecordsMsg{store_->state_chain(op.worker)};
+              } else if constexpr (std::is_same_v<Op, net::ItemRecordsReq>) {
+                reply.result = net::StoreRecordsMsg{store_->item_records(op.worker)};
+              } else if constexpr (std::is_same_v<Op, net::DropReq>) {
+                store_->drop(op.worker);
+              } else {
+                const StoreStats st = store_->stats();
+                reply.result = net::StoreStatsMsg{st.state_backups, st.item_backups, st.bytes_written, st.bytes_stored};
+              }
+            },
+            request->op);
+      } catch (const FormatError& e) {
+        ++store_errors_;
+        reply.result = net::StoreErrorMsg{net::StoreErrorKind::kCorruptRecord, e.what()};
+      } catch (const std::exception& e) {
+        ++store_errors_;
+        reply.result = net::StoreErrorMsg{net::StoreErrorKind::kStoreFailure, e.what()};
+      } catch (...) {
+        ++store_errors_;
+        reply.result = net::StoreErrorMsg{net::StoreErrorKind::kStoreFailure, "unknown exception from the store"};
+      }
+
+      std::span<const std::uint8_t> out;
+      try {
+        out = encode(reply);
+        if (out.size() > options_.max_message_bytes) {
+          throw FormatError("the reply is " + std::to_string(out.size()) + " bytes, over the message limit of " +
+                            std::to_string(options_.max_message_bytes) + " bytes");
+        }
+      } catch (const FormatError& e) {
+        ++store_errors_;
+        std::string what(net::op_name(request->op));
+        if (const auto w = net::op_worker(request->op)) what += " for worker " + std::to_string(*w);
+        release_if_big(out.size());
+        out = encode(net::StoreReplyMsg{
+            request->request_id, net::StoreErrorMsg{net::StoreErrorKind::kStoreFailure, what + ": " + e.what()}});
+      }
+      if (dedupe) {
+        auto& s = impl_->remember(request->session, std::max<std::size_t>(options_.dedupe_sessions, 1));
+        s.last_request_id = request->request_id;
+        s.reply.assign(out.begin(), out.end());
+      }
+      send_reply(out);
+      release_if_big(out.size());
+    }
+  }
+}
+
+}  // namespace afs

@@ -1,0 +1,81 @@
+// The backup server (DESIGN sections 4, 5 and 8): serves one BackupStore (a RocksDbStore in production, a
+// MemoryStore in tests) to RemoteStore clients (afstream/store/remote_store.h) over ZeroMQ, the process behind
+// `afstream backup-server`.
+//
+// One ROUTER socket, one thread (run()): each request (afstream/net/codec.h: StoreRequestMsg) is applied to the
+// store and answered with the StoreReplyMsg carrying its request id. A put or drop is applied at most once per
+// (session, request id) while the server runs: a resent copy of the last one applied is answered again from a
+// cache without being applied; an older copy (overtaken by its own resend) is dropped. The most recently active
+// `dedupe_sessions` sessions are remembered.
+//
+// Bad input never stops the server (DESIGN 8): a frame that does not decode (truncated, corrupt, over the message
+// limit, of another wire version, or not a store request) is counted in bad_frames and answered with a bad-request
+// error when its request id can still be read, else dropped. An exception from the store becomes an error reply
+// (a FormatError, i.e. a record that failed its checksum: kind corrupt record, with the store's message; anything
+// else: store failure) and is counted in store_errors. A reply too large for the message limit becomes a
+// store-failure reply saying so.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "afstream/net/codec.h"
+#include "afstream/store/backup_store.h"
+
+namespace afs {
+
+struct BackupServerOptions {
+  // Largest request accepted and reply sent (clients have the same limit in RemoteStoreOptions). ZeroMQ itself
+  // drops the connection of a peer sending a frame over twice this size, so such frames are never read.
+  std::size_t max_message_bytes = net::kDefaultMaxMessageBytes;
+  std::size_t dedupe_sessions = 4096;           // sessions whose last put is remembered
+  std::chrono::milliseconds poll_interval{50};  // how often run() looks at `stop`
+};
+
+// What the server did; each readable at any time from any thread.
+struct BackupServerCounters {
+  std::uint64_t requests = 0;            // store requests decoded (and answered, unless duplicates)
+  std::uint64_t bad_frames = 0;          // frames that were not a decodable store request
+  std::uint64_t duplicates = 0;          // puts and drops received again after being applied (not re-applied)
+  std::uint64_t store_errors = 0;        // requests the store failed (answered with an error)
+  std::uint64_t unroutable_replies = 0;  // replies dropped because their client was gone or not reading
+};
+
+class BackupServer {
+ public:
+  // Binds to endpoint: tcp://HOST:PORT (port 0 or * for an ephemeral one) or ipc://PATH. Throws ConfigError naming
+  // the endpoint if it cannot bind (bad syntax, address in use, no permission).
+  BackupServer(std::string endpoint, std::unique_ptr<BackupStore> store, BackupServerOptions options = {});
+  ~BackupServer();
+  BackupServer(const BackupServer&) = delete;
+  BackupServer& operator=(const BackupServer&) = delete;
+
+  // The endpoint actually bound (for tcp://127.0.0.1:0, the port the system chose): what clients connect to.
+  const std::string& bound_endpoint() const { return bound_endpoint_; }
+
+  // Serves requests until `stop` becomes true (checked every poll_interval). Call from one thread at a time; it
+  // may be another thread than the constructor's. Throws RuntimeError only if the socket itself fails.
+  void run(const std::atomic<bool>& stop);
+
+  BackupServerCounters counters() const;
+  std::uint64_t bad_frames() const { return bad_frames_.load(std::memory_order_relaxed); }
+
+  // The served store (e.g. for tests to inspect it; not to be used while run() serves from another thread unless
+  // the store is thread-safe, as MemoryStore and RocksDbStore are).
+  BackupStore& store() { return *store_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<BackupStore> store_;
+  BackupServerOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::string bound_endpoint_;
+
+  std::atomic<std::uint64_t> requests_{0}, bad_frames_{0}, duplicates_{0}, store_errors_{0}, unroutable_{0};
+};
+
+}  // namespace afs
