@@ -416,8 +416,9 @@ void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uin
 }
 
 // Tests only (RunConfig::measure_losses): the distance between the state at the crash and the recovered state once
-// it has processed again exactly what the crashed one had (replay may go further: the runtime itself never uses
-// the crash point, which a real crash does not reveal).
+// it has processed again exactly what the crashed one had on every input channel (replay may go further: the
+// runtime itself never uses the crash point, which a real crash does not reveal). When channels catch up unevenly
+// there is no such moment and the failure stays unmeasured (lost_divergence -1).
 void Worker::measure_loss() {
   if (!measure_pending_) return;
   measure_pending_ = false;
@@ -715,7 +716,24 @@ std::size_t Worker::process_some(std::size_t budget) {
     // The item counts as unprocessed until its post-update backup check completes (proofs/general-bounds.md).
     if (measure_pending_) {
       auto it = crash_in_->processed.find(ci.channel);
-      if (it == crash_in_->processed.end() || ci.item.seq > it->second) measure_loss();
+      if (it == crash_in_->processed.end() || ci.item.seq > it->second) {
+        // The state now reflects what the crashed one did on this channel; compare only if every other channel has
+        // caught up too (items still to come on a lagging channel are not lost). Otherwise give up on measuring.
+        bool caught_up = true;
+        for (const auto& in : ins_) {
+          const auto c = crash_in_->processed.find(static_cast<std::uint32_t>(in.id));
+          if (static_cast<std::uint32_t>(in.id) != ci.channel && c != crash_in_->processed.end() && !in.ended &&
+              in.processed < c->second) {
+            caught_up = false;
+          }
+        }
+        if (caught_up) {
+          measure_loss();
+        } else {
+          measure_pending_ = false;
+          maybe_compensate();
+        }
+      }
     }
     process_one(ci);
     queue_.pop_front();
