@@ -247,6 +247,58 @@ std::span<const std::uint8_t> Encoder::encode_control(std::uint32_t sender, std:
   return state_->finish();
 }
 
+std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender, std::uint32_t epoch,
+                                                            const WorkerReportMsg& report) {
+  check_list_size(report.final_state.size(), "a final state of", "bytes");
+  auto r = state_->envelope(64 + blob_words(report.final_state.size()), sender, epoch).initWorkerReport();
+  r.setKind(static_cast<wire::WorkerReport::Kind>(static_cast<std::uint16_t>(report.kind)));
+  auto st = r.initStatus();
+  const auto& s = report.status;
+  st.setItemsIn(s.items_in);
+  st.setItemsOut(s.items_out);
+  st.setStateBackups(s.state_backups);
+  st.setItemBackups(s.item_backups);
+  st.setBackupBytes(s.backup_bytes);
+  st.setDuplicatesDropped(s.duplicates_dropped);
+  st.setGaps(s.gaps);
+  st.setBadMessages(s.bad_messages);
+  st.setUnbacked(s.unbacked);
+  st.setUnacked(s.unacked);
+  st.setDivergence(s.divergence);
+  st.setSourceOffset(s.source_offset);
+  if (!report.final_state.empty()) {
+    r.setFinalState(capnp::Data::Reader(report.final_state.data(), report.final_state.size()));
+  }
+  auto rc = r.initRecovery();
+  const auto& v = report.recovery;
+  rc.setFailureCount(v.failure_count);
+  rc.setTheta(v.theta);
+  rc.setL(v.l);
+  rc.setGamma(v.gamma);
+  rc.setAlpha(v.alpha);
+  rc.setRestoreMs(v.restore_ms);
+  rc.setRecoveredMs(v.recovered_ms);
+  rc.setReplayedItems(v.replayed_items);
+  rc.setMissingItems(v.missing_items);
+  rc.setDone(v.done);
+  return state_->finish();
+}
+
+std::span<const std::uint8_t> Encoder::encode_directory(std::uint32_t sender, std::uint32_t epoch,
+                                                        const DirectoryMsg& directory) {
+  check_list_size(directory.peers.size(), "a directory of", "workers");
+  auto d = state_->envelope(16 + 3 * directory.peers.size(), sender, epoch).initDirectory();
+  auto list = d.initPeers(static_cast<unsigned>(directory.peers.size()));
+  for (std::size_t i = 0; i < directory.peers.size(); ++i) {
+    const auto& p = directory.peers[i];
+    list[static_cast<unsigned>(i)].setWorker(p.worker);
+    list[static_cast<unsigned>(i)].setEpoch(p.epoch);
+    list[static_cast<unsigned>(i)].setUp(p.up);
+    list[static_cast<unsigned>(i)].setFinished(p.finished);
+  }
+  return state_->finish();
+}
+
 std::span<const std::uint8_t> Encoder::encode_store_request(std::uint32_t sender, std::uint32_t epoch,
                                                             const StoreRequestMsg& request) {
   std::size_t words = kStoreOverheadWords;
@@ -368,6 +420,12 @@ std::span<const std::uint8_t> Encoder::encode(const Message& message) {
     std::span<const std::uint8_t> operator()(const StoreReplyMsg& r) const {
       return e.encode_store_reply(m.sender, m.epoch, r);
     }
+    std::span<const std::uint8_t> operator()(const WorkerReportMsg& r) const {
+      return e.encode_worker_report(m.sender, m.epoch, r);
+    }
+    std::span<const std::uint8_t> operator()(const DirectoryMsg& d) const {
+      return e.encode_directory(m.sender, m.epoch, d);
+    }
   };
   return std::visit(Visitor{*this, message}, message.body);
 }
@@ -401,6 +459,10 @@ const char* body_name(wire::Envelope::Which which) {
       return "store request";
     case wire::Envelope::STORE_REPLY:
       return "store reply";
+    case wire::Envelope::WORKER_REPORT:
+      return "worker report";
+    case wire::Envelope::DIRECTORY:
+      return "directory";
   }
   return "unknown";
 }
@@ -596,6 +658,25 @@ StoreReplyMsg read_store_reply(wire::StoreReply::Reader r) {
                     std::to_string(static_cast<unsigned>(r.which())));
 }
 
+WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
+  WorkerReportMsg m;
+  const auto kind = static_cast<std::uint16_t>(r.getKind());
+  if (kind == 0 || kind > static_cast<std::uint16_t>(ReportKind::kFinished)) {
+    throw FormatError("wire worker report has unknown kind " + std::to_string(kind));
+  }
+  m.kind = static_cast<ReportKind>(kind);
+  auto st = r.getStatus();
+  m.status = {st.getItemsIn(),     st.getItemsOut(),          st.getStateBackups(), st.getItemBackups(),
+              st.getBackupBytes(), st.getDuplicatesDropped(), st.getGaps(),         st.getBadMessages(),
+              st.getUnbacked(),    st.getUnacked(),           st.getDivergence(),   st.getSourceOffset()};
+  m.final_state = to_vector(r.getFinalState());
+  auto rc = r.getRecovery();
+  m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),
+                rc.getAlpha(),        rc.getRestoreMs(), rc.getRecoveredMs(), rc.getReplayedItems(),
+                rc.getMissingItems(), rc.getDone()};
+  return m;
+}
+
 }  // namespace
 
 void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits, Message& out) {
@@ -623,6 +704,17 @@ void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits
       case wire::Envelope::STORE_REPLY:
         out.body = read_store_reply(env.getStoreReply());
         return;
+      case wire::Envelope::WORKER_REPORT:
+        out.body = read_worker_report(env.getWorkerReport());
+        return;
+      case wire::Envelope::DIRECTORY: {
+        DirectoryMsg d;
+        for (auto p : env.getDirectory().getPeers()) {
+          d.peers.push_back({p.getWorker(), p.getEpoch(), p.getUp(), p.getFinished()});
+        }
+        out.body = std::move(d);
+        return;
+      }
     }
     throw FormatError("wire message has unknown body kind " + std::to_string(static_cast<unsigned>(env.which())));
   });

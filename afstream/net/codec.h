@@ -189,10 +189,51 @@ struct StoreReplyMsg {
   friend bool operator==(const StoreReplyMsg&, const StoreReplyMsg&) = default;
 };
 
+// Worker process <-> controller (wire.capnp: WorkerReport, Directory; afstream/runtime/process_cluster.h).
+enum class ReportKind : std::uint16_t { kHello = 1, kStatus = 2, kFinished = 3 };
+
+struct WorkerStatusMsg {
+  std::uint64_t items_in = 0, items_out = 0, state_backups = 0, item_backups = 0, backup_bytes = 0;
+  std::uint64_t duplicates_dropped = 0, gaps = 0, bad_messages = 0, unbacked = 0, unacked = 0;
+  double divergence = 0;
+  std::uint64_t source_offset = 0;
+  friend bool operator==(const WorkerStatusMsg&, const WorkerStatusMsg&) = default;
+};
+
+struct RecoveryReportMsg {
+  std::uint32_t failure_count = 0;  // 0: not a recovered incarnation
+  double theta = 0;
+  std::uint64_t l = 0, gamma = 0;
+  double alpha = 0, restore_ms = 0, recovered_ms = 0;
+  std::uint64_t replayed_items = 0;
+  std::int64_t missing_items = -1;
+  bool done = false;
+  friend bool operator==(const RecoveryReportMsg&, const RecoveryReportMsg&) = default;
+};
+
+struct WorkerReportMsg {
+  ReportKind kind = ReportKind::kStatus;
+  WorkerStatusMsg status;
+  std::vector<std::uint8_t> final_state;
+  RecoveryReportMsg recovery;
+  friend bool operator==(const WorkerReportMsg&, const WorkerReportMsg&) = default;
+};
+
+struct PeerStateMsg {
+  std::uint32_t worker = 0, epoch = 0;
+  bool up = false, finished = false;
+  friend bool operator==(const PeerStateMsg&, const PeerStateMsg&) = default;
+};
+
+struct DirectoryMsg {
+  std::vector<PeerStateMsg> peers;
+  friend bool operator==(const DirectoryMsg&, const DirectoryMsg&) = default;
+};
+
 struct Message {
   std::uint32_t sender = 0;  // worker id
   std::uint32_t epoch = 0;   // the sender's incarnation
-  std::variant<BatchMsg, AckMsg, ControlMsg, StoreRequestMsg, StoreReplyMsg> body;
+  std::variant<BatchMsg, AckMsg, ControlMsg, StoreRequestMsg, StoreReplyMsg, WorkerReportMsg, DirectoryMsg> body;
 
   friend bool operator==(const Message&, const Message&) = default;
 };
@@ -221,6 +262,10 @@ class Encoder {
   std::span<const std::uint8_t> encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                            std::uint64_t seq, std::uint64_t covered = 0);
   std::span<const std::uint8_t> encode_control(std::uint32_t sender, std::uint32_t epoch, const ControlMsg& control);
+  std::span<const std::uint8_t> encode_worker_report(std::uint32_t sender, std::uint32_t epoch,
+                                                     const WorkerReportMsg& report);
+  std::span<const std::uint8_t> encode_directory(std::uint32_t sender, std::uint32_t epoch,
+                                                 const DirectoryMsg& directory);
   // Store messages are sized up front (one segment for any record that fits one); a record or reply over the
   // wire's limit of 2^29 - 1 bytes per record throws FormatError.
   std::span<const std::uint8_t> encode_store_request(std::uint32_t sender, std::uint32_t epoch,

@@ -24,6 +24,8 @@ struct Envelope {
     control @5 :Control;
     storeRequest @6 :StoreRequest;  # to the backup server (afstream/runtime/backup_server.h)
     storeReply @7 :StoreReply;      # from the backup server
+    workerReport @8 :WorkerReport;  # worker process -> controller (afstream/runtime/process_cluster.h)
+    directory @9 :Directory;        # controller -> worker processes
   }
 }
 
@@ -132,4 +134,60 @@ struct StoreError {
     storeFailure @2;   # the store could not do it (e.g. a RocksDB error)
     badRequest @3;     # the request could not be decoded or is not a request
   }
+}
+
+# What a worker process tells its controller: it is up (sockets bound, state restored), how it is doing (sent every
+# heartbeat interval; a worker silent for the heartbeat timeout is presumed dead), and that it finished for good.
+struct WorkerReport {
+  kind @0 :Kind;
+  status @1 :WorkerStatus;
+  finalState @2 :Data;                 # finished: a sink's full operator snapshot (sealed), else empty
+  recovery @3 :RecoveryReport;         # hello and status of a recovered incarnation: the failure it recovered from
+
+  enum Kind {
+    unset @0;     # never sent; a decoder rejects it
+    hello @1;
+    status @2;
+    finished @3;
+  }
+}
+
+struct WorkerStatus {
+  itemsIn @0 :UInt64;          # processed (sources: produced)
+  itemsOut @1 :UInt64;
+  stateBackups @2 :UInt64;
+  itemBackups @3 :UInt64;
+  backupBytes @4 :UInt64;
+  duplicatesDropped @5 :UInt64;
+  gaps @6 :UInt64;
+  badMessages @7 :UInt64;
+  unbacked @8 :UInt64;
+  unacked @9 :UInt64;
+  divergence @10 :Float64;
+  sourceOffset @11 :UInt64;    # sources: furthest position produced
+}
+
+struct RecoveryReport {
+  failureCount @0 :UInt32;     # 0: not a recovered incarnation
+  theta @1 :Float64;
+  l @2 :UInt64;
+  gamma @3 :UInt64;
+  alpha @4 :Float64;
+  restoreMs @5 :Float64;
+  recoveredMs @6 :Float64;     # process start to recovered (the controller adds kill to start)
+  replayedItems @7 :UInt64;
+  missingItems @8 :Int64;      # -1: not measured
+  done @9 :Bool;               # the recovery is complete (replayed, compensated)
+}
+
+# The controller's view of every worker, broadcast whenever it changes (and periodically).
+struct Directory {
+  peers @0 :List(PeerState);
+}
+
+struct PeerState {
+  worker @0 :UInt32;
+  epoch @1 :UInt32;
+  up @2 :Bool;
+  finished @3 :Bool;
 }

@@ -585,3 +585,32 @@ TEST(NetCodecStore, BatchOfStoreFrameIsRejectedByDecodeBatchInto) {
 
 }  // namespace
 }  // namespace afs::net
+
+namespace afs::net {
+namespace {
+
+// Worker process <-> controller messages (afstream/runtime/process_cluster.h).
+TEST(NetCodecCluster, WorkerReportsRoundTrip) {
+  WorkerReportMsg status{ReportKind::kStatus, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11}, {}, {}};
+  WorkerReportMsg hello{ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false}};
+  WorkerReportMsg finished{
+      ReportKind::kFinished, {}, std::vector<std::uint8_t>(10000, 0x5a), {2, 1, 0, 0, 1, 0, 0, 0, 0, true}};
+  for (const auto& r : {status, hello, finished}) {
+    const Message m{.sender = 4, .epoch = 2, .body = r};
+    EXPECT_EQ(decode(encode(m)), m);
+  }
+}
+
+TEST(NetCodecCluster, DirectoryRoundTripsAndPrefixesThrow) {
+  const Message m{
+      .sender = 0, .epoch = 0, .body = DirectoryMsg{{{0, 1, true, false}, {1, 3, false, false}, {2, 1, true, true}}}};
+  const auto frame = encode(m);
+  EXPECT_EQ(decode(frame), m);
+  for (std::size_t len = 0; len < frame.size(); len += 8) {
+    const std::vector<std::uint8_t> prefix(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(len));
+    EXPECT_THROW(decode(prefix), FormatError) << len;
+  }
+}
+
+}  // namespace
+}  // namespace afs::net
