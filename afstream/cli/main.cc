@@ -21,6 +21,8 @@
 #include "afstream/runtime/backup_server.h"
 #include "afstream/runtime/file_source.h"
 #include "afstream/runtime/local_cluster.h"
+#include "afstream/runtime/process_cluster.h"
+#include "afstream/runtime/worker_process.h"
 #include "afstream/store/memory_store.h"
 #include "afstream/store/rocksdb_store.h"
 #include "algorithms/heavy_hitters/hh_job.h"
@@ -67,7 +69,8 @@ void usage() {
                "commands:\n"
                "  run --job NAME [options]   run a job on the embedded local cluster\n"
                "  list                       jobs, operators and sources\n"
-               "  backup-server [options]    serve a backup store (RocksDB or memory) to workers over ZeroMQ\n\n"
+               "  backup-server [options]    serve a backup store (RocksDB or memory) to workers over ZeroMQ\n"
+               "  worker [options]           one worker process (started by `run --runtime processes`)\n\n"
                "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
 }
 
@@ -191,7 +194,16 @@ int cmd_run(int argc, const char* const* argv) {
     if (!metrics) throw afs::InputError("out: cannot write '" + opts.out_dir + "/metrics.jsonl'");
   }
 
-  afs::LocalCluster cluster(topology, reg, cfg);
+  std::unique_ptr<afs::Cluster> cluster_ptr;
+  if (opts.runtime == "processes") {
+    afs::ProcessClusterOptions popts;
+    popts.program = fs::read_symlink("/proc/self/exe").string();
+    popts.worker_args.assign(argv + 1, argv + argc);  // the job's options, as given to run
+    cluster_ptr = std::make_unique<afs::ProcessCluster>(topology, reg, cfg, popts);
+  } else {
+    cluster_ptr = std::make_unique<afs::LocalCluster>(topology, reg, cfg);
+  }
+  afs::Cluster& cluster = *cluster_ptr;
   const auto t_start = std::chrono::steady_clock::now();
   auto on_sample = [&](const afs::MetricsSample& m) {
     if (metrics) {
@@ -292,6 +304,24 @@ int cmd_run(int argc, const char* const* argv) {
 
 }  // namespace
 
+// One worker process of `run --runtime processes`: the same job options as run, plus the worker.* ones its
+// controller passes. Errors name what was wrong, on one line (main), and the exit status is non-zero.
+int cmd_worker(int argc, const char* const* argv) {
+  const auto all_jobs = jobs();
+  const auto job_name = find_job_name(argc, argv);
+  auto it = all_jobs.find(job_name);
+  if (it == all_jobs.end()) throw ConfigError("worker: missing or unknown --job '" + job_name + "'");
+  auto job = it->second();
+  po::variables_map vm;
+  const auto extra = afs::cli::worker_options();
+  auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, &extra);
+  const auto wopts = afs::cli::parse_worker(vm);
+  const auto reg = registry();
+  const auto topology = job->topology(vm, opts.config);
+  afs::run_worker_process(topology, reg, opts.config, wopts);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
@@ -302,7 +332,8 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(argc - 1, argv + 1);
     if (cmd == "list") return cmd_list();
     if (cmd == "backup-server") return cmd_backup_server(argc - 1, argv + 1);
-    throw ConfigError("unknown command '" + cmd + "' (expected run, list or backup-server)");
+    if (cmd == "worker") return cmd_worker(argc - 1, argv + 1);
+    throw ConfigError("unknown command '" + cmd + "' (expected run, list, backup-server or worker)");
   } catch (const std::exception& e) {
     std::cerr << "afstream: error: " << e.what() << "\n";
     return 2;

@@ -29,7 +29,8 @@ po::options_description run_options() {
                                               "job file (INI) with the same dotted keys; the command line wins")(
       "job", po::value<std::string>(), "job to run (see `afstream list`)")(
       "runtime", po::value<std::string>()->default_value("threads"),
-      "threads: every worker a thread of this process (ZeroMQ inproc://)")(
+      "threads: every worker a thread of this process (ZeroMQ inproc://); processes: every worker a process, "
+      "with a backup server and a controller that kills and restarts them for real (ipc://)")(
       "items", po::value<std::uint64_t>()->default_value(2000000), "items the sources produce in all")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of every generator")(
       "out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")(
@@ -85,8 +86,57 @@ std::vector<std::uint64_t> parse_failure_points(const std::string& s, std::uint6
   return v;
 }
 
-RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::variables_map& vm) {
+po::options_description worker_options() {
+  po::options_description o("worker process options (set by the controller of `run --runtime processes`)");
+  o.add_options()("worker.id", po::value<int>(), "this worker's id in the topology")(
+      "worker.epoch", po::value<std::uint32_t>()->default_value(1), "incarnation: 1 + earlier failures")(
+      "worker.failures", po::value<std::string>()->default_value(""),
+      "items this worker had processed at each earlier failure, comma-separated")(
+      "worker.prefix", po::value<std::string>(), "endpoint prefix where workers bind (ipc://DIR/ or tcp://...)")(
+      "worker.controller", po::value<std::string>(), "the controller's report endpoint")(
+      "worker.directory", po::value<std::string>(), "the controller's directory endpoint")(
+      "worker.store", po::value<std::string>(), "the backup server's endpoint")(
+      "worker.heartbeat-ms", po::value<int>()->default_value(100), "status report interval (ms)")(
+      "worker.controller-timeout-ms", po::value<int>()->default_value(10000),
+      "stop when the controller has been silent this long (ms)");
+  return o;
+}
+
+WorkerProcessOptions parse_worker(const po::variables_map& vm) {
+  WorkerProcessOptions w;
+  auto need = [&](const char* key) {
+    if (!vm.count(key)) throw ConfigError(std::string("worker: missing --") + key);
+    return vm[key].as<std::string>();
+  };
+  if (!vm.count("worker.id")) throw ConfigError("worker: missing --worker.id");
+  w.worker = vm["worker.id"].as<int>();
+  w.epoch = vm["worker.epoch"].as<std::uint32_t>();
+  const auto failures = vm["worker.failures"].as<std::string>();
+  std::stringstream ss(failures);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    try {
+      w.failures.push_back(std::stoull(part));
+    } catch (const std::exception&) {
+      throw ConfigError("worker.failures: expected item counts separated by commas, got '" + part + "'");
+    }
+  }
+  w.endpoint_prefix = need("worker.prefix");
+  w.controller = need("worker.controller");
+  w.directory = need("worker.directory");
+  w.store = need("worker.store");
+  const int hb = vm["worker.heartbeat-ms"].as<int>();
+  const int timeout = vm["worker.controller-timeout-ms"].as<int>();
+  if (hb <= 0 || timeout <= 0) throw ConfigError("worker.heartbeat-ms and worker.controller-timeout-ms: expected > 0");
+  w.heartbeat = std::chrono::milliseconds(hb);
+  w.controller_timeout = std::chrono::milliseconds(timeout);
+  return w;
+}
+
+RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::variables_map& vm,
+                     const po::options_description* extra) {
   auto desc = run_options();
+  if (extra) desc.add(*extra);
   if (job) {
     po::options_description jo(job->name() + " options");
     job->add_options(jo);
@@ -108,8 +158,8 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (vm.count("job")) r.job = vm["job"].as<std::string>();
   if (vm.count("out")) r.out_dir = vm["out"].as<std::string>();
   r.runtime = vm["runtime"].as<std::string>();
-  if (r.runtime != "threads") {
-    throw ConfigError("runtime: '" + r.runtime + "' is not available yet (expected threads)");
+  if (r.runtime != "threads" && r.runtime != "processes") {
+    throw ConfigError("runtime: '" + r.runtime + "' is not a runtime (expected threads or processes)");
   }
   r.items = vm["items"].as<std::uint64_t>();
   r.seed = vm["seed"].as<std::uint64_t>();

@@ -8,6 +8,7 @@
 
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/job.h"
+#include "afstream/runtime/worker_process.h"
 
 namespace afs::cli {
 
@@ -32,7 +33,13 @@ boost::program_options::options_description run_options();
 // fail.at: comma-separated item counts, or fractions (< 1) of total. Throws ConfigError naming the bad part.
 std::vector<std::uint64_t> parse_failure_points(const std::string& s, std::uint64_t total);
 
-RunOptions parse_run(int argc, const char* const* argv, const Job* job, boost::program_options::variables_map& vm);
+// extra: more options accepted besides run's and the job's (the worker subcommand's worker.* options).
+RunOptions parse_run(int argc, const char* const* argv, const Job* job, boost::program_options::variables_map& vm,
+                     const boost::program_options::options_description* extra = nullptr);
+
+// `afstream worker`: the options its controller passes (worker.*), on top of run's and the job's.
+boost::program_options::options_description worker_options();
+WorkerProcessOptions parse_worker(const boost::program_options::variables_map& vm);
 
 // `afstream backup-server`: where to listen and which store to serve.
 struct BackupServerArgs {

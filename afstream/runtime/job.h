@@ -11,7 +11,7 @@
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
 #include "afstream/runtime/config.h"
-#include "afstream/runtime/local_cluster.h"
+#include "afstream/runtime/cluster.h"
 
 namespace afs {
 
@@ -31,7 +31,7 @@ class Job {
   virtual std::uint64_t total_items() const = 0;
   // Score of the finished run against exact ground truth; writes the job's results (a file sink) into out_dir
   // when it is not empty.
-  virtual Scores evaluate(LocalCluster& cluster, const Topology& topology, const std::string& out_dir) = 0;
+  virtual Scores evaluate(Cluster& cluster, const Topology& topology, const std::string& out_dir) = 0;
   // The names of the scores evaluate() returns, in order (summary.csv columns).
   virtual std::vector<std::string> score_names() const = 0;
 };

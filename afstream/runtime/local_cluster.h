@@ -10,40 +10,14 @@
 
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
+#include "afstream/runtime/cluster.h"
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/metrics.h"
 #include "afstream/store/backup_store.h"
 
 namespace afs {
 
-struct MetricsSample {
-  double t = 0;                    // seconds since start
-  std::uint64_t source_items = 0;  // source items emitted so far
-  double items_per_s = 0;          // over the last interval
-  std::uint64_t items_out = 0;     // items emitted by non-source workers so far
-  std::uint64_t state_backups = 0;
-  std::uint64_t item_backups = 0;
-  std::uint64_t backup_bytes = 0;
-  double divergence = 0;  // sum over workers of the divergence at their last update
-  std::uint64_t unbacked = 0;
-  std::uint64_t unacked = 0;
-  std::uint64_t failures = 0;
-  double last_recovery_ms = 0;
-};
-
-struct RunResult {
-  double seconds = 0;
-  std::uint64_t source_items = 0;
-  std::vector<FailureRecord> failures;  // in the order the recoveries completed
-  std::uint64_t state_backups = 0;
-  std::uint64_t item_backups = 0;
-  std::uint64_t backup_bytes = 0;
-  std::uint64_t duplicates_dropped = 0;
-  std::uint64_t gaps = 0;
-  std::uint64_t bad_messages = 0;
-};
-
-class LocalCluster {
+class LocalCluster final : public Cluster {
  public:
   // store: where backups go; nullptr uses an in-memory store owned by the cluster.
   LocalCluster(const Topology& topology, const Registry& registry, RunConfig config,
@@ -52,10 +26,8 @@ class LocalCluster {
 
   // Runs the job to the end. on_sample is called about once per sample_every with the latest metrics.
   RunResult run(const std::function<void(const MetricsSample&)>& on_sample = {},
-                std::chrono::milliseconds sample_every = std::chrono::milliseconds(1000));
-
-  // After run(): the final operator instance of a worker (nullptr for sources), e.g. a sink's results.
-  Operator* final_operator(int worker);
+                std::chrono::milliseconds sample_every = std::chrono::milliseconds(1000)) override;
+  Operator* final_operator(int worker) override;
   BackupStore& store() { return *store_; }
 
  private:

@@ -586,7 +586,7 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
     staging_.push_back({static_cast<std::uint32_t>(b.channel), true, p});
     took = true;
   }
-  if (!took && !acks_enabled() && b.end_of_stream) send_ack(in, eos_seq);  // a resent end of stream (mode none)
+  if (!took && !acks_enabled() && b.end_of_stream) (void)send_ack(in, eos_seq);  // a resent end of stream (mode none)
   if (!took && acks_enabled()) {
     // Only duplicates (a restarted sender resending): acknowledge them so it can let them go.
     if (in.deferred_acks.empty()) {
@@ -611,7 +611,7 @@ void Worker::admit() {
     in.touched = true;
     if (ci.end_of_stream) {
       punctuation = true;
-      if (!ft) send_ack(in, ci.item.seq);  // mode none acknowledges only the end of a stream
+      if (!ft) (void)send_ack(in, ci.item.seq);  // mode none acknowledges only the end of a stream
     }
     queue_.push_back(ci);
     staging_.pop_front();
@@ -652,16 +652,15 @@ void Worker::release_acks() {
       ack = in.deferred_acks.front().first;
       in.deferred_acks.pop_front();
     }
-    if (ack) send_ack(in, ack);
+    if (ack && !send_ack(in, ack)) in.ack_due = std::max(in.ack_due, ack);
   }
 }
 
 void Worker::send_due_acks() {
   for (auto& in : ins_) {
-    if (in.ack_due || in.covered > in.covered_sent) {
-      send_ack(in, std::max(in.ack_due, in.last_ack));
-      in.ack_due = 0;
-    }
+    // An ack that cannot go out yet (the sender's new incarnation is not known here yet: with worker processes a
+    // batch can arrive before the controller's announcement) stays due; dropping it would leave the sender waiting.
+    if ((in.ack_due || in.covered > in.covered_sent) && send_ack(in, std::max(in.ack_due, in.last_ack))) in.ack_due = 0;
   }
 }
 
@@ -676,10 +675,10 @@ void Worker::update_coverage() {
   }
 }
 
-void Worker::send_ack(InChannel& in, std::uint64_t seq) {
+bool Worker::send_ack(InChannel& in, std::uint64_t seq) {
   // A peer just learned (first call false) can take the ack at once; a peer that is down will resend when it is
   // back, and get its ack then.
-  if (!peer_ready(in.from_worker) && !peer_ready(in.from_worker)) return;
+  if (!peer_ready(in.from_worker) && !peer_ready(in.from_worker)) return false;
   // When every admitted item is logged before its ack, an acknowledged item is covered by the log.
   const std::uint64_t covered = logs_every_item() ? std::max(in.covered, seq) : in.covered;
   auto frame =
@@ -688,6 +687,7 @@ void Worker::send_ack(InChannel& in, std::uint64_t seq) {
   (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
   in.last_ack = std::max(in.last_ack, seq);
   in.covered_sent = std::max(in.covered_sent, covered);
+  return true;
 }
 
 void Worker::on_ack(const net::AckMsg& a) {

@@ -167,7 +167,7 @@ class Worker {
   void on_ack(const net::AckMsg& a);
   void release_acks();
   void admit();
-  void send_ack(InChannel& in, std::uint64_t seq);
+  bool send_ack(InChannel& in, std::uint64_t seq);  // false: the sender is not reachable yet
   void send_due_acks();
   std::size_t process_some(std::size_t budget);
   void process_one(const ChannelItem& ci);

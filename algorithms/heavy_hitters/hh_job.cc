@@ -1,5 +1,6 @@
 #include "algorithms/heavy_hitters/hh_job.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -113,7 +114,7 @@ class HeavyHittersJob final : public Job {
 
   std::uint64_t total_items() const override { return items_; }
 
-  Scores evaluate(LocalCluster& cluster, const Topology& t, const std::string& out_dir) override {
+  Scores evaluate(Cluster& cluster, const Topology& t, const std::string& out_dir) override {
     std::unordered_map<std::uint64_t, std::int64_t> exact;
     if (input_.empty()) {
       exact = exact_weights(source_params_);
@@ -126,9 +127,14 @@ class HeavyHittersJob final : public Job {
     const auto reported = merge->results();
     const auto s = score_heavy_hitters(reported, exact, phi_);
     if (!out_dir.empty()) {
+      // Largest estimate first (then by key): the same file whatever order the sink's table holds them in.
+      std::vector<std::pair<std::uint64_t, std::int64_t>> rows(reported.begin(), reported.end());
+      std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+        return a.second != b.second ? a.second > b.second : a.first < b.first;
+      });
       std::ofstream f(out_dir + "/heavy_hitters.csv");
       f << "key,estimate,exact\n";
-      for (const auto& [k, v] : reported) {
+      for (const auto& [k, v] : rows) {
         auto it = exact.find(k);
         f << k << ',' << v << ',' << (it == exact.end() ? 0 : it->second) << '\n';
       }

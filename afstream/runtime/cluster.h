@@ -1,0 +1,52 @@
+// What the two runtimes offer a job (DESIGN 4): LocalCluster runs every worker as a thread of this process,
+// ProcessCluster as processes with a backup server, killed for real. Same job, same results.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "afstream/core/operator.h"
+#include "afstream/runtime/metrics.h"
+
+namespace afs {
+
+struct MetricsSample {
+  double t = 0;                    // seconds since start
+  std::uint64_t source_items = 0;  // source items emitted so far
+  double items_per_s = 0;          // over the last interval
+  std::uint64_t items_out = 0;     // items emitted by non-source workers so far
+  std::uint64_t state_backups = 0;
+  std::uint64_t item_backups = 0;
+  std::uint64_t backup_bytes = 0;
+  double divergence = 0;  // sum over workers of the divergence at their last update
+  std::uint64_t unbacked = 0;
+  std::uint64_t unacked = 0;
+  std::uint64_t failures = 0;
+  double last_recovery_ms = 0;
+};
+
+struct RunResult {
+  double seconds = 0;
+  std::uint64_t source_items = 0;
+  std::vector<FailureRecord> failures;  // in the order the recoveries completed
+  std::uint64_t state_backups = 0;
+  std::uint64_t item_backups = 0;
+  std::uint64_t backup_bytes = 0;
+  std::uint64_t duplicates_dropped = 0;
+  std::uint64_t gaps = 0;
+  std::uint64_t bad_messages = 0;
+};
+
+class Cluster {
+ public:
+  virtual ~Cluster() = default;
+  // Runs the job to the end. on_sample is called about once per sample_every with the latest metrics.
+  virtual RunResult run(const std::function<void(const MetricsSample&)>& on_sample = {},
+                        std::chrono::milliseconds sample_every = std::chrono::milliseconds(1000)) = 0;
+  // After run(): the final operator instance of a worker (nullptr for sources), e.g. a sink's results.
+  virtual Operator* final_operator(int worker) = 0;
+};
+
+}  // namespace afs

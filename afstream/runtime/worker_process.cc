@@ -1,0 +1,176 @@
+// One worker process: the Worker on the main thread, the controller link on a side thread (worker_process.h).
+#include "afstream/runtime/worker_process.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "afstream/core/errors.h"
+#include "afstream/net/codec.h"
+#include "afstream/runtime/worker.h"
+#include "afstream/state/snapshot.h"
+#include "afstream/store/remote_store.h"
+
+namespace afs {
+
+namespace {
+
+net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_offset) {
+  net::WorkerStatusMsg s;
+  s.items_in = c.items_in.load();
+  s.items_out = c.items_out.load();
+  s.state_backups = c.state_backups.load();
+  s.item_backups = c.item_backups.load();
+  s.backup_bytes = c.backup_bytes.load();
+  s.duplicates_dropped = c.duplicates_dropped.load();
+  s.gaps = c.gaps.load();
+  s.bad_messages = c.bad_messages.load();
+  s.unbacked = c.unbacked.load();
+  s.unacked = c.unacked.load();
+  s.divergence = c.divergence.load();
+  s.source_offset = source_offset;
+  return s;
+}
+
+void apply_directory(const net::DirectoryMsg& d, int self, PeerDirectory& directory) {
+  for (const auto& p : d.peers) {
+    const int w = static_cast<int>(p.worker);
+    if (w == self || w < 0) continue;
+    if (p.up) {
+      if (!directory.up(w) || directory.epoch(w) != p.epoch) directory.set_up(w, p.epoch);
+    } else if (directory.up(w)) {
+      directory.set_down(w);
+    }
+    if (p.finished && !directory.finished(w)) directory.set_finished(w);
+  }
+}
+
+}  // namespace
+
+void run_worker_process(const Topology& topology, const Registry& registry, const RunConfig& config,
+                        const WorkerProcessOptions& options) {
+  const int n = topology.worker_count();
+  if (options.worker < 0 || options.worker >= n) {
+    throw ConfigError("worker.id: expected 0.." + std::to_string(n - 1) + ", got " + std::to_string(options.worker));
+  }
+  zmq::context_t zmq(1);
+  PeerDirectory directory(options.endpoint_prefix, n);
+  RemoteStore store(options.store);
+  std::vector<std::atomic<std::uint64_t>> progress(static_cast<std::size_t>(n));
+  ClusterContext ctx;
+  ctx.topology = &topology;
+  ctx.registry = &registry;
+  ctx.config = config;
+  ctx.store = &store;
+  ctx.zmq = &zmq;
+  ctx.directory = &directory;
+  ctx.source_progress = &progress;
+  for (int i = 0; i < n; ++i) ctx.counters.push_back(std::make_unique<WorkerCounters>());
+
+  std::optional<CrashInfo> crash;
+  if (!options.failures.empty()) {
+    CrashInfo c;
+    c.record.worker = options.worker;
+    c.record.failure_count = static_cast<int>(options.failures.size());
+    c.killed_at = Clock::now();
+    crash = std::move(c);
+  }
+  Worker worker(ctx, options.worker, options.epoch, options.failures, std::move(crash));
+  const auto started = Clock::now();
+
+  std::atomic<bool> done{false};
+  std::atomic<bool> lost{false};
+  std::vector<std::uint8_t> final_state;  // written by the main thread before done is set
+  std::thread link([&] {
+    const auto self = static_cast<std::uint32_t>(options.worker);
+    zmq::socket_t report(zmq, zmq::socket_type::dealer);
+    report.set(zmq::sockopt::routing_id, "w" + std::to_string(options.worker) + "-e" + std::to_string(options.epoch));
+    report.set(zmq::sockopt::linger, 2000);
+    report.connect(options.controller);
+    zmq::socket_t sub(zmq, zmq::socket_type::sub);
+    sub.set(zmq::sockopt::subscribe, "");
+    sub.set(zmq::sockopt::linger, 0);
+    sub.connect(options.directory);
+    net::Encoder encoder;
+    net::Message msg;
+    auto send = [&](const net::WorkerReportMsg& r) {
+      auto frame = encoder.encode_worker_report(self, options.epoch, r);
+      zmq::message_t m(frame.data(), frame.size());
+      (void)report.send(m, zmq::send_flags::dontwait);
+    };
+    auto last_heard = Clock::now();
+    auto last_status = Clock::time_point{};
+    bool hello_sent = false;
+    for (;;) {
+      zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 1, std::chrono::milliseconds(10));
+      zmq::message_t m;
+      while (sub.recv(m, zmq::recv_flags::dontwait)) {
+        try {
+          net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
+        } catch (const FormatError&) {
+          continue;
+        }
+        if (auto* d = std::get_if<net::DirectoryMsg>(&msg.body)) {
+          apply_directory(*d, options.worker, directory);
+          last_heard = Clock::now();
+        }
+      }
+      const auto now = Clock::now();
+      const auto offset = progress[static_cast<std::size_t>(options.worker)].load();
+      if (!hello_sent && directory.up(options.worker)) {
+        net::WorkerReportMsg hello;
+        hello.kind = net::ReportKind::kHello;
+        hello.recovery.failure_count = static_cast<std::uint32_t>(options.failures.size());
+        hello.recovery.recovered_ms = std::chrono::duration<double, std::milli>(now - started).count();
+        hello.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+        send(hello);
+        hello_sent = true;
+      }
+      if (done.load()) {
+        net::WorkerReportMsg fin;
+        fin.kind = net::ReportKind::kFinished;
+        fin.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+        fin.final_state = final_state;
+        send(fin);
+        return;  // linger delivers it
+      }
+      if (now - last_status >= options.heartbeat) {
+        net::WorkerReportMsg st;
+        st.kind = net::ReportKind::kStatus;
+        st.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+        send(st);
+        last_status = now;
+      }
+      if (now - last_heard > options.controller_timeout) {
+        lost.store(true);
+        worker.kill();
+        return;
+      }
+    }
+  });
+
+  try {
+    worker.run();
+  } catch (...) {
+    worker.kill();
+    done.store(true);
+    link.join();
+    throw;
+  }
+  if (!lost.load() && worker.op() && topology.outputs_of(options.worker).empty()) {
+    ByteWriter w;
+    worker.op()->snapshot_full(w);
+    const auto& stage = topology.stages()[topology.workers()[options.worker].stage];
+    final_state = seal_snapshot(type_id_of(stage.kind), SnapshotKind::Full, w.buffer());
+  }
+  done.store(true);
+  link.join();
+  if (lost.load()) {
+    throw RuntimeError("worker " + std::to_string(options.worker) + ": controller at " + options.controller +
+                       " silent for " + std::to_string(options.controller_timeout.count()) + " ms");
+  }
+}
+
+}  // namespace afs

@@ -1,0 +1,160 @@
+// Integration tests of the process runtime (`afstream run --runtime processes`): a controller, a backup server and
+// one process per worker on this machine, killed for real with SIGKILL (by the controller's failure plan, and by
+// the test itself), restarted, recovered. Results are checked against the in-process runtime.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir()
+      : path_(fs::temp_directory_path() /
+              ("afs-proc-test-" + std::to_string(::getpid()) + "-" + std::to_string(n_++))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int n_ = 0;
+  fs::path path_;
+};
+
+// A job small enough for CI, with thresholds that keep the watched keys few (phi far above the watch margin).
+const std::string kJob =
+    "--job heavy-hitters --items 400000 --hh.keys 20000 --seed 3 --ft.mode approx --ft.theta 1e4 --ft.l 10 "
+    "--ft.gamma 100 --quiet";
+
+int run_afstream(const std::string& args, const fs::path& log) {
+  const std::string cmd = "timeout 120 " + std::string(AFS_BINARY) + " run " + args + " >" + log.string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// summary.csv (header + one row) as column -> value.
+std::map<std::string, std::string> summary(const fs::path& dir) {
+  std::ifstream f(dir / "summary.csv");
+  std::string header, row;
+  std::getline(f, header);
+  std::getline(f, row);
+  std::map<std::string, std::string> m;
+  std::stringstream hs(header), rs(row);
+  std::string h, v;
+  while (std::getline(hs, h, ',') && std::getline(rs, v, ',')) m[h] = v;
+  return m;
+}
+
+int data_lines(const fs::path& csv) {
+  std::ifstream f(csv);
+  std::string line;
+  int n = -1;  // header
+  while (std::getline(f, line)) ++n;
+  return n;
+}
+
+TEST(ProcessRuntime, NoFailuresGivesTheResultsOfTheThreadRuntime) {
+  TempDir t;
+  ASSERT_EQ(run_afstream(kJob + " --runtime threads --out " + (t.path() / "threads").string(), t.path() / "t.log"), 0)
+      << slurp(t.path() / "t.log");
+  ASSERT_EQ(run_afstream(kJob + " --runtime processes --out " + (t.path() / "procs").string(), t.path() / "p.log"), 0)
+      << slurp(t.path() / "p.log");
+  EXPECT_EQ(slurp(t.path() / "procs" / "heavy_hitters.csv"), slurp(t.path() / "threads" / "heavy_hitters.csv"));
+  const auto a = summary(t.path() / "threads"), b = summary(t.path() / "procs");
+  for (const char* k : {"precision", "recall", "are", "items"}) EXPECT_EQ(a.at(k), b.at(k)) << k;
+  EXPECT_GT(std::stoull(b.at("state_backups")), 0u);
+}
+
+TEST(ProcessRuntime, SigkillOfAllWorkersOnThePlanKeepsTheResults) {
+  TempDir t;
+  ASSERT_EQ(run_afstream(kJob + " --runtime processes --out " + (t.path() / "clean").string(), t.path() / "c.log"), 0)
+      << slurp(t.path() / "c.log");
+  ASSERT_EQ(run_afstream(
+                kJob + " --runtime processes --fail.count 3 --fail.target all --out " + (t.path() / "killed").string(),
+                t.path() / "k.log"),
+            0)
+      << slurp(t.path() / "k.log");
+  // 3 failures of every worker still running (a worker that finished its stream for good is not killed), each
+  // restarted and recovered. Behind the replayable source nothing is lost while the source still runs; once it
+  // has finished, the sketches' losses are measured and compensated: recall stays 1.
+  EXPECT_GE(data_lines(t.path() / "killed" / "failures.csv"), 4);
+  const auto clean = summary(t.path() / "clean"), killed = summary(t.path() / "killed");
+  EXPECT_EQ(killed.at("recall"), "1");
+  EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
+  EXPECT_GT(std::stod(killed.at("recovery_ms_median")), 0.0);
+}
+
+// Kills one worker process from outside (as an operator or the kernel would): the controller sees it exit,
+// restarts it, and the job completes with its accuracy.
+TEST(ProcessRuntime, WorkerKilledFromOutsideIsDetectedAndRestarted) {
+  TempDir t;
+  const auto out = t.path() / "out";
+  const std::string args =
+      "--job heavy-hitters --items 6000000 --hh.keys 20000 --seed 5 --ft.mode approx "
+      "--ft.theta 1e4 --ft.l 10 --ft.gamma 100 --quiet --runtime processes --out " +
+      out.string();
+  const pid_t run = ::fork();
+  ASSERT_GE(run, 0);
+  if (run == 0) {
+    const std::string log = (t.path() / "run.log").string();
+    std::freopen(log.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    std::vector<std::string> words{AFS_BINARY, "run"};
+    std::stringstream ss(args);
+    for (std::string w; ss >> w;) words.push_back(w);
+    std::vector<char*> argv;
+    for (auto& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    ::execv(AFS_BINARY, argv.data());
+    ::_exit(127);
+  }
+  // Wait until the first incarnation of worker 1 (a sketch) runs, let it work a little, then kill it.
+  const std::string find = "pgrep -P " + std::to_string(run) + " -f -- '--worker.id 1 --worker.epoch 1 ' >/dev/null";
+  bool killed = false;
+  for (int i = 0; i < 200 && !killed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (std::system(find.c_str()) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      const std::string kill = "pkill -KILL -P " + std::to_string(run) + " -f -- '--worker.id 1 --worker.epoch 1 '";
+      killed = std::system(kill.c_str()) == 0;
+    }
+  }
+  int status = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 1200 && got == 0; ++i) {  // at most 120 s
+    got = ::waitpid(run, &status, WNOHANG);
+    if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (got == 0) {
+    ::kill(run, SIGKILL);
+    ::waitpid(run, &status, 0);
+    FAIL() << "the run did not finish: " << slurp(t.path() / "run.log");
+  }
+  ASSERT_TRUE(killed) << "worker 1 was never seen running: " << slurp(t.path() / "run.log");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(t.path() / "run.log");
+  EXPECT_GE(data_lines(out / "failures.csv"), 1) << "the kill was not recorded as a failure";
+  EXPECT_NE(slurp(out / "failures.csv").find("\n1,1,"), std::string::npos) << slurp(out / "failures.csv");
+  EXPECT_EQ(summary(out).at("recall"), "1");
+}
+
+}  // namespace
