@@ -199,6 +199,9 @@ int cmd_run(int argc, const char* const* argv) {
     afs::ProcessClusterOptions popts;
     popts.program = fs::read_symlink("/proc/self/exe").string();
     popts.worker_args.assign(argv + 1, argv + argc);  // the job's options, as given to run
+    popts.store = opts.process_store;
+    popts.heartbeat = std::chrono::milliseconds(opts.heartbeat_ms);
+    popts.heartbeat_timeout = std::chrono::milliseconds(opts.heartbeat_timeout_ms);
     cluster_ptr = std::make_unique<afs::ProcessCluster>(topology, reg, cfg, popts);
   } else {
     cluster_ptr = std::make_unique<afs::LocalCluster>(topology, reg, cfg);

@@ -62,6 +62,12 @@ po::options_description run_options() {
       "fail.count", po::value<int>()->default_value(0),
       "failures to inject, spread evenly from 10% to 90% of the input unless fail.at is given")(
       "fail.target", po::value<std::string>()->default_value("all"), "workers killed at each failure: all | ID[,ID]")(
+      "process.store", po::value<std::string>()->default_value("rocksdb"),
+      "runtime processes: the backup server's store, rocksdb (durable: the server is restarted after a crash and "
+      "loses nothing it acknowledged) or memory")("process.heartbeat-ms", po::value<int>()->default_value(100),
+                                                  "runtime processes: worker status interval (ms)")(
+      "process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),
+      "runtime processes: a worker silent this long is presumed dead, killed and restarted (ms)")(
       "fail.at", po::value<std::string>()->default_value(""),
       "failure points: comma-separated item counts, or fractions of the input (0.25)");
   return o;
@@ -194,6 +200,15 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (r.fail_count < 0) throw ConfigError("fail.count: expected >= 0");
   r.fail_target = vm["fail.target"].as<std::string>();
   r.fail_at = vm["fail.at"].as<std::string>();
+  r.process_store = vm["process.store"].as<std::string>();
+  if (r.process_store != "rocksdb" && r.process_store != "memory") {
+    throw ConfigError("process.store: expected rocksdb or memory, got '" + r.process_store + "'");
+  }
+  r.heartbeat_ms = vm["process.heartbeat-ms"].as<int>();
+  r.heartbeat_timeout_ms = vm["process.heartbeat-timeout-ms"].as<int>();
+  if (r.heartbeat_ms <= 0 || r.heartbeat_timeout_ms <= r.heartbeat_ms) {
+    throw ConfigError("process.heartbeat-ms and process.heartbeat-timeout-ms: expected 0 < interval < timeout");
+  }
   return r;
 }
 

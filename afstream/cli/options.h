@@ -22,6 +22,9 @@ struct RunOptions {
   int fail_count = 0;
   std::string fail_target;
   std::string fail_at;
+  std::string process_store = "rocksdb";  // runtime processes: the backup server's store
+  int heartbeat_ms = 100;
+  int heartbeat_timeout_ms = 5000;
   RunConfig config;
 };
 

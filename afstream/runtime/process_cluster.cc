@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -67,7 +68,8 @@ struct ProcessCluster::Impl {
   RunConfig config;
   ProcessClusterOptions options;
   std::string dir;
-  pid_t server = -1;
+  std::atomic<pid_t> server{-1};
+  std::atomic<int> server_restarts{0};
   std::vector<WorkerState> workers;
   std::map<int, std::unique_ptr<Operator>> finals;
 
@@ -208,7 +210,16 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     (void)pub.send(m, zmq::send_flags::dontwait);
   };
 
-  im.server = spawn(im.options.program, {"backup-server", "--store", "memory", "--listen", im.endpoint("store")});
+  const bool durable = im.options.store == "rocksdb";
+  auto start_server = [&] {
+    std::vector<std::string> args{"backup-server", "--listen", im.endpoint("store"), "--store", im.options.store};
+    if (durable) {
+      args.push_back("--store.path");
+      args.push_back(im.dir + "/backups");
+    }
+    im.server = spawn(im.options.program, args);
+  };
+  start_server();
   im.workers.assign(static_cast<std::size_t>(n), {});
   for (int w = 0; w < n; ++w) {
     im.workers[static_cast<std::size_t>(w)].epoch = 1;
@@ -286,7 +297,10 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     }
     if (im.server > 0 && ::waitpid(im.server, nullptr, WNOHANG) == im.server) {
       im.server = -1;
-      throw RuntimeError("process runtime: the backup server exited");
+      if (!durable) throw RuntimeError("process runtime: the backup server (memory store) exited; backups are lost");
+      // Durable: everything it acknowledged is on disk. Workers' RemoteStore calls retry until it is back.
+      if (++im.server_restarts > 20) throw RuntimeError("process runtime: the backup server keeps exiting");
+      start_server();
     }
 
     // The failure plan, at source positions.
@@ -355,6 +369,8 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   }
   return result;
 }
+
+ProcessRunInfo ProcessCluster::info() const { return {impl_->server_restarts.load(), impl_->server.load()}; }
 
 Operator* ProcessCluster::final_operator(int worker) {
   auto it = impl_->finals.find(worker);

@@ -7,6 +7,8 @@
 // measured from the kill to the restarted worker's hello (state restored, log replayed, sockets bound).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -22,9 +24,15 @@ namespace afs {
 struct ProcessClusterOptions {
   std::string program;                   // the afstream binary (it runs `worker` and `backup-server`)
   std::vector<std::string> worker_args;  // the job's options as given to `afstream run`, passed to every worker
+  std::string store = "rocksdb";         // the backup server's store: rocksdb (restarted after a crash) or memory
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};
+};
+
+struct ProcessRunInfo {
+  int backup_server_restarts = 0;
+  pid_t backup_server_pid = -1;  // the current one (tests kill it)
 };
 
 class ProcessCluster final : public Cluster {
@@ -32,11 +40,15 @@ class ProcessCluster final : public Cluster {
   ProcessCluster(const Topology& topology, const Registry& registry, RunConfig config, ProcessClusterOptions options);
   ~ProcessCluster() override;  // kills whatever is still running and removes the private directory
 
-  // Throws RuntimeError if a process cannot be started, the backup server dies, or the run exceeds run_timeout.
+  // Throws RuntimeError if a process cannot be started, the backup server dies with the memory store (a RocksDB one
+  // is restarted on its directory, and the workers' RemoteStore retries carry them over), or the run exceeds
+  // run_timeout.
   RunResult run(const std::function<void(const MetricsSample&)>& on_sample = {},
                 std::chrono::milliseconds sample_every = std::chrono::milliseconds(1000)) override;
   // A sink's operator restored from the final state it reported; nullptr for other workers.
   Operator* final_operator(int worker) override;
+  // While run() is in progress, from another thread (tests): the backup server's pid; after it, its restarts.
+  ProcessRunInfo info() const;
 
  private:
   struct Impl;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -104,19 +105,19 @@ TEST(ProcessRuntime, SigkillOfAllWorkersOnThePlanKeepsTheResults) {
   EXPECT_GT(std::stod(killed.at("recovery_ms_median")), 0.0);
 }
 
-// Kills one worker process from outside (as an operator or the kernel would): the controller sees it exit,
-// restarts it, and the job completes with its accuracy.
-TEST(ProcessRuntime, WorkerKilledFromOutsideIsDetectedAndRestarted) {
-  TempDir t;
-  const auto out = t.path() / "out";
-  const std::string args =
-      "--job heavy-hitters --items 6000000 --hh.keys 20000 --seed 5 --ft.mode approx "
-      "--ft.theta 1e4 --ft.l 10 --ft.gamma 100 --quiet --runtime processes --out " +
-      out.string();
+// Starts `afstream run ARGS` in the background, waits until a child whose command line matches `pattern` runs, lets
+// it work `after`, kills it with SIGKILL, and waits (bounded) for the run. Returns the run's exit status, or -1.
+struct KillResult {
+  bool killed = false;
+  int status = -1;
+};
+
+KillResult run_and_kill(const std::string& args, const std::string& pattern, std::chrono::milliseconds after,
+                        const fs::path& log) {
+  KillResult r;
   const pid_t run = ::fork();
-  ASSERT_GE(run, 0);
+  if (run < 0) return r;
   if (run == 0) {
-    const std::string log = (t.path() / "run.log").string();
     std::freopen(log.c_str(), "w", stderr);
     std::freopen("/dev/null", "w", stdout);
     std::vector<std::string> words{AFS_BINARY, "run"};
@@ -128,15 +129,13 @@ TEST(ProcessRuntime, WorkerKilledFromOutsideIsDetectedAndRestarted) {
     ::execv(AFS_BINARY, argv.data());
     ::_exit(127);
   }
-  // Wait until the first incarnation of worker 1 (a sketch) runs, let it work a little, then kill it.
-  const std::string find = "pgrep -P " + std::to_string(run) + " -f -- '--worker.id 1 --worker.epoch 1 ' >/dev/null";
-  bool killed = false;
-  for (int i = 0; i < 200 && !killed; ++i) {
+  const std::string find = "pgrep -P " + std::to_string(run) + " -f -- '" + pattern + "' >/dev/null";
+  for (int i = 0; i < 200 && !r.killed; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (std::system(find.c_str()) == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      const std::string kill = "pkill -KILL -P " + std::to_string(run) + " -f -- '--worker.id 1 --worker.epoch 1 '";
-      killed = std::system(kill.c_str()) == 0;
+      std::this_thread::sleep_for(after);
+      const std::string kill = "pkill -KILL -P " + std::to_string(run) + " -f -- '" + pattern + "'";
+      r.killed = std::system(kill.c_str()) == 0;
     }
   }
   int status = 0;
@@ -148,12 +147,45 @@ TEST(ProcessRuntime, WorkerKilledFromOutsideIsDetectedAndRestarted) {
   if (got == 0) {
     ::kill(run, SIGKILL);
     ::waitpid(run, &status, 0);
-    FAIL() << "the run did not finish: " << slurp(t.path() / "run.log");
+    return r;
   }
-  ASSERT_TRUE(killed) << "worker 1 was never seen running: " << slurp(t.path() / "run.log");
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(t.path() / "run.log");
-  EXPECT_GE(data_lines(out / "failures.csv"), 1) << "the kill was not recorded as a failure";
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// Kills one worker process from outside (as an operator or the kernel would): the controller sees it exit,
+// restarts it, and the job completes with its accuracy.
+TEST(ProcessRuntime, WorkerKilledFromOutsideIsDetectedAndRestarted) {
+  TempDir t;
+  const auto out = t.path() / "out";
+  const std::string args =
+      "--job heavy-hitters --items 6000000 --hh.keys 20000 --seed 5 --ft.mode approx "
+      "--ft.theta 1e4 --ft.l 10 --ft.gamma 100 --quiet --runtime processes --out " +
+      out.string();
+  const auto r =
+      run_and_kill(args, "--worker.id 1 --worker.epoch 1 ", std::chrono::milliseconds(300), t.path() / "run.log");
+  ASSERT_TRUE(r.killed) << "worker 1 was never seen running: " << slurp(t.path() / "run.log");
+  ASSERT_EQ(r.status, 0) << slurp(t.path() / "run.log");
   EXPECT_NE(slurp(out / "failures.csv").find("\n1,1,"), std::string::npos) << slurp(out / "failures.csv");
+  EXPECT_EQ(summary(out).at("recall"), "1");
+}
+
+// Kills the backup server (RocksDB store) in the middle of the run: the controller restarts it on its directory,
+// the workers' calls retry until it is back, and the job completes with nothing it acknowledged lost.
+TEST(ProcessRuntime, BackupServerKilledMidRunIsRestartedAndTheJobCompletes) {
+  TempDir t;
+  const auto out = t.path() / "out";
+  const std::string args =
+      "--job heavy-hitters --items 6000000 --hh.keys 20000 --seed 7 --ft.mode approx "
+      "--ft.theta 1e4 --ft.l 10 --ft.gamma 100 --quiet --runtime processes "
+      "--process.store rocksdb --out " +
+      out.string();
+  const auto r = run_and_kill(args, "afstream backup-server", std::chrono::milliseconds(400), t.path() / "run.log");
+  ASSERT_TRUE(r.killed) << "the backup server was never seen running: " << slurp(t.path() / "run.log");
+  ASSERT_EQ(r.status, 0) << slurp(t.path() / "run.log");
+  const auto log = slurp(t.path() / "run.log");
+  EXPECT_GE(std::count(log.begin(), log.end(), '\n'), 1);
+  EXPECT_NE(log.find("listening"), log.rfind("listening")) << "the backup server was not started again: " << log;
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 
