@@ -10,8 +10,8 @@
 
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
-#include "afstream/runtime/config.h"
 #include "afstream/runtime/cluster.h"
+#include "afstream/runtime/config.h"
 
 namespace afs {
 

@@ -159,8 +159,8 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
         error = s.error;
         break;
       }
-      if (s.worker->recovered_from()) {
-        result.failures.push_back(*s.worker->recovered_from());
+      if (auto rec = s.worker->recovered_from()) {
+        result.failures.push_back(*rec);
         last_recovery_ms = result.failures.back().recovery_ms;
       }
       if (s.worker->crashed()) {

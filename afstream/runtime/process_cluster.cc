@@ -58,7 +58,8 @@ struct ProcessCluster::Impl {
     net::WorkerStatusMsg status;  // latest report of the current incarnation
     net::WorkerStatusMsg before;  // totals of earlier incarnations (counters restart with each process)
     Clock::time_point last_report;
-    std::optional<FailureRecord> pending;  // killed, not yet recovered
+    std::optional<FailureRecord> pending;  // killed, not yet reported recovered
+    bool said_hello = false;               // the pending one's incarnation is up (recovery_ms is set)
     Clock::time_point killed_at;
     std::vector<std::uint8_t> final_state;
   };
@@ -141,8 +142,9 @@ struct ProcessCluster::Impl {
   }
 
   // A worker failed (killed by the plan, exited, or silent): reap it and start its next incarnation.
-  void fail(int w, std::uint64_t at_items, bool kill_it) {
+  void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result) {
     auto& s = workers[static_cast<std::size_t>(w)];
+    if (s.pending) result.failures.push_back(*s.pending);  // failed again before it reported its recovery
     if (kill_it && s.pid > 0) ::kill(s.pid, SIGKILL);
     if (s.pid > 0) {
       int status = 0;
@@ -154,6 +156,7 @@ struct ProcessCluster::Impl {
     r.failure_count = static_cast<int>(s.failures.size()) + 1;
     r.at_items = at_items;
     s.pending = r;
+    s.said_hello = false;
     s.killed_at = Clock::now();
     s.failures.push_back(s.status.items_in);
     const auto offset = std::max(s.status.source_offset, s.before.source_offset);
@@ -262,12 +265,25 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         s.up = true;
         changed = true;
         if (s.pending) {
-          auto rec = *s.pending;
-          rec.recovery_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.killed_at).count();
-          result.failures.push_back(rec);
-          s.pending.reset();
+          s.pending->recovery_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.killed_at).count();
+          s.said_hello = true;
         }
-      } else if (r->kind == net::ReportKind::kFinished) {
+      }
+      // The restarted worker finished recovering (replayed, compensated): complete the record with its details.
+      if (s.pending && s.said_hello && r->recovery.done &&
+          r->recovery.failure_count == static_cast<std::uint32_t>(s.pending->failure_count)) {
+        auto& rec = *s.pending;
+        rec.theta = r->recovery.theta;
+        rec.l = r->recovery.l;
+        rec.gamma = r->recovery.gamma;
+        rec.alpha = r->recovery.alpha;
+        rec.restore_ms = r->recovery.restore_ms;
+        rec.replayed_items = r->recovery.replayed_items;
+        rec.missing_items = r->recovery.missing_items;
+        result.failures.push_back(rec);
+        s.pending.reset();
+      }
+      if (r->kind == net::ReportKind::kFinished) {
         s.finished = true;
         s.final_state = r->final_state;
         changed = true;
@@ -287,11 +303,11 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           // if it died while lingering.
           s.exited = true;
         } else {
-          im.fail(w, im.source_items(), false);
+          im.fail(w, im.source_items(), false, result);
           changed = true;
         }
       } else if (!s.finished && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
-        im.fail(w, im.source_items(), true);  // silent: presumed dead
+        im.fail(w, im.source_items(), true, result);  // silent: presumed dead
         changed = true;
       }
     }
@@ -309,7 +325,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       for (int w : plan[next_failure].workers) {
         // As in the thread runtime, a worker that has finished its stream for good is not killed any more.
         if (w < 0 || w >= n || im.workers[static_cast<std::size_t>(w)].finished) continue;
-        im.fail(w, plan[next_failure].at_items, true);
+        im.fail(w, plan[next_failure].at_items, true, result);
       }
       ++next_failure;
       changed = true;
@@ -342,6 +358,9 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     if (std::all_of(im.workers.begin(), im.workers.end(), [](const auto& s) { return s.exited; })) break;
   }
 
+  for (auto& s : im.workers) {
+    if (s.pending) result.failures.push_back(*s.pending);  // recovered, but its last report did not say so yet
+  }
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   result.source_items = im.source_items();
   const auto t = im.totals();

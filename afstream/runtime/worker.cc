@@ -82,8 +82,14 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     const bool logged_all = logs_every_item();
     loss_theta_.push_back(logged_all ? 0 : schedule_.current().theta);
     loss_l_.push_back(logged_all ? 0 : static_cast<double>(schedule_.current().l));
+    if (crash_in_ && !crash_in_->observed) {  // what on_crash() would have recorded
+      crash_in_->record.theta = schedule_.current().theta;
+      crash_in_->record.l = schedule_.current().l;
+      crash_in_->record.gamma = schedule_.current().gamma;
+    }
     schedule_.on_failure(at);
   }
+  if (crash_in_ && !crash_in_->observed && op_) crash_in_->record.alpha = op_->alpha();
   processed_ = counters_.items_in.load();
   schedule_.on_progress(processed_);
   out_slot_.assign(ctx.topology->channels().size(), -1);
@@ -427,7 +433,7 @@ void Worker::measure_loss() {
   ByteReader r(opened.payload);
   crashed->restore_full(r);
   crash_in_->record.lost_divergence = op_->distance(*crashed);
-  recovered_ = crash_in_->record;
+  set_recovered(crash_in_->record);
   maybe_compensate();
 }
 
@@ -439,7 +445,7 @@ void Worker::mark_recovered() {
   if (!crash_in_) return;
   auto& rec = crash_in_->record;
   rec.recovery_ms = ms_since(crash_in_->killed_at);
-  recovered_ = rec;
+  set_recovered(rec);
   compensate_pending_ = true;
   maybe_compensate();
 }
@@ -497,7 +503,8 @@ void Worker::compensate() {
     // Always: the compensation (even of nothing) is part of the state, and a later recovery must not repeat it.
     backup_state(true);
   }
-  recovered_ = rec;
+  set_recovered(rec);
+  recovery_complete_.store(true, std::memory_order_release);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -71,6 +72,8 @@ struct CrashInfo {
   Clock::time_point killed_at;
   Bytes state_at_crash;    // full snapshot at the crash (only when RunConfig::measure_losses)
   SeqByChannel processed;  // per input channel, the last sequence number the crashed state reflected
+  // false: nobody saw the crash (a killed process); the successor fills in the thresholds that were in force.
+  bool observed = true;
 };
 
 // Everything the workers of one cluster share.
@@ -102,7 +105,13 @@ class Worker {
   // After a crash: what this incarnation lost (read once run() returned).
   CrashInfo take_crash_info() { return std::move(crash_out_); }
   // After a recovery: the record of the failure it recovered from, completed with recovery measurements.
-  const std::optional<FailureRecord>& recovered_from() const { return recovered_; }
+  // True once the recovery is complete (replayed, loss measured, compensated): recovered_from() is final.
+  bool recovery_complete() const { return recovery_complete_.load(std::memory_order_acquire); }
+  // Safe to call from another thread while run() is in progress (the process runtime reports it).
+  std::optional<FailureRecord> recovered_from() const {
+    std::lock_guard lock(recovered_mu_);
+    return recovered_;
+  }
   // The operator (nullptr for sources), e.g. to read a sink's results after the run.
   Operator* op() { return op_.get(); }
 
@@ -211,7 +220,13 @@ class Worker {
   ThresholdSchedule schedule_;
   std::optional<CrashInfo> crash_in_;
   CrashInfo crash_out_;
-  std::optional<FailureRecord> recovered_;
+  std::optional<FailureRecord> recovered_;  // written under recovered_mu_ (set_recovered)
+  mutable std::mutex recovered_mu_;
+  std::atomic<bool> recovery_complete_{false};
+  void set_recovered(const FailureRecord& r) {
+    std::lock_guard lock(recovered_mu_);
+    recovered_ = r;
+  }
   bool awaiting_first_item_ = false;
 
   std::unique_ptr<Operator> op_;

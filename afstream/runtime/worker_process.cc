@@ -74,6 +74,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     c.record.worker = options.worker;
     c.record.failure_count = static_cast<int>(options.failures.size());
     c.killed_at = Clock::now();
+    c.observed = false;
     crash = std::move(c);
   }
   Worker worker(ctx, options.worker, options.epoch, options.failures, std::move(crash));
@@ -98,6 +99,24 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
       auto frame = encoder.encode_worker_report(self, options.epoch, r);
       zmq::message_t m(frame.data(), frame.size());
       (void)report.send(m, zmq::send_flags::dontwait);
+    };
+    // The failure this incarnation recovered from, once it has recovered (replayed, compensated).
+    auto recovery = [&] {
+      net::RecoveryReportMsg m;
+      const auto rec = worker.recovery_complete() ? worker.recovered_from() : std::nullopt;
+      if (rec) {
+        m = {static_cast<std::uint32_t>(rec->failure_count),
+             rec->theta,
+             rec->l,
+             rec->gamma,
+             rec->alpha,
+             rec->restore_ms,
+             rec->recovery_ms,
+             rec->replayed_items,
+             rec->missing_items,
+             true};
+      }
+      return m;
     };
     auto last_heard = Clock::now();
     auto last_status = Clock::time_point{};
@@ -133,6 +152,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         fin.kind = net::ReportKind::kFinished;
         fin.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
         fin.final_state = final_state;
+        fin.recovery = recovery();
         send(fin);
         return;  // linger delivers it
       }
@@ -140,6 +160,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         net::WorkerReportMsg st;
         st.kind = net::ReportKind::kStatus;
         st.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+        st.recovery = recovery();
         send(st);
         last_status = now;
       }
