@@ -158,15 +158,13 @@ int cmd_run(int argc, const char* const* argv) {
   auto& cfg = opts.config;
   const auto topology = job->topology(vm, cfg);
   cfg.job_id = job->name() + "-" + std::to_string(::getpid());
-  if (opts.fail_count > 0 || !opts.fail_at.empty()) {
-    const auto targets = afs::parse_worker_list(opts.fail_target, topology.worker_count());
-    if (!opts.fail_at.empty()) {
-      for (const auto at : afs::cli::parse_failure_points(opts.fail_at, job->total_items())) {
-        cfg.failures.push_back({at, targets});
-      }
-    } else {
-      cfg.failures = afs::spread_failures(opts.fail_count, job->total_items(), targets);
-    }
+  if (opts.fail_count > 0 || opts.fail_random > 0 || !opts.fail_at.empty()) {
+    const auto targets = afs::parse_worker_list(opts.fail_target, topology.worker_count(), opts.fail_domains);
+    const auto total = job->total_items();
+    if (!opts.fail_at.empty()) cfg.failures = afs::parse_failure_points(opts.fail_at, total, targets);
+    for (auto& e : afs::spread_failures(opts.fail_count, total, targets)) cfg.failures.push_back(std::move(e));
+    for (auto& e : afs::random_failures(opts.fail_random, total, targets, opts.seed))
+      cfg.failures.push_back(std::move(e));
   }
 
   const auto effective = afs::cli::effective_config(vm);

@@ -60,8 +60,13 @@ po::options_description run_options() {
       "net.queue-items", po::value<std::size_t>()->default_value(16384),
       "received items a worker queues before it stops reading")(
       "fail.count", po::value<int>()->default_value(0),
-      "failures to inject, spread evenly from 10% to 90% of the input unless fail.at is given")(
-      "fail.target", po::value<std::string>()->default_value("all"), "workers killed at each failure: all | ID[,ID]")(
+      "failures spread evenly from 10% to 90% of the input (added to fail.at and fail.random)")(
+      "fail.target", po::value<std::string>()->default_value("all"),
+      "workers killed at each failure: all | ID[,ID] | a failure domain's name")(
+      "fail.domain", po::value<std::vector<std::string>>()->composing(),
+      "a failure domain, NAME=ID[,ID] (workers killed together, e.g. a rack); repeatable")(
+      "fail.random", po::value<int>()->default_value(0),
+      "failures at seeded random points between 10% and 90% of the input (the seed is --seed)")(
       "process.store", po::value<std::string>()->default_value("rocksdb"),
       "runtime processes: the backup server's store, rocksdb (durable: the server is restarted after a crash and "
       "loses nothing it acknowledged) or memory")("process.heartbeat-ms", po::value<int>()->default_value(100),
@@ -69,27 +74,9 @@ po::options_description run_options() {
       "process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),
       "runtime processes: a worker silent this long is presumed dead, killed and restarted (ms)")(
       "fail.at", po::value<std::string>()->default_value(""),
-      "failure points: comma-separated item counts, or fractions of the input (0.25)");
+      "failure points: comma-separated item counts, fractions of the input (0.25), or times since the start (500ms, "
+      "2s)");
   return o;
-}
-
-std::vector<std::uint64_t> parse_failure_points(const std::string& s, std::uint64_t total) {
-  std::vector<std::uint64_t> v;
-  std::stringstream ss(s);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    double d = 0;
-    try {
-      std::size_t used = 0;
-      d = std::stod(part, &used);
-      if (used != part.size()) throw std::invalid_argument(part);
-    } catch (const std::exception&) {
-      throw ConfigError("fail.at: expected item counts or fractions separated by commas, got '" + part + "'");
-    }
-    if (d < 0) throw ConfigError("fail.at: negative point '" + part + "'");
-    v.push_back(d < 1 ? static_cast<std::uint64_t>(d * static_cast<double>(total)) : static_cast<std::uint64_t>(d));
-  }
-  return v;
 }
 
 po::options_description worker_options() {
@@ -200,6 +187,17 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (r.fail_count < 0) throw ConfigError("fail.count: expected >= 0");
   r.fail_target = vm["fail.target"].as<std::string>();
   r.fail_at = vm["fail.at"].as<std::string>();
+  r.fail_random = vm["fail.random"].as<int>();
+  if (r.fail_random < 0) throw ConfigError("fail.random: expected >= 0");
+  if (vm.count("fail.domain")) {
+    for (const auto& d : vm["fail.domain"].as<std::vector<std::string>>()) {
+      const auto eq = d.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == d.size()) {
+        throw ConfigError("fail.domain: expected NAME=ID[,ID], got '" + d + "'");
+      }
+      r.fail_domains.emplace_back(d.substr(0, eq), d.substr(eq + 1));
+    }
+  }
   r.process_store = vm["process.store"].as<std::string>();
   if (r.process_store != "rocksdb" && r.process_store != "memory") {
     throw ConfigError("process.store: expected rocksdb or memory, got '" + r.process_store + "'");

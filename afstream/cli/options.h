@@ -22,7 +22,9 @@ struct RunOptions {
   int fail_count = 0;
   std::string fail_target;
   std::string fail_at;
-  std::string process_store = "rocksdb";  // runtime processes: the backup server's store
+  int fail_random = 0;
+  std::vector<std::pair<std::string, std::string>> fail_domains;  // name -> worker ids
+  std::string process_store = "rocksdb";                          // runtime processes: the backup server's store
   int heartbeat_ms = 100;
   int heartbeat_timeout_ms = 5000;
   RunConfig config;
@@ -33,8 +35,6 @@ boost::program_options::options_description run_options();
 
 // Parses argv (after the subcommand) with the job's own options; throws ConfigError on unknown options or bad
 // values, naming them. Returns the options and fills vm (for the job's own keys).
-// fail.at: comma-separated item counts, or fractions (< 1) of total. Throws ConfigError naming the bad part.
-std::vector<std::uint64_t> parse_failure_points(const std::string& s, std::uint64_t total);
 
 // extra: more options accepted besides run's and the job's (the worker subcommand's worker.* options).
 RunOptions parse_run(int argc, const char* const* argv, const Job* job, boost::program_options::variables_map& vm,

@@ -3,7 +3,9 @@
 // declared) or by tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,8 +14,9 @@
 namespace afs {
 
 struct FailureEvent {
-  std::uint64_t at_items = 0;  // when this many source items have been emitted
-  std::vector<int> workers;    // which workers are killed at once
+  std::uint64_t at_items = 0;                        // when this many source items have been emitted
+  std::vector<int> workers;                          // which workers are killed at once
+  std::optional<std::chrono::milliseconds> at_time;  // instead: this long after the start
 };
 
 struct RunConfig {

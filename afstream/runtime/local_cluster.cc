@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "afstream/core/errors.h"
+#include "afstream/runtime/failure_plan.h"
 #include "afstream/runtime/worker.h"
 #include "afstream/store/memory_store.h"
 
@@ -103,9 +104,7 @@ LocalCluster::~LocalCluster() {
 RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_sample,
                             std::chrono::milliseconds sample_every) {
   auto& im = *impl_;
-  auto failures = im.ctx.config.failures;
-  std::sort(failures.begin(), failures.end(), [](auto& a, auto& b) { return a.at_items < b.at_items; });
-  std::size_t next_failure = 0;
+  FailurePlan plan(im.ctx.config.failures);
   RunResult result;
   const auto t0 = Clock::now();
   auto last_sample = t0;
@@ -140,12 +139,12 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
   std::exception_ptr error;
   for (;;) {
     // Failure plan.
-    while (next_failure < failures.size() && im.source_items() >= failures[next_failure].at_items) {
-      for (int w : failures[next_failure].workers) {
+    for (const auto& e :
+         plan.due(im.source_items(), std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
+      for (int w : e.workers) {
         auto& s = *im.slots[w];
         if (!s.done && s.worker && !s.exited.load()) s.worker->kill();
       }
-      ++next_failure;
     }
     // Exits: finished, crashed (restart), or failed (abort the run).
     bool all_done = true;
@@ -200,42 +199,6 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
 Operator* LocalCluster::final_operator(int worker) {
   auto& s = *impl_->slots.at(static_cast<std::size_t>(worker));
   return s.worker ? s.worker->op() : nullptr;
-}
-
-std::vector<int> parse_worker_list(const std::string& spec, int worker_count) {
-  std::vector<int> out;
-  if (spec == "all") {
-    for (int i = 0; i < worker_count; ++i) out.push_back(i);
-    return out;
-  }
-  std::stringstream ss(spec);
-  std::string part;
-  while (std::getline(ss, part, ',')) {
-    try {
-      std::size_t used = 0;
-      int v = std::stoi(part, &used);
-      if (used != part.size()) throw std::invalid_argument(part);
-      if (v < 0 || v >= worker_count) {
-        throw ConfigError("fail.target: no worker " + part + " (workers are 0.." + std::to_string(worker_count - 1) +
-                          ")");
-      }
-      out.push_back(v);
-    } catch (const std::logic_error&) {
-      throw ConfigError("fail.target: expected 'all' or a list of worker ids like 1,3; got '" + spec + "'");
-    }
-  }
-  if (out.empty()) throw ConfigError("fail.target: empty worker list");
-  return out;
-}
-
-std::vector<FailureEvent> spread_failures(int count, std::uint64_t total_items, const std::vector<int>& workers,
-                                          double from, double to) {
-  std::vector<FailureEvent> v;
-  for (int i = 0; i < count; ++i) {
-    const double f = count == 1 ? (from + to) / 2 : from + (to - from) * i / (count - 1);
-    v.push_back({static_cast<std::uint64_t>(f * static_cast<double>(total_items)), workers});
-  }
-  return v;
 }
 
 }  // namespace afs

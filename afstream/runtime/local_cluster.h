@@ -12,6 +12,7 @@
 #include "afstream/core/topology.h"
 #include "afstream/runtime/cluster.h"
 #include "afstream/runtime/config.h"
+#include "afstream/runtime/failure_plan.h"
 #include "afstream/runtime/metrics.h"
 #include "afstream/store/backup_store.h"
 
@@ -35,11 +36,5 @@ class LocalCluster final : public Cluster {
   std::unique_ptr<Impl> impl_;
   std::shared_ptr<BackupStore> store_;
 };
-
-// Expands "all" / "1,3" into worker ids, checking the range.
-std::vector<int> parse_worker_list(const std::string& spec, int worker_count);
-// K failure points evenly spread over [from, to] of total items (the paper injects after 10% of the input).
-std::vector<FailureEvent> spread_failures(int count, std::uint64_t total_items, const std::vector<int>& workers,
-                                          double from = 0.1, double to = 0.9);
 
 }  // namespace afs

@@ -17,6 +17,7 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/net/codec.h"
+#include "afstream/runtime/failure_plan.h"
 #include "afstream/state/snapshot.h"
 
 namespace afs {
@@ -229,9 +230,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     im.start_worker(w);
   }
 
-  auto plan = im.config.failures;
-  std::sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) { return a.at_items < b.at_items; });
-  std::size_t next_failure = 0;
+  FailurePlan plan(im.config.failures);
   RunResult result;
   const auto t0 = Clock::now();
   auto last_sample = t0;
@@ -321,13 +320,13 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
 
     // The failure plan, at source positions.
     const auto items_now = im.source_items();
-    while (next_failure < plan.size() && items_now >= plan[next_failure].at_items) {
-      for (int w : plan[next_failure].workers) {
+    for (const auto& e :
+         plan.due(items_now, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
+      for (int w : e.workers) {
         // As in the thread runtime, a worker that has finished its stream for good is not killed any more.
         if (w < 0 || w >= n || im.workers[static_cast<std::size_t>(w)].finished) continue;
-        im.fail(w, plan[next_failure].at_items, true, result);
+        im.fail(w, items_now, true, result);
       }
-      ++next_failure;
       changed = true;
     }
 

@@ -105,6 +105,31 @@ TEST(ProcessRuntime, SigkillOfAllWorkersOnThePlanKeepsTheResults) {
   EXPECT_GT(std::stod(killed.at("recovery_ms_median")), 0.0);
 }
 
+// A failure domain (a named group killed together) at a time since the start, and a seeded random schedule.
+TEST(ProcessRuntime, FailureDomainAtATimeKillsOnlyItsWorkers) {
+  TempDir t;
+  const auto out = t.path() / "out";
+  ASSERT_EQ(run_afstream("--job heavy-hitters --hh.keys 20000 --seed 3 --ft.mode approx --ft.theta 1e4 --ft.l 10 "
+                         "--ft.gamma 100 --quiet"
+                         " --items 2000000 --runtime processes --fail.domain rack=1,2 --fail.target rack "
+                         "--fail.at 200ms --fail.random 1 --out " +
+                             out.string(),
+                         t.path() / "run.log"),
+            0)
+      << slurp(t.path() / "run.log");
+  std::ifstream f(out / "failures.csv");
+  std::string line;
+  std::getline(f, line);
+  int rows = 0;
+  while (std::getline(f, line)) {
+    ++rows;
+    const int worker = std::stoi(line.substr(0, line.find(',')));
+    EXPECT_TRUE(worker == 1 || worker == 2) << line;
+  }
+  EXPECT_GE(rows, 2);  // both sketches at least once (the random point may come after they finished)
+  EXPECT_EQ(summary(out).at("recall"), "1");
+}
+
 // Starts `afstream run ARGS` in the background, waits until a child whose command line matches `pattern` runs, lets
 // it work `after`, kills it with SIGKILL, and waits (bounded) for the run. Returns the run's exit status, or -1.
 struct KillResult {

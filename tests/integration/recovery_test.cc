@@ -33,7 +33,7 @@ TEST(Recovery, EveryFailureHasARecoveryTime) {
   RunConfig cfg;
   cfg.mode = FtMode::Approx;
   cfg.bounds = {400, 100, 100};
-  cfg.failures = {{100000, {0, 1, 2, 3}}, {250000, {1}}};
+  cfg.failures = {{100000, {0, 1, 2, 3}, std::nullopt}, {250000, {1}, std::nullopt}};
   const auto run = run_hh(s, cfg);
   ASSERT_EQ(run.result.failures.size(), 5u);
   for (const auto& f : run.result.failures) {
@@ -67,7 +67,7 @@ TEST(Recovery, CorruptBackupIsReportedNotRestored) {
   RunConfig cfg;
   cfg.mode = FtMode::Approx;
   cfg.bounds = {400, 100, 100};
-  cfg.failures = {{150000, {1}}};
+  cfg.failures = {{150000, {1}, std::nullopt}};
   try {
     run_hh(s, cfg, std::make_shared<CorruptingStore>(1));
     FAIL() << "a corrupt backup was restored";

@@ -1,0 +1,118 @@
+// The failure plan (failure_plan.h).
+#include "afstream/runtime/failure_plan.h"
+
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "afstream/core/errors.h"
+
+namespace afs {
+
+FailurePlan::FailurePlan(std::vector<FailureEvent> events) : events_(std::move(events)), fired_(events_.size()) {}
+
+std::vector<FailureEvent> FailurePlan::due(std::uint64_t source_items, std::chrono::milliseconds elapsed) {
+  std::vector<FailureEvent> out;
+  for (std::size_t i = 0; i < events_.size(); ++i) {
+    if (fired_[i]) continue;
+    const auto& e = events_[i];
+    const bool now = e.at_time ? elapsed >= *e.at_time : source_items >= e.at_items;
+    if (now) {
+      fired_[i] = true;
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+std::vector<int> parse_worker_list(const std::string& spec, int worker_count,
+                                   const std::vector<std::pair<std::string, std::string>>& domains) {
+  std::vector<int> out;
+  if (spec == "all") {
+    for (int i = 0; i < worker_count; ++i) out.push_back(i);
+    return out;
+  }
+  for (const auto& [name, ids] : domains) {
+    if (name == spec) return parse_worker_list(ids, worker_count);
+  }
+  std::stringstream ss(spec);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    try {
+      std::size_t used = 0;
+      int v = std::stoi(part, &used);
+      if (used != part.size()) throw std::invalid_argument(part);
+      if (v < 0 || v >= worker_count) {
+        throw ConfigError("fail.target: no worker " + part + " (workers are 0.." + std::to_string(worker_count - 1) +
+                          ")");
+      }
+      out.push_back(v);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const std::exception&) {
+      throw ConfigError("fail.target: expected all, worker ids separated by commas, or a failure domain, got '" + spec +
+                        "'");
+    }
+  }
+  if (out.empty()) throw ConfigError("fail.target: no workers in '" + spec + "'");
+  return out;
+}
+
+std::vector<FailureEvent> spread_failures(int count, std::uint64_t total_items, const std::vector<int>& workers,
+                                          double from, double to) {
+  std::vector<FailureEvent> v;
+  for (int i = 0; i < count; ++i) {
+    const double f = count == 1 ? (from + to) / 2 : from + (to - from) * i / (count - 1);
+    v.push_back({static_cast<std::uint64_t>(f * static_cast<double>(total_items)), workers, std::nullopt});
+  }
+  return v;
+}
+
+std::vector<FailureEvent> random_failures(int count, std::uint64_t total_items, const std::vector<int>& workers,
+                                          std::uint64_t seed, double from, double to) {
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + 17);
+  std::uniform_real_distribution<double> at(from, to);
+  std::vector<FailureEvent> v;
+  for (int i = 0; i < count; ++i) {
+    v.push_back({static_cast<std::uint64_t>(at(rng) * static_cast<double>(total_items)), workers, std::nullopt});
+  }
+  return v;
+}
+
+std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uint64_t total_items,
+                                               const std::vector<int>& workers) {
+  std::vector<FailureEvent> v;
+  std::stringstream ss(spec);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    const auto bad = [&] {
+      return ConfigError(
+          "fail.at: expected item counts, fractions (0.25) or times (500ms, 2s) separated by commas, "
+          "got '" +
+          part + "'");
+    };
+    double d = 0;
+    std::size_t used = 0;
+    try {
+      d = std::stod(part, &used);
+    } catch (const std::exception&) {
+      throw bad();
+    }
+    if (d < 0) throw ConfigError("fail.at: negative point '" + part + "'");
+    const std::string unit = part.substr(used);
+    FailureEvent e;
+    e.workers = workers;
+    if (unit == "ms" || unit == "s") {
+      e.at_time = std::chrono::milliseconds(static_cast<std::int64_t>(unit == "s" ? d * 1000 : d));
+    } else if (unit.empty()) {
+      e.at_items =
+          d < 1 ? static_cast<std::uint64_t>(d * static_cast<double>(total_items)) : static_cast<std::uint64_t>(d);
+    } else {
+      throw bad();
+    }
+    v.push_back(e);
+  }
+  return v;
+}
+
+}  // namespace afs
