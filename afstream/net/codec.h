@@ -208,6 +208,7 @@ struct RecoveryReportMsg {
   std::uint64_t replayed_items = 0;
   std::int64_t missing_items = -1;
   bool done = false;
+  double replay_ms = 0;
   friend bool operator==(const RecoveryReportMsg&, const RecoveryReportMsg&) = default;
 };
 

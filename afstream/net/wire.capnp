@@ -178,6 +178,7 @@ struct RecoveryReport {
   replayedItems @7 :UInt64;
   missingItems @8 :Int64;      # -1: not measured
   done @9 :Bool;               # the recovery is complete (replayed, compensated)
+  replayMs @10 :Float64;       # restored to every replayed item processed
 }
 
 # The controller's view of every worker, broadcast whenever it changes (and periodically).

@@ -34,7 +34,10 @@ struct FailureRecord {
   std::uint64_t lost_items = 0;    // acknowledged, unprocessed, unbacked items lost with the worker
   std::uint64_t lost_outputs = 0;  // unacknowledged outputs not covered by a state backup
   double lost_divergence = -1;     // measured d(state at crash, recovered state); -1 if not measured
+  double detect_ms = 0;            // failure to its detection (process runtime: a missed heartbeat; 0 when killed
+                                   // by the plan or seen exiting)
   double restore_ms = 0;           // fetch + restore of the state chain
+  double replay_ms = 0;            // restored to every replayed item processed
   double recovery_ms = 0;          // kill to first processed item (or to restored, if nothing was left)
   std::uint64_t replayed_items = 0;
   std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known

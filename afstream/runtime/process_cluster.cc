@@ -143,7 +143,7 @@ struct ProcessCluster::Impl {
   }
 
   // A worker failed (killed by the plan, exited, or silent): reap it and start its next incarnation.
-  void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result) {
+  void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result, double detect_ms = 0) {
     auto& s = workers[static_cast<std::size_t>(w)];
     if (s.pending) result.failures.push_back(*s.pending);  // failed again before it reported its recovery
     if (kill_it && s.pid > 0) ::kill(s.pid, SIGKILL);
@@ -156,6 +156,7 @@ struct ProcessCluster::Impl {
     r.worker = w;
     r.failure_count = static_cast<int>(s.failures.size()) + 1;
     r.at_items = at_items;
+    r.detect_ms = detect_ms;
     s.pending = r;
     s.said_hello = false;
     s.killed_at = Clock::now();
@@ -277,6 +278,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         rec.gamma = r->recovery.gamma;
         rec.alpha = r->recovery.alpha;
         rec.restore_ms = r->recovery.restore_ms;
+        rec.replay_ms = r->recovery.replay_ms;
         rec.replayed_items = r->recovery.replayed_items;
         rec.missing_items = r->recovery.missing_items;
         result.failures.push_back(rec);
@@ -306,7 +308,8 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           changed = true;
         }
       } else if (!s.finished && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
-        im.fail(w, im.source_items(), true, result);  // silent: presumed dead
+        im.fail(w, im.source_items(), true, result,  // silent: presumed dead
+                std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
         changed = true;
       }
     }

@@ -356,6 +356,7 @@ void Worker::restore() {
   }
   if (crash_in_) {
     crash_in_->record.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    restored_at_ = Clock::now();
     awaiting_first_item_ = true;
   }
 }
@@ -445,6 +446,7 @@ void Worker::mark_recovered() {
   if (!crash_in_) return;
   auto& rec = crash_in_->record;
   rec.recovery_ms = ms_since(crash_in_->killed_at);
+  rec.replay_ms = ms_since(restored_at_);
   set_recovered(rec);
   compensate_pending_ = true;
   maybe_compensate();

@@ -228,6 +228,7 @@ class Worker {
     recovered_ = r;
   }
   bool awaiting_first_item_ = false;
+  Clock::time_point restored_at_{};  // end of restore(), for FailureRecord::replay_ms
 
   std::unique_ptr<Operator> op_;
   std::unique_ptr<Source> source_;

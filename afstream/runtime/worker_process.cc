@@ -114,7 +114,8 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
              rec->recovery_ms,
              rec->replayed_items,
              rec->missing_items,
-             true};
+             true,
+             rec->replay_ms};
       }
       return m;
     };

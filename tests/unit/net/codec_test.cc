@@ -592,9 +592,9 @@ namespace {
 // Worker process <-> controller messages (afstream/runtime/process_cluster.h).
 TEST(NetCodecCluster, WorkerReportsRoundTrip) {
   WorkerReportMsg status{ReportKind::kStatus, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11}, {}, {}};
-  WorkerReportMsg hello{ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false}};
+  WorkerReportMsg hello{ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75}};
   WorkerReportMsg finished{
-      ReportKind::kFinished, {}, std::vector<std::uint8_t>(10000, 0x5a), {2, 1, 0, 0, 1, 0, 0, 0, 0, true}};
+      ReportKind::kFinished, {}, std::vector<std::uint8_t>(10000, 0x5a), {2, 1, 0, 0, 1, 0, 0, 0, 0, true, 0}};
   for (const auto& r : {status, hello, finished}) {
     const Message m{.sender = 4, .epoch = 2, .body = r};
     EXPECT_EQ(decode(encode(m)), m);
