@@ -28,8 +28,9 @@ namespace afs {
 //    current max_i |v_i - b_i| when counters only move one way between backups (Count-Min: increments only) and is an
 //    upper bound otherwise, so a Theta test on it never under-reports.
 // Cost: add/set are O(1) and branch-free (a few ns, the same before and after a backup: a slot's first change since
-// the backup costs nothing extra); mark_backed_up and write_delta are O(dirty slots). Memory: 2n*sizeof(T) (the values, and the backed-up value of each slot written since the backup, captured
-// at its first change) plus one bit per slot. Sizes are limited to 2^32 - 2 slots.
+// the backup costs nothing extra); mark_backed_up and write_delta are O(dirty slots). Memory: 2n*sizeof(T) (the values,
+// and the backed-up value of each slot written since the backup, captured at its first change) plus one bit per slot.
+// Sizes are limited to 2^32 - 2 slots.
 template <typename T>
 class TrackedArray {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
@@ -107,8 +108,8 @@ class TrackedArray {
   void for_each_dirty(F&& f) const;  // f(index) for every slot changed since the last backup
 
   std::vector<T> values_;
-  std::vector<T> base_;               // the values at the last backup
-  std::vector<std::uint64_t> dirty_;  // bit i: slot i written since the last backup (base_[i] is meaningful)
+  std::vector<T> base_;                     // the values at the last backup
+  std::vector<std::uint64_t> dirty_;        // bit i: slot i written since the last backup (base_[i] is meaningful)
   std::vector<std::uint32_t> dirty_words_;  // the non-zero words of dirty_ (first-change order)
   std::size_t dirty_count_ = 0;             // bits set in dirty_
   detail::DivergenceTracker<T> div_;
