@@ -29,6 +29,7 @@
 #include "afstream/store/memory_store.h"
 #include "afstream/store/remote_store.h"
 #include "afstream/store/rocksdb_store.h"
+#include "tests/temp_dir.h"
 
 namespace afs {
 namespace {
@@ -37,24 +38,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/afs_backup_server_it.XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using afs::testing::TempDir;
 
 // `afstream backup-server ARGS...` as a child process whose stderr we read through a pipe.
 class ServerProcess {
@@ -217,7 +201,7 @@ bool wait_for(const std::atomic<std::uint32_t>& counter, std::uint32_t target, m
 
 TEST(BackupServerProcess, SigkillMidStreamLosesNoPutThatReturned) {
   TempDir dir;
-  const std::string db = dir.path() + "/db";
+  const std::string db = dir.str() + "/db";
   auto server = std::make_unique<ServerProcess>(rocksdb_args(db, "tcp://127.0.0.1:0"));
   const std::string first = server->wait_ready();
   ASSERT_FALSE(first.empty()) << server->stderr_text();
@@ -281,10 +265,10 @@ TEST(BackupServerProcess, SigkillMidStreamLosesNoPutThatReturned) {
 // the client's retries reconnect by themselves), over ipc:// and over tcp:// on the same port.
 TEST(BackupServerProcess, PutWhileTheServerIsDownSucceedsOnceItIsBack) {
   TempDir dir;
-  const std::string db = dir.path() + "/db";
+  const std::string db = dir.str() + "/db";
   for (const bool tcp : {false, true}) {
     SCOPED_TRACE(tcp ? "tcp" : "ipc");
-    std::string listen = tcp ? "tcp://127.0.0.1:0" : "ipc://" + dir.path() + "/backup.sock";
+    std::string listen = tcp ? "tcp://127.0.0.1:0" : "ipc://" + dir.str() + "/backup.sock";
     auto server = std::make_unique<ServerProcess>(rocksdb_args(db, listen));
     const std::string endpoint = server->wait_ready();
     ASSERT_FALSE(endpoint.empty()) << server->stderr_text();
@@ -309,7 +293,7 @@ TEST(BackupServerProcess, PutWhileTheServerIsDownSucceedsOnceItIsBack) {
 
 TEST(BackupServerProcess, SigtermStopsCleanlyAndClosesTheStore) {
   TempDir dir;
-  const std::string db = dir.path() + "/db";
+  const std::string db = dir.str() + "/db";
   ServerProcess server({"--store", "rocksdb", "--store.path", db, "--store.sync", "--listen", "tcp://127.0.0.1:0"});
   const std::string endpoint = server.wait_ready();
   ASSERT_FALSE(endpoint.empty()) << server.stderr_text();

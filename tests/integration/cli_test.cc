@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -43,20 +45,7 @@ Result run(const std::string& args) {
 
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 
-class TempDir {
- public:
-  TempDir()
-      : path_(fs::temp_directory_path() /
-              ("afs-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using afs::testing::TempDir;
 
 std::string read(const fs::path& p) {
   std::ifstream f(p);

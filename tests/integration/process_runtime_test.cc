@@ -16,24 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir()
-      : path_(fs::temp_directory_path() /
-              ("afs-proc-test-" + std::to_string(::getpid()) + "-" + std::to_string(n_++))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int n_ = 0;
-  fs::path path_;
-};
+using afs::testing::TempDir;
 
 // A job small enough for CI, with thresholds that keep the watched keys few (phi far above the watch margin).
 const std::string kJob =

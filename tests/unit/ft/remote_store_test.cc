@@ -22,6 +22,7 @@
 #include "afstream/runtime/backup_server.h"
 #include "afstream/store/memory_store.h"
 #include "tests/error_message.h"
+#include "tests/temp_dir.h"
 
 namespace afs {
 namespace {
@@ -40,23 +41,7 @@ RemoteStoreOptions quick(milliseconds deadline = milliseconds(400)) {
   return o;
 }
 
-// A unique directory under /tmp, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/afs_remote_test.XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using afs::testing::TempDir;
 
 // For talking to a server that answers: attempts long enough that a loaded machine never times one out.
 RemoteStoreOptions steady() {
@@ -77,7 +62,7 @@ std::string unused_tcp_endpoint() {
 
 TEST(RemoteStore, NoServerGivesRuntimeErrorWithinTheDeadlineNamingTheEndpoint) {
   TempDir dir;
-  for (const std::string& endpoint : {unused_tcp_endpoint(), "ipc://" + dir.path() + "/nobody"}) {
+  for (const std::string& endpoint : {unused_tcp_endpoint(), "ipc://" + dir.str() + "/nobody"}) {
     SCOPED_TRACE(endpoint);
     RemoteStore store(endpoint, quick());
     const std::vector<std::pair<std::string, std::function<void()>>> calls = {

@@ -35,6 +35,7 @@
 #include "afstream/store/memory_store.h"
 #include "afstream/store/remote_store.h"
 #include "afstream/store/rocksdb_store.h"
+#include "tests/temp_dir.h"
 
 extern char** environ;
 
@@ -44,25 +45,7 @@ namespace store_contract {
 
 Bytes bytes(std::size_t n, std::uint8_t fill) { return Bytes(n, fill); }
 
-// A unique directory under /tmp, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/afs_store_test.XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using afs::testing::TempDir;
 
 // --- backends -----------------------------------------------------------------------------------------------------
 
@@ -75,9 +58,7 @@ template <bool Sync>
 struct RocksDbIn {
   using Store = RocksDbStore;
   TempDir dir;
-  std::unique_ptr<Store> make() {
-    return std::make_unique<RocksDbStore>(dir.path() + "/db", RocksDbStoreOptions{Sync});
-  }
+  std::unique_ptr<Store> make() { return std::make_unique<RocksDbStore>(dir.str() + "/db", RocksDbStoreOptions{Sync}); }
 };
 struct RocksDb : RocksDbIn<false> {};
 struct RocksDbSync : RocksDbIn<true> {};
@@ -134,7 +115,7 @@ struct Remote {
 struct RemoteIpc {
   using Store = ServedRemoteStore;
   TempDir dir;
-  std::unique_ptr<Store> make() { return std::make_unique<ServedRemoteStore>("ipc://" + dir.path() + "/server"); }
+  std::unique_ptr<Store> make() { return std::make_unique<ServedRemoteStore>("ipc://" + dir.str() + "/server"); }
 };
 
 }  // namespace store_contract
@@ -367,7 +348,7 @@ TYPED_TEST(StoreContract, ReadersSeeOnlyWholeChains) {
 
 TEST(RocksDbStore, ReopenKeepsChainsItemsAndBytesStoredAndCarriesOn) {
   TempDir dir;
-  const std::string path = dir.path() + "/db";
+  const std::string path = dir.str() + "/db";
   {
     RocksDbStore s(path);
     s.put_state(1, true, bytes(100, 1), {});
@@ -425,7 +406,7 @@ TEST(RocksDbStore, ReopenKeepsChainsItemsAndBytesStoredAndCarriesOn) {
 
 TEST(RocksDbStore, CreatesMissingParentDirectories) {
   TempDir dir;
-  const std::string path = dir.path() + "/a/b/c";
+  const std::string path = dir.str() + "/a/b/c";
   RocksDbStore s(path);
   EXPECT_TRUE(std::filesystem::is_directory(path));
   EXPECT_EQ(s.path(), path);
@@ -448,7 +429,7 @@ void expect_config_error_naming(const std::string& path, const std::string& also
 
 TEST(RocksDbStore, UnopenableDirectoryGivesConfigErrorNamingThePath) {
   TempDir dir;
-  const std::string file = dir.path() + "/plain-file";
+  const std::string file = dir.str() + "/plain-file";
   std::ofstream(file) << "not a directory\n";
   expect_config_error_naming(file);               // a regular file used as the directory
   expect_config_error_naming(file + "/db");       // a path under a regular file
@@ -457,7 +438,7 @@ TEST(RocksDbStore, UnopenableDirectoryGivesConfigErrorNamingThePath) {
 
 TEST(RocksDbStore, SecondOpenOfAnOpenStoreGivesConfigError) {
   TempDir dir;
-  const std::string path = dir.path() + "/db";
+  const std::string path = dir.str() + "/db";
   RocksDbStore first(path);
   expect_config_error_naming(path, "lock");  // RocksDB's LOCK file keeps a store to one writer
   first.put_state(0, true, bytes(1, 1), {});
@@ -466,7 +447,7 @@ TEST(RocksDbStore, SecondOpenOfAnOpenStoreGivesConfigError) {
 
 TEST(RocksDbStore, ForeignRocksDbGivesConfigError) {
   TempDir dir;
-  const std::string path = dir.path() + "/db";
+  const std::string path = dir.str() + "/db";
   {
     rocksdb::Options o;
     o.create_if_missing = true;
@@ -480,7 +461,7 @@ TEST(RocksDbStore, ForeignRocksDbGivesConfigError) {
 
 TEST(RocksDbStore, CorruptStateStaysReportedAfterReopen) {
   TempDir dir;
-  const std::string path = dir.path() + "/db";
+  const std::string path = dir.str() + "/db";
   {
     RocksDbStore s(path);
     s.put_state(6, true, bytes(64, 1), {});
@@ -497,7 +478,7 @@ TEST(RocksDbStore, CorruptStateStaysReportedAfterReopen) {
 // either; drop removes it.
 TEST(RocksDbStore, CorruptItemRecordOnDiskIsReportedAndNeverTrimmed) {
   TempDir dir;
-  const std::string path = dir.path() + "/db";
+  const std::string path = dir.str() + "/db";
   {
     RocksDbStore s(path);
     s.put_state(2, true, bytes(10, 1), {});
@@ -675,7 +656,7 @@ TEST(RocksDbStoreCrash, SigkillLosesNoAcknowledgedBackupAndLeavesNoHalfWrittenOn
   for (const std::size_t kill_after : {std::size_t{1}, std::size_t{777}, std::size_t{100000}}) {
     SCOPED_TRACE("killed after " + std::to_string(kill_after) + " acknowledged puts");
     TempDir dir;
-    const std::string path = dir.path() + "/db";
+    const std::string path = dir.str() + "/db";
     const std::size_t acked = run_and_kill_child(path, kill_after);
     ASSERT_GE(acked, kill_after);
 

@@ -22,6 +22,7 @@
 #include "afstream/net/codec.h"
 #include "afstream/store/memory_store.h"
 #include "tests/error_message.h"
+#include "tests/temp_dir.h"
 
 namespace afs {
 namespace {
@@ -29,22 +30,7 @@ namespace {
 using afs::testing::error_message;
 using std::chrono::milliseconds;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/afs_server_test.XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using afs::testing::TempDir;
 
 // A BackupServer on a thread; stopped and joined at the end of the scope.
 class Running {
@@ -131,8 +117,8 @@ TEST(BackupServer, EphemeralTcpPortAndIpcAreReportedAsBound) {
   EXPECT_NE(star.bound_endpoint(), ep);
 
   TempDir dir;
-  BackupServer ipc("ipc://" + dir.path() + "/s", std::make_unique<MemoryStore>());
-  EXPECT_EQ(ipc.bound_endpoint(), "ipc://" + dir.path() + "/s");
+  BackupServer ipc("ipc://" + dir.str() + "/s", std::make_unique<MemoryStore>());
+  EXPECT_EQ(ipc.bound_endpoint(), "ipc://" + dir.str() + "/s");
 }
 
 TEST(BackupServer, BindFailuresGiveConfigErrorNamingTheEndpoint) {
