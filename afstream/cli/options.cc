@@ -91,7 +91,9 @@ po::options_description worker_options() {
       "worker.store", po::value<std::string>(), "the backup server's endpoint")(
       "worker.heartbeat-ms", po::value<int>()->default_value(100), "status report interval (ms)")(
       "worker.controller-timeout-ms", po::value<int>()->default_value(10000),
-      "stop when the controller has been silent this long (ms)");
+      "stop when the controller has been silent this long (ms)")(
+      "worker.store-deadline-ms", po::value<int>()->default_value(10000),
+      "stop when the backup server has not answered a call for this long (ms; retried with backoff until then)");
   return o;
 }
 
@@ -120,6 +122,9 @@ WorkerProcessOptions parse_worker(const po::variables_map& vm) {
   w.store = need("worker.store");
   const int hb = vm["worker.heartbeat-ms"].as<int>();
   const int timeout = vm["worker.controller-timeout-ms"].as<int>();
+  const int store_deadline = vm["worker.store-deadline-ms"].as<int>();
+  if (store_deadline <= 0) throw ConfigError("worker.store-deadline-ms: expected > 0");
+  w.store_deadline = std::chrono::milliseconds(store_deadline);
   if (hb <= 0 || timeout <= 0) throw ConfigError("worker.heartbeat-ms and worker.controller-timeout-ms: expected > 0");
   w.heartbeat = std::chrono::milliseconds(hb);
   w.controller_timeout = std::chrono::milliseconds(timeout);

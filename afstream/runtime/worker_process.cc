@@ -56,7 +56,9 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   }
   zmq::context_t zmq(1);
   PeerDirectory directory(options.endpoint_prefix, n);
-  RemoteStore store(options.store);
+  RemoteStoreOptions store_options;
+  store_options.deadline = options.store_deadline;
+  RemoteStore store(options.store, store_options);
   std::vector<std::atomic<std::uint64_t>> progress(static_cast<std::size_t>(n));
   ClusterContext ctx;
   ctx.topology = &topology;

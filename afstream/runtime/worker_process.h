@@ -31,6 +31,7 @@ struct WorkerProcessOptions {
   std::string store;                    // the backup server
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds controller_timeout{10000};
+  std::chrono::milliseconds store_deadline{10000};  // a backup server call gives up (RuntimeError) after this
 };
 
 // Runs the worker until its stream is finished for good. Throws RuntimeError if the controller goes silent or the

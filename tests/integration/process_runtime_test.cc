@@ -119,6 +119,30 @@ TEST(ProcessRuntime, FailureDomainAtATimeKillsOnlyItsWorkers) {
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 
+// A worker whose backup server and controller never answer retries for a bounded time, then stops with one clear
+// error line and a non-zero status.
+TEST(ProcessRuntime, WorkerWithoutBackupServerStopsWithAClearError) {
+  TempDir t;
+  const std::string nowhere = "ipc://" + t.str() + "/";
+  const auto log = t.path() / "worker.log";
+  const auto start = std::chrono::steady_clock::now();
+  const std::string cmd =
+      "timeout 60 " + std::string(AFS_BINARY) +
+      " worker --job heavy-hitters --items 1000 --worker.id 1 --worker.prefix " + nowhere + " --worker.controller " +
+      nowhere + "control --worker.directory " + nowhere + "directory --worker.store " + nowhere +
+      "store --worker.store-deadline-ms 800 --worker.controller-timeout-ms 800 >" + log.string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_NE(WEXITSTATUS(rc), 0);
+  EXPECT_NE(WEXITSTATUS(rc), 124) << "it did not stop by itself";
+  EXPECT_LT(took, std::chrono::seconds(20));
+  const auto text = slurp(log);
+  EXPECT_NE(text.find("afstream: error: "), std::string::npos) << text;
+  EXPECT_NE(text.find(nowhere), std::string::npos) << "the message names the endpoint: " << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+}
+
 // Starts `afstream run ARGS` in the background, waits until a child whose command line matches `pattern` runs, lets
 // it work `after`, kills it with SIGKILL, and waits (bounded) for the run. Returns the run's exit status, or -1.
 struct KillResult {
