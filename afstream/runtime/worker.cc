@@ -201,7 +201,12 @@ void Worker::setup_sockets() {
     sock = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::pull);
     sock->set(zmq::sockopt::linger, 0);
     sock->set(zmq::sockopt::rcvhwm, 4096);
-    sock->bind(ctx_.directory->endpoint(id_, epoch_, acks));
+    const auto endpoint = ctx_.directory->endpoint(id_, epoch_, acks);
+    try {
+      sock->bind(endpoint);
+    } catch (const zmq::error_t& e) {
+      throw RuntimeError("worker " + std::to_string(id_) + ": cannot bind " + endpoint + ": " + e.what());
+    }
   }
 }
 
