@@ -83,6 +83,22 @@ class Operator {
   virtual double distance(const Operator& other) const = 0;
 };
 
+// An operator with no state (a filter, a map, a relay): nothing to back up or restore, divergence 0, alpha 0.
+// It declares beta (default 1) and implements process().
+class StatelessOperator : public Operator {
+ public:
+  double alpha() const override { return 0; }
+  double beta() const override { return 1; }
+  double divergence() const override { return 0; }
+  void snapshot_full(ByteWriter&) const override {}
+  void snapshot_delta(ByteWriter&) const override {}
+  void mark_backed_up() override {}
+  // A snapshot of no state is empty: anything else is not one of ours.
+  void restore_full(ByteReader& in) override { in.expect_end("stateless operator snapshot"); }
+  void apply_delta(ByteReader& in) override { in.expect_end("stateless operator delta"); }
+  double distance(const Operator&) const override { return 0; }
+};
+
 // A replayable source: the items at any offset can be produced again, so a source's state is only its offset.
 class Source {
  public:

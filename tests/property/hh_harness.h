@@ -30,18 +30,9 @@ struct HhSetup {
 
 // A stateless pass-through operator: put between the source and the sketches, it makes their upstream a worker
 // that forgets what its receivers acknowledged (unlike a replayable source).
-class Relay final : public Operator {
+class Relay final : public StatelessOperator {
  public:
   void process(const Item& item, Emitter& out) override { out.emit(item.key, item.value, item.time); }
-  double alpha() const override { return 0; }
-  double beta() const override { return 1; }
-  double divergence() const override { return 0; }
-  void snapshot_full(ByteWriter&) const override {}
-  void snapshot_delta(ByteWriter&) const override {}
-  void mark_backed_up() override {}
-  void restore_full(ByteReader& in) override { in.expect_end("relay snapshot"); }
-  void apply_delta(ByteReader& in) override { in.expect_end("relay delta"); }
-  double distance(const Operator&) const override { return 0; }
 };
 
 struct HhRun {

@@ -85,19 +85,10 @@ TEST(Params, BadValuesThrowConfigErrorNamingTheParameter) {
   EXPECT_EQ(p.get_double("missing", 7), 7);
 }
 
-class FixedOperator final : public Operator {
+class FixedOperator final : public StatelessOperator {
  public:
   FixedOperator(std::int64_t tag, InstanceInfo at) : tag_(tag), at_(at) {}
   void process(const Item& item, Emitter& out) override { out.emit(item.key, tag_ + at_.index, item.time); }
-  double alpha() const override { return 0; }
-  double beta() const override { return 1; }
-  double divergence() const override { return 0; }
-  void snapshot_full(ByteWriter&) const override {}
-  void snapshot_delta(ByteWriter&) const override {}
-  void mark_backed_up() override {}
-  void restore_full(ByteReader&) override {}
-  void apply_delta(ByteReader&) override {}
-  double distance(const Operator&) const override { return 0; }
   const InstanceInfo& at() const { return at_; }
 
  private:
