@@ -293,12 +293,12 @@ int cmd_run(int argc, const char* const* argv) {
     f << "\n";
     std::ofstream ff(opts.out_dir + "/failures.csv");
     ff << "worker,failure_count,at_items,theta,l,gamma,divergence_at_crash,lost_items,lost_outputs,replayed_items,"
-          "missing_items,detect_ms,restore_ms,replay_ms,recovery_ms\n";
+          "missing_items,residual,detect_ms,restore_ms,replay_ms,recovery_ms\n";
     for (const auto& r : result.failures) {
       ff << r.worker << ',' << r.failure_count << ',' << r.at_items << ',' << r.theta << ',' << r.l << ',' << r.gamma
          << ',' << r.divergence_at_crash << ',' << r.lost_items << ',' << r.lost_outputs << ',' << r.replayed_items
-         << ',' << r.missing_items << ',' << r.detect_ms << ',' << r.restore_ms << ',' << r.replay_ms << ','
-         << r.recovery_ms << '\n';
+         << ',' << r.missing_items << ',' << r.residual << ',' << r.detect_ms << ',' << r.restore_ms << ','
+         << r.replay_ms << ',' << r.recovery_ms << '\n';
     }
   }
   return 0;

@@ -52,6 +52,9 @@ po::options_description run_options() {
       "exact mode: items between state backups")(
       "ft.state-headroom", po::value<double>()->default_value(0.0),
       "share of theta left for the state to drift while a backup is written asynchronously (0: synchronous)")(
+      "ft.delta-residual", po::value<double>()->default_value(0.5),
+      "approx: share of theta a state backup may leave unwritten, so that a delta carries only the state that "
+      "moved most (0: whole deltas; the bounds hold either way, and Count-Min compensates the residual)")(
       "ft.full-backup-every", po::value<int>()->default_value(1024),
       "longest chain of delta backups after a full one (a full one also comes once the deltas weigh as much)")(
       "net.batch-items", po::value<std::size_t>()->default_value(1024), "items per message")(
@@ -181,6 +184,8 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (c.exact_state_every == 0) throw ConfigError("ft.exact-state-every: expected > 0");
   c.state_headroom = vm["ft.state-headroom"].as<double>();
   if (!(c.state_headroom >= 0 && c.state_headroom < 1)) throw ConfigError("ft.state-headroom: expected 0 <= h < 1");
+  c.delta_residual = vm["ft.delta-residual"].as<double>();
+  if (!(c.delta_residual >= 0 && c.delta_residual < 1)) throw ConfigError("ft.delta-residual: expected 0 <= r < 1");
   c.full_backup_every = vm["ft.full-backup-every"].as<int>();
   if (c.full_backup_every < 1) throw ConfigError("ft.full-backup-every: expected >= 1");
   c.batch_items = vm["net.batch-items"].as<std::size_t>();

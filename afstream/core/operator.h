@@ -47,6 +47,11 @@ struct RecoveryInfo {
   // sum of per-item contributions (Count-Min) lost at most that sum times alpha, and at most the sum of
   // theta_j + l_j * alpha (proofs/theorem2-count-min.md, "Measured loss").
   std::vector<std::optional<std::uint64_t>> missing_by_failure;
+  // Per failure j = 1..k: the residual of the backup restored at it (backup_partial_delta's return value: the
+  // restored state is within it of the state that reflected the restored input positions; 0 after a whole backup).
+  // Loss of failure j <= residual_by_failure[j] + (items missing) * alpha, for a state that sums per-item
+  // contributions (proofs/theorem2-count-min.md, Lemma CM2').
+  std::vector<double> residual_by_failure;
   double state_loss_bound() const { return theta + l * alpha; }  // DESIGN 3: one failure loses at most this
 };
 
@@ -72,6 +77,17 @@ class Operator {
   virtual void snapshot_delta(ByteWriter& out) const = 0;
   // The current state is now the backed-up state: divergence() becomes 0 and the delta empty.
   virtual void mark_backed_up() = 0;
+  // A partial backup (proofs/general-bounds.md §3.6): write a delta of only part of what changed, so that the
+  // state the store holds after it is within `residual` of the current state in divergence()'s metric, and mark
+  // that part backed up. divergence() then restarts from the value returned (at most `residual`; 0 if the delta
+  // was whole) and keeps measuring the distance to what the store holds, so every bound stays as it is. The
+  // runtime uses it in approximate mode, where a few fast-moving counters would otherwise drag thousands of
+  // slow ones into every delta. The default writes a whole delta: snapshot_delta, mark_backed_up, returns 0.
+  virtual double backup_partial_delta(ByteWriter& out, double /*residual*/) {
+    snapshot_delta(out);
+    mark_backed_up();
+    return 0;
+  }
   // Replace the state by a full snapshot / apply a delta. Throws FormatError and leaves the state unchanged on bad
   // input. After either call the restored state counts as backed up.
   virtual void restore_full(ByteReader& in) = 0;

@@ -7,7 +7,7 @@ namespace afs {
 namespace {
 constexpr std::uint32_t kStateMagic = 0x41465354;  // "AFST"
 constexpr std::uint32_t kItemsMagic = 0x4146494d;  // "AFIM"
-constexpr std::uint16_t kRecordVersion = 2;
+constexpr std::uint16_t kRecordVersion = 3;        // 3: residual, residual_by_failure
 
 void put_seqs(ByteWriter& w, const SeqByChannel& m) {
   w.put<std::uint64_t>(m.size());
@@ -76,6 +76,8 @@ Bytes StateRecord::encode() const {
   w.put(source_offset);
   put_items(w, unacked_outputs);
   w.put_array<std::int64_t>(missing_by_failure);
+  w.put(residual);
+  w.put_array<double>(residual_by_failure);
   return w.take();
 }
 
@@ -91,6 +93,8 @@ StateRecord StateRecord::decode(const Bytes& b) {
   s.source_offset = r.get<std::uint64_t>("source offset");
   s.unacked_outputs = get_items(r);
   s.missing_by_failure = r.get_array<std::int64_t>("missing items by failure");
+  s.residual = r.get<double>("residual");
+  s.residual_by_failure = r.get_array<double>("residual by failure");
   r.expect_end("state record");
   return s;
 }

@@ -29,6 +29,11 @@ struct StateRecord {
   // Per failure j = 1..k of this worker known when the record was written: input items missing for good because of
   // it (measured at its recovery; -1 if not measured). See Worker::restore().
   std::vector<std::int64_t> missing_by_failure;
+  // What a partial backup left unwritten (Operator::backup_partial_delta's return value; 0 for a whole backup): the
+  // state this chain restores is within it of the state that reflected `inputs`.
+  double residual = 0;
+  // Per failure j = 1..k known when the record was written: the residual of the backup restored at it.
+  std::vector<double> residual_by_failure;
 
   Bytes encode() const;
   static StateRecord decode(const Bytes& b);  // throws FormatError

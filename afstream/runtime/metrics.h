@@ -41,6 +41,7 @@ struct FailureRecord {
   double recovery_ms = 0;          // kill to first processed item (or to restored, if nothing was left)
   std::uint64_t replayed_items = 0;
   std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known
+  double residual = 0;              // what the restored backup left unwritten (a partial delta's residual)
 };
 
 }  // namespace afs

@@ -319,6 +319,12 @@ void Worker::restore() {
       missing_by_failure_[j] = last.missing_by_failure[j];
     }
     if (!missing_by_failure_.empty()) missing_by_failure_.back() = -1;
+    // Likewise what the restored backup left unwritten: this failure's entry is the restored chain's residual.
+    residual_by_failure_.assign(static_cast<std::size_t>(failure_count_), 0);
+    for (std::size_t j = 0; j < residual_by_failure_.size() && j < last.residual_by_failure.size(); ++j) {
+      residual_by_failure_[j] = last.residual_by_failure[j];
+    }
+    if (!residual_by_failure_.empty()) residual_by_failure_.back() = have_state ? last.residual : 0;
   }
   if (source_) produced_high_ = (*ctx_.source_progress)[id_].load();
   if (!source_) {
@@ -506,6 +512,8 @@ void Worker::compensate() {
       info.missing_by_failure.push_back(m >= 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(m))
                                                : std::nullopt);
     }
+    info.residual_by_failure = residual_by_failure_;
+    if (!residual_by_failure_.empty()) rec.residual = residual_by_failure_.back();
     op_->on_recovered(info);
     // Always: the compensation (even of nothing) is part of the state, and a later recovery must not repeat it.
     backup_state(true);
@@ -803,13 +811,16 @@ void Worker::after_update() {
       // in process, counted in l) from the last confirmed backup (proofs/general-bounds.md, rule R-state).
       const double theta = schedule_.current().theta;
       const double d = op_->divergence();
-      if (d > theta * (1 - ctx_.config.state_headroom)) {
+      const double trigger = theta * (1 - ctx_.config.state_headroom);
+      if (d > trigger) {
         if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
         pending_state_ticket_ = 0;
+        // A partial backup may leave part of the divergence unwritten, well below the trigger (general-bounds §3.6).
+        const double residual = ctx_.config.delta_residual * trigger;
         if (d > theta) {  // nothing left to drift by while it is written: write it now
-          backup_state(true);
+          backup_state(true, residual);
         } else {
-          backup_state(false);
+          backup_state(false, residual);
           pending_state_ticket_ = last_state_ticket_;
           pending_divergence_ = d;
         }
@@ -1002,7 +1013,7 @@ void Worker::backup_items() {
   });
 }
 
-void Worker::backup_state(bool wait) {
+void Worker::backup_state(bool wait, double residual) {
   StateRecord rec;
   // Compaction: a full snapshot starts the chain, then deltas, until the deltas since it weigh four times as much
   // (so a restore reads at most about five times the state) or there are ft.full-backup-every of them.
@@ -1013,12 +1024,15 @@ void Worker::backup_state(bool wait) {
     w.buffer().resize(kSnapshotHeaderSize);  // sealed in place below: the payload is not copied
     if (full) {
       op_->snapshot_full(w);
+      op_->mark_backed_up();
+    } else if (residual > 0) {
+      rec.residual = op_->backup_partial_delta(w, residual);
     } else {
       op_->snapshot_delta(w);
+      op_->mark_backed_up();
     }
     rec.snapshot = w.take();
     seal_snapshot_in_place(rec.snapshot, op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta);
-    op_->mark_backed_up();
     if (full) {
       last_full_bytes_ = rec.snapshot.size();
       delta_bytes_since_full_ = 0;
@@ -1037,6 +1051,8 @@ void Worker::backup_state(bool wait) {
   rec.source_offset = source_offset_;
   rec.missing_by_failure = missing_by_failure_;
   if (!rec.missing_by_failure.empty() && gaps_unknown_ > 0) rec.missing_by_failure.back() = current_missing();
+  rec.residual_by_failure = residual_by_failure_;
+  const double left = rec.residual;
   if (source_) {
     // A source backs up the position up to which every channel has acknowledged its items: what it replays from
     // there is identical, and receivers drop what they already hold (nothing unacknowledged is lost).
@@ -1065,7 +1081,7 @@ void Worker::backup_state(bool wait) {
     store->put_state(id, rec.full, std::move(bytes), covered);
   };
   last_state_ticket_ = wait ? writer_->submit_and_wait(std::move(task)) : writer_->submit(std::move(task));
-  counters_.divergence.store(0, std::memory_order_relaxed);
+  counters_.divergence.store(left, std::memory_order_relaxed);
   if (wait) {
     for (auto& in : ins_) in.covered = std::max(in.covered, in.processed);
   } else if (!ins_.empty()) {

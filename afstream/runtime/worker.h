@@ -190,7 +190,8 @@ class Worker {
   std::uint64_t unacked_total() const;
   std::uint64_t window() const;
   void backup_items();
-  void backup_state(bool wait);
+  // residual > 0: the operator may leave that much of its divergence unwritten (Operator::backup_partial_delta).
+  void backup_state(bool wait, double residual = 0);
   void check_kill() {
     if (kill_.load(std::memory_order_relaxed)) throw Crash{};
   }
@@ -271,6 +272,7 @@ class Worker {
   std::size_t gaps_unknown_ = 0;                  // input channels whose sender has not resumed yet
   std::uint64_t missing_items_ = 0;               // sum over resolved channels
   std::vector<std::int64_t> missing_by_failure_;  // per failure j = 1..k (-1: not measured); in every state backup
+  std::vector<double> residual_by_failure_;       // per failure j = 1..k: residual of the backup it restored; ditto
   bool gaps_valid_ = false;                       // missing_items_ is a measurement (not given up on)
   Clock::time_point gaps_since_{};  // recovered at; a sender silent for kResumeWait leaves the loss unmeasured
   std::deque<std::pair<std::uint64_t, std::vector<std::uint64_t>>> coverage_pending_;  // (ticket, processed/slot)

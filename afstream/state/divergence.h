@@ -155,6 +155,11 @@ class DivergenceTracker {
     max_ = 0;
     sum_.set(0);
   }
+  // MaxAbs after a partial backup: every slot is within m of its backed-up value (the high-water mark restarts at m).
+  void reset_to(Mag m) {
+    max_ = m;
+    sum_.set(0);
+  }
   // Forget the L1/L2 running sum only (the MaxAbs high-water mark is kept).
   void reset_sum() { sum_.set(0); }
   // Replace the L1/L2 running sum by a recomputed value (L1: sum |d|, L2: sum d^2).

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -56,6 +58,56 @@ void TrackedArray<T>::mark_backed_up() {
   dirty_words_.clear();
   dirty_count_ = 0;
   div_.reset();
+  watch_ = std::numeric_limits<Mag>::max();
+  moved_.clear();
+}
+
+template <typename T>
+double TrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
+  const bool partial = metric() == Metric::MaxAbs && residual > 0 && watch_ != std::numeric_limits<Mag>::max() &&
+                       static_cast<double>(watch_) <= residual;
+  if (!partial) {
+    write_delta(w);
+    mark_backed_up();
+    if (metric() == Metric::MaxAbs && residual > 0) {
+      // Watch the requested residual from now on (rounded down for integer counters, so the bound stays residual).
+      watch_ = std::is_same_v<T, double> ? static_cast<Mag>(residual) : static_cast<Mag>(std::floor(residual));
+    }
+    return 0;
+  }
+  // The moved slots still more than watch_ from their backed-up value (a slot listed twice, or one that came back,
+  // is skipped): their current value becomes the backed-up one, and they are written. Every other slot never
+  // crossed watch_ since the previous partial delta, which left it within watch_.
+  std::size_t k = 0;
+  for (const std::uint32_t i : moved_) {
+    if (detail::abs_diff(values_[i], base_[i]) <= watch_) continue;
+    base_[i] = values_[i];
+    moved_[k++] = i;
+  }
+  detail::write_container_header(w, tag() | detail::kTagDelta, values_.size());
+  auto& buf = w.buffer();
+  const std::size_t off = buf.size();
+  buf.resize(off + 2 * sizeof(std::uint64_t) + k * (sizeof(std::uint32_t) + sizeof(T)));
+  std::uint8_t* idx_out = buf.data() + off;
+  const std::uint64_t count = k;
+  std::memcpy(idx_out, &count, sizeof count);
+  idx_out += sizeof count;
+  std::uint8_t* val_out = idx_out + k * sizeof(std::uint32_t);
+  std::memcpy(val_out, &count, sizeof count);
+  val_out += sizeof count;
+  for (std::size_t j = 0; j < k; ++j) {
+    const std::uint32_t i = moved_[j];
+    std::memcpy(idx_out, &i, sizeof i);
+    idx_out += sizeof i;
+    std::memcpy(val_out, &values_[i], sizeof(T));
+    val_out += sizeof(T);
+  }
+  moved_.clear();
+  div_.reset_to(watch_);
+  const Mag requested = std::is_same_v<T, double> ? static_cast<Mag>(residual) : static_cast<Mag>(std::floor(residual));
+  const double left = static_cast<double>(watch_);
+  watch_ = requested;  // <= the old watch_: slots now within the old one are within the new one once they cross it
+  return left;
 }
 
 template <typename T>

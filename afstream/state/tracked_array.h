@@ -8,6 +8,7 @@
 
 #include <cassert>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -69,6 +70,17 @@ class TrackedArray {
   // The current state is now the backed-up state: divergence() becomes 0 and the delta empty. O(dirty).
   void mark_backed_up();
 
+  // A partial delta (metric MaxAbs only; DESIGN 3 with proofs/general-bounds.md §3.6): writes, in write_delta's
+  // format, only the slots that moved more than `residual` since the last backup, and marks them backed up. Every
+  // other slot is then within `residual` of its backed-up value, so divergence() restarts from `residual` instead of
+  // 0 and the store holds a state at most that far from the current one. Returns that bound (the divergence left):
+  // `residual`, or 0 when it wrote everything. It writes everything (write_delta then mark_backed_up) when the
+  // metric is not MaxAbs, residual <= 0, or residual is smaller than the one this array has been watching for since
+  // its previous partial delta. Which slots moved that far is known without scanning: an update that takes a slot
+  // across the residual of the previous partial delta records it (one compare per update, O(1)), so the cost is
+  // O(slots written). Slots left unwritten stay in the dirty set, so a later write_delta still carries them.
+  double backup_partial_delta(ByteWriter& w, double residual);
+
   // Whole array: header (tag, version, n) then the n values.
   void write_full(ByteWriter& w) const;
   // Changes since the last backup: header (tag, version, n) then the dirty indices (u32) and their current values.
@@ -99,6 +111,9 @@ class TrackedArray {
     dirty_count_ += (word & bit) == 0;
     word |= bit;
     div_.change(base, old, now);
+    // Partial deltas: remember the slot when it moves past the watched residual (at most once per crossing).
+    if (detail::abs_diff(now, base) > watch_ && detail::abs_diff(old, base) <= watch_) [[unlikely]]
+      moved_.push_back(static_cast<std::uint32_t>(i));
     if (div_.drifted()) [[unlikely]]
       recompute();
   }
@@ -112,6 +127,11 @@ class TrackedArray {
   std::vector<std::uint64_t> dirty_;        // bit i: slot i written since the last backup (base_[i] is meaningful)
   std::vector<std::uint32_t> dirty_words_;  // the non-zero words of dirty_ (first-change order)
   std::size_t dirty_count_ = 0;             // bits set in dirty_
+  using Mag = typename detail::DivergenceTraits<T>::Mag;
+  // Partial deltas: the residual watched since the last partial delta (none: the largest magnitude, never crossed),
+  // and the slots that moved past it since then (may repeat a slot that crossed back and forth).
+  Mag watch_ = std::numeric_limits<Mag>::max();
+  std::vector<std::uint32_t> moved_;
   detail::DivergenceTracker<T> div_;
 };
 

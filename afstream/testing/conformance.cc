@@ -143,6 +143,7 @@ class Kit {
 
   void run() {
     check_divergence_and_chain();
+    check_partial_deltas();
     check_cut_points();
     check_truncations();
   }
@@ -263,6 +264,52 @@ class Kit {
     }
     check_chain(op, chain, full, when);
     last_full_ = full;
+  }
+
+  // (f): backup_partial_delta leaves the store within the residual it returns, and divergence() keeps bounding the
+  // distance to what the store holds (the first full snapshot plus every partial delta).
+  void check_partial_deltas() {
+    where_ = "(f) setting up";
+    auto op = fresh();
+    auto store = fresh();
+    restore(*store, full_of(*op));
+    const double alpha = op->alpha();
+    const double residual =
+        o_.partial_residual > 0 ? o_.partial_residual : (std::isfinite(alpha) && alpha > 0 ? 4 * alpha : 0);
+    if (residual <= 0) return;
+    std::mt19937_64 rng(o_.seed + 1);
+    std::uniform_int_distribution<std::size_t> gap(o_.backup_every_min, o_.backup_every_max);
+    std::size_t next = gap(rng);
+    int round = 0;
+    RecordingEmitter out;
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      where_ = "(f) processing " + at_item(items_, i);
+      op->process(items_[i], out);
+      out.items.clear();
+      const double div = op->divergence(), dist = op->distance(*store);
+      if (!bounds(div, dist, o_.tolerance)) {
+        fail("(f) after " + at_item(items_, i) + ": divergence() = " + num(div) +
+             " is below the distance to the state the partial backups stored (" + num(dist) + ")");
+      }
+      if (i + 1 != next) continue;
+      next += gap(rng);
+      // The residual asked for goes up and down, as the runtime's theta does after failures and resets.
+      const double r = residual * (1 + round++ % 3) / 2;
+      const std::string when = "at the partial backup (residual " + num(r) + ") after " + at_item(items_, i);
+      where_ = "(f) " + when;
+      ByteWriter w;
+      const double left = op->backup_partial_delta(w, r);
+      if (!(left >= 0 && left <= r + o_.tolerance * std::max(1.0, r))) {
+        fail("(f) " + when + ": backup_partial_delta returned " + num(left) + ", expected 0 <= it <= the residual");
+      }
+      const Bytes delta = w.take();
+      apply(*store, delta);
+      const double after = op->divergence(), stored = op->distance(*store);
+      if (!bounds(after, stored, o_.tolerance) || after > left + o_.tolerance * std::max(1.0, left)) {
+        fail("(f) " + when + ": divergence() = " + num(after) + " right after it, expected between the distance to " +
+             "the stored state (" + num(stored) + ") and the returned residual (" + num(left) + ")");
+      }
+    }
   }
 
   void remember_delta(const Bytes& delta) {

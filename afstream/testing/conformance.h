@@ -22,6 +22,10 @@
 //       leave the target unchanged (distance 0 to its prior state, same snapshot bytes and divergence).
 //   (e) alpha and beta: no item raises a finite divergence() by more than alpha(), and no item emits more than
 //       beta() items (DESIGN.md section 2; the bounds of section 3 rest on both).
+//   (f) partial backups: at seeded points backup_partial_delta(residual) returns at most the residual, the state
+//       the store then holds (first full snapshot plus every partial delta) is within what it returned, and
+//       divergence() never falls below the distance to that stored state. Skipped when alpha() is not a positive
+//       finite number and no partial_residual is given. An operator without partial deltas passes (whole deltas).
 //
 // Inside namespace afs, `testing::` names this namespace: write `::testing::` for GoogleTest there.
 #pragma once
@@ -55,6 +59,8 @@ struct ConformanceOptions {
   bool canonical_snapshots = true;
   // Agreement of two finite values a (reported) and b (brute force): |a - b| <= tolerance * max(1, |b|).
   double tolerance = 1e-9;
+  // (f): the residual asked of backup_partial_delta (it varies between half and 1.5 times this); 0: 4 * alpha().
+  double partial_residual = 0;
   // (c): cut points tried besides 0, 1, n/2, n-1 and n (drawn from the seed).
   std::size_t random_cut_points = 3;
   // (d): most prefix lengths tried per snapshot; shorter snapshots try every prefix. Longer ones try the first and

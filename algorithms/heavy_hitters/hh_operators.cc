@@ -95,6 +95,7 @@ void CountMinHeavyHitters::process(const Item& item, Emitter& out) {
     const auto state = candidates_.get(item.key);
     if (static_cast<double>(est) > phi_ && state != 2) {
       candidates_.set(item.key, 2);
+      reported_since_backup_ = true;
       out.emit(item.key, est, item.time);
     } else if (state == 0) {
       candidates_.set(item.key, 1);
@@ -130,6 +131,17 @@ void CountMinHeavyHitters::mark_backed_up() {
   counters_.mark_backed_up();
   candidates_.mark_backed_up();
   compensation_.mark_backed_up();
+  reported_since_backup_ = false;
+}
+// The counters write only those that moved more than the residual; the candidates and the compensation whole.
+double CountMinHeavyHitters::backup_partial_delta(ByteWriter& out, double residual) {
+  const double left = counters_.backup_partial_delta(out, residual);
+  candidates_.write_delta(out);
+  compensation_.write_delta(out);
+  candidates_.mark_backed_up();
+  compensation_.mark_backed_up();
+  reported_since_backup_ = false;
+  return left;
 }
 
 // All-or-nothing across both containers: restore into copies, then swap.
@@ -146,6 +158,7 @@ void CountMinHeavyHitters::restore_full(ByteReader& in) {
   counters_ = std::move(c);
   candidates_ = std::move(k);
   compensation_ = std::move(m);
+  reported_since_backup_ = false;
 }
 void CountMinHeavyHitters::apply_delta(ByteReader& in) {
   auto c = counters_;
@@ -158,6 +171,7 @@ void CountMinHeavyHitters::apply_delta(ByteReader& in) {
   counters_ = std::move(c);
   candidates_ = std::move(k);
   compensation_ = std::move(m);
+  reported_since_backup_ = false;
 }
 
 // Theorem 2: failure j loses at most floor(theta_j) + l_j * alpha of any counter (integer counters diverge by at
@@ -165,7 +179,8 @@ void CountMinHeavyHitters::apply_delta(ByteReader& in) {
 // to every counter, once per failure, restores "no false negatives". Counters are sums of item weights, so when the
 // runtime measured how many input items the state lacks because of the failures not compensated yet
 // (RecoveryInfo::missing_by_failure), they lost at most that many times max-weight, and the smaller total is enough
-// (proofs/theorem2-count-min.md, "Measured loss"): nothing behind a replayable source.
+// (proofs/theorem2-count-min.md, "Measured loss"), plus what the restored backup left unwritten if it was a partial
+// one (RecoveryInfo::residual_by_failure): behind a replayable source, only that residual.
 void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
   const auto done = static_cast<std::size_t>(compensation_[1]);
   const std::size_t k = info.theta_by_failure.size();
@@ -178,6 +193,8 @@ void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
              static_cast<std::int64_t>(info.l_by_failure[j]) * max_weight_;
     if (j < info.missing_by_failure.size() && info.missing_by_failure[j]) {
       measured += static_cast<double>(*info.missing_by_failure[j]) * static_cast<double>(max_weight_);
+      // What a partial backup left unwritten (integer counters: a whole number).
+      if (j < info.residual_by_failure.size()) measured += std::floor(info.residual_by_failure[j]);
     } else {
       all_measured = false;
     }
@@ -193,8 +210,16 @@ void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
 
 double CountMinHeavyHitters::distance(const Operator& other) const {
   const auto& o = dynamic_cast<const CountMinHeavyHitters&>(other);
-  // Same metric as divergence(): the reported keys must agree exactly.
-  if (candidates_.distance(o.candidates_) > 0) return std::numeric_limits<double>::infinity();
+  // Same metric as divergence(): the reported keys must agree exactly (watched ones count nothing).
+  auto reported = [](const TrackedMap<std::int64_t>& m) {
+    std::vector<std::uint64_t> v;
+    m.for_each([&](std::uint64_t k, std::int64_t s) {
+      if (s == 2) v.push_back(k);
+    });
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  if (reported(candidates_) != reported(o.candidates_)) return std::numeric_limits<double>::infinity();
   return counters_.distance(o.counters_);
 }
 

@@ -3,8 +3,9 @@
 //   zipf            source: a seeded Zipf stream (ZipfGenerator), split across the source's parallel instances.
 //   count-min-hh    a Count-Min sketch whose counters are a TrackedArray (max-abs divergence, alpha = 1 for unit
 //                   items); reports a key (emits key, estimate) the first time its estimate exceeds phi, and at
-//                   the end emits the final estimate of every reported key. The set of reported keys is protected
-//                   exactly (a new one makes the divergence infinite, so it is backed up at once). After its k-th
+//                   the end emits the final estimate of every reported or watched key above phi. The set of
+//                   reported keys is protected exactly (a new one makes the divergence infinite, so it is backed up
+//                   at once); keys watched from phi - watch-margin ride along with the next backup. After its k-th
 //                   recovery it adds floor(theta_j) + l_j to every counter for every failure j not yet
 //                   compensated (Theorem 2, proofs/theorem2-count-min.md), so no heavy hitter is missed.
 //   hh-merge        the sink: the latest estimate of every reported key, merged over the parallel instances.
@@ -64,11 +65,12 @@ class CountMinHeavyHitters final : public Operator {
   double alpha() const override { return static_cast<double>(max_weight_); }  // one item moves a counter this much
   double beta() const override { return 1; }                                  // a key is reported at most once per item
   double divergence() const override {
-    return candidates_.divergence() > 0 ? std::numeric_limits<double>::infinity() : counters_.divergence();
+    return reported_since_backup_ ? std::numeric_limits<double>::infinity() : counters_.divergence();
   }
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;
+  double backup_partial_delta(ByteWriter& out, double residual) override;
   void restore_full(ByteReader& in) override;
   void apply_delta(ByteReader& in) override;
   void on_recovered(const RecoveryInfo& info) override;
@@ -87,7 +89,11 @@ class CountMinHeavyHitters final : public Operator {
   std::int64_t max_weight_;
   double watch_from_;  // keys are watched (candidates) once their estimate exceeds this: phi - watch-margin
   TrackedArray<std::int64_t> counters_;
-  TrackedMap<std::int64_t> candidates_;  // reported keys (NewKeys divergence)
+  // Watched (1) and reported (2) keys. Both are part of every backup; a new report is backed up at once
+  // (divergence() is infinite until then), a new watched key with the next backup (proofs/theorem2-count-min.md,
+  // Proposition CM-R': the watch set only has to follow the state's own history).
+  TrackedMap<std::int64_t> candidates_;
+  bool reported_since_backup_ = false;
   // [0]: total added to every counter by on_recovered; [1]: how many failures that covers. Part of the state, so
   // a crash during recovery never loses or repeats a compensation.
   TrackedArray<std::int64_t> compensation_{2, Metric::MaxAbs};

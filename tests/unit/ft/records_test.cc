@@ -88,7 +88,7 @@ TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   const std::uint16_t one = 1;  // the format before missing_by_failure
   std::memcpy(v1.data() + 4, &one, sizeof one);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v1); }),
-            "state record: unsupported version 1 (expected 2)");
+            "state record: unsupported version 1 (expected 3)");
   Bytes trailing = good;
   trailing.push_back(0);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(trailing); }),
@@ -138,7 +138,7 @@ TEST(ItemRecord, RejectsCorruption) {
   Bytes v0 = good;
   v0[4] = 0;
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(v0); }),
-            "item record: unsupported version 0 (expected 2)");
+            "item record: unsupported version 0 (expected 3)");
   Bytes flag = good;
   flag[14 + 4] = 2;  // first item's end-of-stream flag
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(flag); }), "item record: bad end-of-stream flag");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <set>
 #include <vector>
@@ -316,6 +317,101 @@ TEST(TrackedArray, LargeArrayDeltaIsSparse) {
   EXPECT_EQ(a.dirty_count(), 1000u);
   EXPECT_LT(delta_bytes(a).size(), 1000u * 12 + 64);
   EXPECT_EQ(a.divergence(), 1.0);
+}
+
+// Partial deltas (general-bounds.md §3.6): a delta of only the slots that moved past the residual.
+template <typename T>
+std::uint64_t delta_entries(const std::vector<std::uint8_t>& delta) {
+  // header, then the u64 count of indices
+  TrackedArray<T> probe(1, Metric::MaxAbs);
+  const std::size_t header = full_bytes(probe).size() - sizeof(std::uint64_t) - sizeof(T);
+  std::uint64_t k = 0;
+  std::memcpy(&k, delta.data() + header, sizeof k);
+  return k;
+}
+
+TEST(TrackedArray, PartialDeltaWritesOnlyTheSlotsPastTheResidual) {
+  TrackedArray<std::int64_t> a(100, Metric::MaxAbs);
+  TrackedArray<std::int64_t> stored(100, Metric::MaxAbs);
+  ByteWriter first;
+  a.add(7, 3);
+  EXPECT_EQ(a.backup_partial_delta(first, 10), 0);  // nothing watched yet: a whole delta, then watch 10
+  ByteReader r1(first.buffer());
+  stored.apply_delta(r1);
+  a.add(3, 15);
+  a.add(5, 5);
+  a.add(9, 10);  // exactly the residual: not past it
+  ByteWriter w;
+  EXPECT_EQ(a.backup_partial_delta(w, 10), 10);
+  EXPECT_EQ(delta_entries<std::int64_t>(w.buffer()), 1u);  // slot 3 only
+  EXPECT_EQ(a.divergence(), 10);
+  ByteReader r2(w.buffer());
+  stored.apply_delta(r2);
+  EXPECT_EQ(stored.get(3), 15);
+  EXPECT_EQ(stored.get(5), 0);
+  EXPECT_EQ(a.distance(stored), 10);
+  // A whole write_delta still carries every slot changed since the last whole backup (3, 5 and 9).
+  EXPECT_EQ(delta_entries<std::int64_t>(delta_bytes(a)), 3u);
+  // A smaller residual than the one watched writes everything.
+  ByteWriter w2;
+  EXPECT_EQ(a.backup_partial_delta(w2, 4), 0);
+  ByteReader r3(w2.buffer());
+  stored.apply_delta(r3);
+  EXPECT_EQ(a.distance(stored), 0);
+  EXPECT_EQ(a.divergence(), 0);
+}
+
+TEST(TrackedArray, PartialDeltaIsWholeForOtherMetrics) {
+  for (const Metric m : {Metric::L1, Metric::L2}) {
+    TrackedArray<double> a(10, m);
+    a.add(1, 0.5);
+    ByteWriter w;
+    EXPECT_EQ(a.backup_partial_delta(w, 100), 0);
+    a.add(2, 0.5);
+    ByteWriter w2;
+    EXPECT_EQ(a.backup_partial_delta(w2, 100), 0);
+    EXPECT_EQ(delta_entries<double>(w2.buffer()), 1u);
+    EXPECT_EQ(a.divergence(), 0);
+  }
+}
+
+// Random updates both ways, residuals going up and down: the stored state (every delta applied in order) is always
+// within divergence() of the array, and within the returned residual right after each partial backup.
+template <typename T>
+void partial_delta_property(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::size_t n = 1 + rng() % 300;
+  TrackedArray<T> a(n, Metric::MaxAbs);
+  TrackedArray<T> stored(n, Metric::MaxAbs);
+  std::uniform_int_distribution<int> step(-20, 40);
+  std::uniform_int_distribution<int> residual(0, 60);
+  for (int round = 0; round < 200; ++round) {
+    const int updates = static_cast<int>(rng() % 50);
+    for (int u = 0; u < updates; ++u) {
+      const std::size_t i = rng() % std::min<std::size_t>(n, 1 + rng() % 8 == 0 ? n : 8);  // a few hot slots
+      if (rng() % 5 == 0) {
+        a.set(i, static_cast<T>(step(rng)));
+      } else {
+        a.add(i, static_cast<T>(step(rng)));
+      }
+      ASSERT_GE(a.divergence(), a.distance(stored)) << "seed " << seed << " round " << round;
+    }
+    ByteWriter w;
+    const double r = residual(rng);
+    const double left = a.backup_partial_delta(w, r);
+    ASSERT_LE(left, r) << "seed " << seed;
+    ByteReader rd(w.buffer());
+    stored.apply_delta(rd);
+    ASSERT_LE(a.distance(stored), left) << "seed " << seed << " round " << round;
+    ASSERT_LE(a.divergence(), left) << "seed " << seed;
+  }
+}
+
+TEST(TrackedArray, PartialDeltasKeepTheStoreWithinTheResidual) {
+  for (std::uint64_t seed = 1; seed <= 50; ++seed) {
+    partial_delta_property<std::int64_t>(seed);
+    partial_delta_property<double>(seed);
+  }
 }
 
 }  // namespace
