@@ -22,7 +22,8 @@
 //       leave the target unchanged (distance 0 to its prior state, same snapshot bytes and divergence).
 //   (e) alpha and beta: no item raises a finite divergence() by more than alpha(), and no item emits more than
 //       beta() items (DESIGN.md section 2; the bounds of section 3 rest on both).
-//   (f) partial backups: at seeded points backup_partial_delta(residual) returns at most the residual, the state
+//   (f) partial backups: at seeded points (ten times as often as (a)) backup_partial_delta(residual) returns at most
+//   the residual, the state
 //       the store then holds (first full snapshot plus every partial delta) is within what it returned, and
 //       divergence() never falls below the distance to that stored state. Skipped when alpha() is not a positive
 //       finite number and no partial_residual is given. An operator without partial deltas passes (whole deltas).

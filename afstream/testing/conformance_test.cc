@@ -36,6 +36,7 @@ enum class Flaw {
   AllOrNothing,          // divergence and distance are +inf once anything changed (correct: inf agrees with inf)
   InfiniteDistanceOnly,  // distance is +inf when anything differs, divergence stays finite
   HistoryOrderBytes,     // snapshot_full lists the slots most recently used first: equal states, different bytes
+  PartialClaimsWhole,    // backup_partial_delta writes only the slots past the residual but returns 0
 };
 
 // 16 counters, L1 divergence, hand-written snapshots (so that each flaw is easy to inject).
@@ -101,6 +102,24 @@ class ToyCounter final : public Operator {
     }
     out.put_array<std::uint32_t>(idx);
     out.put_array<std::int64_t>(val);
+  }
+  // Only the flawed toy writes partial deltas: the slots that moved more than the residual; it then forgets the
+  // others' changes (divergence 0) although the store lacks them.
+  double backup_partial_delta(ByteWriter& out, double residual) override {
+    if (flaw_ != Flaw::PartialClaimsWhole) return Operator::backup_partial_delta(out, residual);
+    out.put<std::uint32_t>(kDeltaMagic);
+    std::vector<std::uint32_t> idx;
+    std::vector<std::int64_t> val;
+    for (std::size_t s = 0; s < kSlots; ++s) {
+      if (static_cast<double>(std::llabs(values_[s] - base_[s])) <= residual) continue;
+      idx.push_back(static_cast<std::uint32_t>(s));
+      val.push_back(values_[s]);
+      base_[s] = values_[s];
+    }
+    out.put_array<std::uint32_t>(idx);
+    out.put_array<std::int64_t>(val);
+    l1_ = 0;
+    return 0;
   }
   void mark_backed_up() override {
     if (flaw_ == Flaw::MarkChangesState) values_[15] = 0;
@@ -243,6 +262,12 @@ TEST(Conformance, LossyDeltaBreaksTheChain) {
   const std::string f = failure_of(Flaw::LossyDelta);
   EXPECT_EQ(f.rfind("(b) ", 0), 0u) << f;
   EXPECT_TRUE(contains(f, "first full snapshot + every later delta")) << f;
+}
+
+TEST(Conformance, PartialDeltaMustReportWhatItLeftOut) {
+  const std::string f = failure_of(Flaw::PartialClaimsWhole);
+  EXPECT_EQ(f.rfind("(f) ", 0), 0u) << f;
+  EXPECT_TRUE(contains(f, "partial backup")) << f;
 }
 
 TEST(Conformance, MarkBackedUpMustNotChangeTheState) {
