@@ -30,8 +30,8 @@ struct RunConfig {
   std::uint64_t exact_state_every = 100000;  // exact mode: items between state backups
   double state_headroom = 0.0;               // approx: share of theta left for drift while a backup is written
   int full_backup_every = 1024;              // longest chain of deltas after a full snapshot
-  // approx: a state backup may leave up to this share of theta unwritten (Operator::backup_partial_delta; 0: whole
-  // deltas). Capped below 1 - state_headroom so that a backup never leaves the state above its own trigger.
+  // approx: a state backup may leave up to this share of its trigger, theta * (1 - state_headroom), unwritten
+  // (Operator::backup_partial_delta; 0: whole deltas), and at most the trigger minus 4 alpha (else it is whole).
   double delta_residual = 0.5;
   std::vector<FailureEvent> failures;
   bool measure_losses = false;  // tests: keep the state at each crash to measure what it lost

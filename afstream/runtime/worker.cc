@@ -815,8 +815,12 @@ void Worker::after_update() {
       if (d > trigger) {
         if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
         pending_state_ticket_ = 0;
-        // A partial backup may leave part of the divergence unwritten, well below the trigger (general-bounds §3.6).
-        const double residual = ctx_.config.delta_residual * trigger;
+        // A partial backup may leave part of the divergence unwritten, well below the trigger (general-bounds §3.6),
+        // but only with room for a few items (alpha each) above it: otherwise the slots left near the residual
+        // would bring the next backup within an item or two, and whole deltas are cheaper.
+        constexpr double kItemsAboveResidual = 4;
+        const double residual =
+            std::min(ctx_.config.delta_residual * trigger, trigger - kItemsAboveResidual * op_alpha_);
         if (d > theta) {  // nothing left to drift by while it is written: write it now
           backup_state(true, residual);
         } else {
