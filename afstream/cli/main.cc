@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "afstream/cli/options.h"
 #include "afstream/core/errors.h"
@@ -22,6 +23,8 @@
 #include "afstream/runtime/file_source.h"
 #include "afstream/runtime/local_cluster.h"
 #include "afstream/runtime/process_cluster.h"
+#include "afstream/runtime/registration.h"
+#include "afstream/runtime/supervisor.h"
 #include "afstream/runtime/worker_process.h"
 #include "afstream/store/memory_store.h"
 #include "afstream/store/rocksdb_store.h"
@@ -67,10 +70,12 @@ double median(std::vector<double> v) {
 void usage() {
   std::cout << "usage: afstream <command> [options]\n\n"
                "commands:\n"
-               "  run --job NAME [options]   run a job on the embedded local cluster\n"
-               "  list                       jobs, operators and sources\n"
-               "  backup-server [options]    serve a backup store (RocksDB or memory) to workers over ZeroMQ\n"
-               "  worker [options]           one worker process (started by `run --runtime processes`)\n\n"
+               "  run --job NAME [options]         run a job on the embedded local cluster\n"
+               "  controller --job NAME [options]  run a job whose workers may run on other hosts (tcp://)\n"
+               "  worker [options]                 one worker process (started by a controller, or by hand on\n"
+               "                                   another host: --worker.id ID --worker.controller ENDPOINT)\n"
+               "  list                             jobs, operators and sources\n"
+               "  backup-server [options]          serve a backup store (RocksDB or memory) to workers over ZeroMQ\n\n"
                "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
 }
 
@@ -119,15 +124,27 @@ int cmd_backup_server(int argc, const char* const* argv) {
   afs::BackupServer server(args.listen, std::move(store));
   std::cerr << "afstream backup-server: store " << what << "\n";
   std::cerr << "afstream backup-server: listening on " << server.bound_endpoint() << std::endl;
+  if (!args.endpoint_file.empty()) {
+    // Written whole, then renamed: a reader never sees half an endpoint.
+    const auto tmp = args.endpoint_file + ".tmp";
+    std::ofstream(tmp) << server.bound_endpoint() << "\n";
+    std::error_code ec;
+    fs::rename(tmp, args.endpoint_file, ec);
+    if (ec) throw afs::InputError("endpoint-file: cannot write '" + args.endpoint_file + "': " + ec.message());
+  }
   server.run(g_stop_backup_server);
   const auto c = server.counters();
   std::cerr << "afstream backup-server: stopped after " << c.requests << " requests (" << c.bad_frames
             << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
-            << c.unroutable_replies << " unroutable replies)" << std::endl;
+            << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations)"
+            << std::endl;
   return 0;  // the server, then the store (RocksDB: flushed and closed), are destroyed on the way out
 }
 
-int cmd_run(int argc, const char* const* argv) {
+// `run`, and `controller` (controller true): the same job, with the process runtime's controller on tcp:// and
+// workers that may be on other hosts.
+int cmd_run(int argc, const char* const* argv, bool controller) {
+  const char* const name = controller ? "afstream controller" : "afstream run";
   const auto all_jobs = jobs();
   std::unique_ptr<afs::Job> job;
   const auto job_name = find_job_name(argc, argv);
@@ -141,18 +158,27 @@ int cmd_run(int argc, const char* const* argv) {
     job = it->second();
   }
   po::variables_map vm;
-  auto opts = afs::cli::parse_run(argc, argv, job.get(), vm);
+  const auto controller_desc = afs::cli::controller_options();
+  auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, controller ? &controller_desc : nullptr);
   if (vm.count("help")) {
     auto desc = afs::cli::run_options();
+    if (controller) desc.add(controller_desc);
     if (job) {
       po::options_description jo(job->name() + " options");
       job->add_options(jo);
       desc.add(jo);
     }
-    std::cout << "usage: afstream run --job NAME [options]\n\n" << desc << "\n";
+    std::cout << "usage: " << name << " --job NAME [options]\n\n" << desc << "\n";
     return 0;
   }
   if (!job) throw ConfigError("job: missing --job (try `afstream list`)");
+  if (controller) {
+    if (!vm["runtime"].defaulted() && opts.runtime != "processes") {
+      throw ConfigError("runtime: afstream controller runs worker processes (leave --runtime out)");
+    }
+    opts.runtime = "processes";
+    vm.at("runtime").value() = std::string("processes");  // so the printed and saved configuration says so
+  }
 
   const auto reg = registry();
   auto& cfg = opts.config;
@@ -166,9 +192,24 @@ int cmd_run(int argc, const char* const* argv) {
     for (auto& e : afs::random_failures(opts.fail_random, total, targets, opts.seed))
       cfg.failures.push_back(std::move(e));
   }
+  // The controller's options, checked before anything is printed or started (bad input is one line).
+  std::optional<afs::cli::ControllerArgs> controller_args;
+  if (controller) {
+    controller_args = afs::cli::parse_controller(vm, topology.worker_count());
+    for (const auto& e : cfg.failures) {
+      for (int w : e.workers) {
+        const auto& remote = controller_args->remote_workers;
+        if (std::find(remote.begin(), remote.end(), w) != remote.end()) {
+          throw ConfigError("fail.target: worker " + std::to_string(w) +
+                            " is a remote worker (controller.remote-workers): the controller can kill only the "
+                            "workers it starts");
+        }
+      }
+    }
+  }
 
   const auto effective = afs::cli::effective_config(vm);
-  std::cerr << "afstream run: effective configuration\n" << effective;
+  std::cerr << name << ": effective configuration\n" << effective;
   std::cerr << "topology: " << topology.worker_count() << " workers (";
   for (std::size_t s = 0; s < topology.stages().size(); ++s) {
     const auto& st = topology.stages()[s];
@@ -200,6 +241,39 @@ int cmd_run(int argc, const char* const* argv) {
     popts.store = opts.process_store;
     popts.heartbeat = std::chrono::milliseconds(opts.heartbeat_ms);
     popts.heartbeat_timeout = std::chrono::milliseconds(opts.heartbeat_timeout_ms);
+    if (controller) {
+      const auto& c = *controller_args;
+      popts.bind = c.bind;
+      popts.remote_workers = c.remote_workers;
+      popts.backup_server = c.backup_server;
+      popts.register_timeout = std::chrono::milliseconds(c.register_timeout_ms);
+      // The job's options as given (on the command line or in a job file), so that a worker on another host needs
+      // no copy of the job file.
+      popts.worker_args = afs::cli::effective_args(vm, {"controller.", "config", "help", "out"});
+      std::vector<int> local;
+      for (int w = 0; w < topology.worker_count(); ++w) {
+        if (std::find(c.remote_workers.begin(), c.remote_workers.end(), w) == c.remote_workers.end()) {
+          local.push_back(w);
+        }
+      }
+      popts.on_ready = [local, remote = c.remote_workers](const afs::ControllerEndpoints& e) {
+        auto ids = [](const std::vector<int>& v) {
+          std::string s;
+          for (int w : v) s += (s.empty() ? "" : ",") + std::to_string(w);
+          return s.empty() ? std::string("none") : s;
+        };
+        std::cerr << "afstream controller: reports on " << e.reports << ", directory on " << e.directory
+                  << ", backup server on " << e.store << "\n";
+        std::cerr << "afstream controller: starting workers " << ids(local) << " here; waiting for remote workers "
+                  << ids(remote) << "\n";
+        if (!remote.empty()) {
+          std::cerr << "afstream controller: start each remote worker on its host with:\n  afstream worker "
+                       "--worker.id ID --worker.controller "
+                    << e.reports << " --worker.bind tcp://ITS_IP --worker.restart\n";
+        }
+        std::cerr << std::flush;
+      };
+    }
     cluster_ptr = std::make_unique<afs::ProcessCluster>(topology, reg, cfg, popts);
   } else {
     cluster_ptr = std::make_unique<afs::LocalCluster>(topology, reg, cfg);
@@ -306,9 +380,13 @@ int cmd_run(int argc, const char* const* argv) {
 
 }  // namespace
 
-// One worker process of `run --runtime processes`: the same job options as run, plus the worker.* ones its
-// controller passes. Errors name what was wrong, on one line (main), and the exit status is non-zero.
-int cmd_worker(int argc, const char* const* argv) {
+// Set by SIGTERM / SIGINT: the supervisor of `worker --worker.restart` stops its worker and exits.
+std::atomic<bool> g_stop_supervisor{false};
+extern "C" void stop_supervisor(int) { g_stop_supervisor.store(true); }
+
+// One worker process: the same job options as run, plus the worker.* ones its controller passes. Errors name what
+// was wrong, on one line (main), and the exit status is non-zero.
+int run_worker(int argc, const char* const* argv) {
   const auto all_jobs = jobs();
   const auto job_name = find_job_name(argc, argv);
   auto it = all_jobs.find(job_name);
@@ -317,11 +395,80 @@ int cmd_worker(int argc, const char* const* argv) {
   po::variables_map vm;
   const auto extra = afs::cli::worker_options();
   auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, &extra);
+  if (vm["worker.restart"].as<bool>()) {
+    throw ConfigError(
+        "worker.restart: only for a worker that registers (no --job): each new process must get its "
+        "incarnation from the controller");
+  }
   const auto wopts = afs::cli::parse_worker(vm);
   const auto reg = registry();
   const auto topology = job->topology(vm, opts.config);
   afs::run_worker_process(topology, reg, opts.config, wopts);
   return 0;
+}
+
+// A worker started by hand (no --job): registers with its controller, which says which incarnation it is and what
+// the job is, then runs as a worker started by the controller would.
+int run_registering_worker(int argc, const char* const* argv) {
+  const auto r = afs::cli::parse_registering_worker(argc, argv);
+  const auto a = afs::register_worker(r.worker, r.controller, r.controller_timeout);
+  std::vector<std::string> args{"worker"};
+  args.insert(args.end(), a.job_args.begin(), a.job_args.end());
+  args.insert(args.end(), r.given.begin(), r.given.end());
+  std::string failures;
+  for (auto f : a.failures) failures += (failures.empty() ? "" : ",") + std::to_string(f);
+  args.insert(args.end(), {"--worker.epoch", std::to_string(a.epoch), "--worker.failures", failures});
+  if (!r.has_bind) args.insert(args.end(), {"--worker.bind", "tcp://127.0.0.1"});
+  if (!r.has_directory) args.insert(args.end(), {"--worker.directory", a.directory});
+  if (!r.has_store) args.insert(args.end(), {"--worker.store", a.store});
+  if (!r.has_heartbeat) args.insert(args.end(), {"--worker.heartbeat-ms", std::to_string(a.heartbeat_ms)});
+  std::cerr << "afstream worker: worker " << r.worker << " registered with " << r.controller << " as incarnation "
+            << a.epoch << std::endl;
+  std::vector<const char*> argv2;
+  for (const auto& s : args) argv2.push_back(s.c_str());
+  return run_worker(static_cast<int>(argv2.size()), argv2.data());
+}
+
+// `worker --worker.restart`: this process supervises; the worker runs in a child started again whenever it dies.
+int run_supervised_worker(int argc, const char* const* argv) {
+  (void)afs::cli::parse_registering_worker(argc, argv);  // bad options: one error here, not one per restart
+  if (!find_job_name(argc, argv).empty()) {
+    throw ConfigError(
+        "worker.restart: only for a worker that registers (no --job): each new process must get its "
+        "incarnation from the controller");
+  }
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) != "--worker.restart") args.emplace_back(argv[i]);
+  }
+  struct sigaction sa {};
+  sa.sa_handler = stop_supervisor;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  afs::SupervisorOptions so;
+  so.on_restart = [](const afs::SupervisorEvent& e) {
+    std::cerr << "afstream worker: the worker process " << e.pid << " died of signal " << e.signal
+              << "; started it again as process " << e.next << " (restart " << e.restarts << ")" << std::endl;
+  };
+  return afs::supervise(fs::read_symlink("/proc/self/exe").string(), args, g_stop_supervisor, so);
+}
+
+int cmd_worker(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << "usage: afstream worker --worker.id ID --worker.controller tcp://HOST:PORT [--worker.bind tcp://IP] "
+                   "[--worker.restart]\n"
+                   "       (a worker started by hand: registers, and gets the job from its controller)\n"
+                   "   or: afstream worker --job NAME [job options] --worker.* ... (as a controller starts one)\n\n"
+                << afs::cli::worker_options() << "\n";
+      return 0;
+    }
+    if (a == "--worker.restart") return run_supervised_worker(argc, argv);
+  }
+  if (find_job_name(argc, argv).empty()) return run_registering_worker(argc, argv);
+  return run_worker(argc, argv);
 }
 
 int main(int argc, char** argv) {
@@ -331,11 +478,12 @@ int main(int argc, char** argv) {
       return argc < 2 ? 2 : 0;
     }
     const std::string cmd = argv[1];
-    if (cmd == "run") return cmd_run(argc - 1, argv + 1);
+    if (cmd == "run") return cmd_run(argc - 1, argv + 1, false);
+    if (cmd == "controller") return cmd_run(argc - 1, argv + 1, true);
     if (cmd == "list") return cmd_list();
     if (cmd == "backup-server") return cmd_backup_server(argc - 1, argv + 1);
     if (cmd == "worker") return cmd_worker(argc - 1, argv + 1);
-    throw ConfigError("unknown command '" + cmd + "' (expected run, list, backup-server or worker)");
+    throw ConfigError("unknown command '" + cmd + "' (expected run, controller, worker, list or backup-server)");
   } catch (const std::exception& e) {
     std::cerr << "afstream: error: " << e.what() << "\n";
     return 2;

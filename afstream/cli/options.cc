@@ -1,10 +1,13 @@
 #include "afstream/cli/options.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "afstream/core/errors.h"
+#include "afstream/net/endpoint.h"
 
 namespace po = boost::program_options;
 
@@ -83,13 +86,21 @@ po::options_description run_options() {
 }
 
 po::options_description worker_options() {
-  po::options_description o("worker process options (set by the controller of `run --runtime processes`)");
+  po::options_description o(
+      "worker process options (set by the controller that starts the worker; a worker started by hand with no --job "
+      "registers with --worker.controller and gets the job's options, its incarnation and the other endpoints from "
+      "it)");
   o.add_options()("worker.id", po::value<int>(), "this worker's id in the topology")(
       "worker.epoch", po::value<std::uint32_t>()->default_value(1), "incarnation: 1 + earlier failures")(
       "worker.failures", po::value<std::string>()->default_value(""),
       "items this worker had processed at each earlier failure, comma-separated")(
-      "worker.prefix", po::value<std::string>(), "endpoint prefix where workers bind (ipc://DIR/ or tcp://...)")(
-      "worker.controller", po::value<std::string>(), "the controller's report endpoint")(
+      "worker.prefix", po::value<std::string>(), "endpoint prefix where the worker binds on this host (ipc://DIR/)")(
+      "worker.bind", po::value<std::string>(),
+      "tcp://IP: bind on tcp at this address of this host, which the other workers reach (ports chosen by the "
+      "operating system, announced to the controller); default for a registering worker: tcp://127.0.0.1")(
+      "worker.restart", po::bool_switch(),
+      "registering worker: keep it running, starting it again (as its next incarnation) whenever it dies of a signal")(
+      "worker.controller", po::value<std::string>(), "the controller's report endpoint (tcp://HOST:PORT)")(
       "worker.directory", po::value<std::string>(), "the controller's directory endpoint")(
       "worker.store", po::value<std::string>(), "the backup server's endpoint")(
       "worker.heartbeat-ms", po::value<int>()->default_value(100), "status report interval (ms)")(
@@ -119,10 +130,23 @@ WorkerProcessOptions parse_worker(const po::variables_map& vm) {
       throw ConfigError("worker.failures: expected item counts separated by commas, got '" + part + "'");
     }
   }
-  w.endpoint_prefix = need("worker.prefix");
+  if (vm.count("worker.bind") && vm.count("worker.prefix")) {
+    throw ConfigError("worker: give either --worker.bind tcp://IP or --worker.prefix ipc://DIR/, not both");
+  }
+  if (vm.count("worker.bind")) {
+    w.bind = net::parse_tcp_bind(vm["worker.bind"].as<std::string>(), "worker.bind", false).endpoint();
+  } else if (vm.count("worker.prefix")) {
+    w.bind = vm["worker.prefix"].as<std::string>();
+    if (net::is_tcp(w.bind)) throw ConfigError("worker.prefix: for ipc:// only; on tcp give --worker.bind tcp://IP");
+  } else {
+    throw ConfigError("worker: missing --worker.bind tcp://IP (or --worker.prefix ipc://DIR/)");
+  }
   w.controller = need("worker.controller");
   w.directory = need("worker.directory");
   w.store = need("worker.store");
+  net::check_connect_endpoint(w.controller, "worker.controller");
+  net::check_connect_endpoint(w.directory, "worker.directory");
+  net::check_connect_endpoint(w.store, "worker.store");
   const int hb = vm["worker.heartbeat-ms"].as<int>();
   const int timeout = vm["worker.controller-timeout-ms"].as<int>();
   const int store_deadline = vm["worker.store-deadline-ms"].as<int>();
@@ -229,7 +253,9 @@ po::options_description backup_server_options() {
       "store", po::value<std::string>()->default_value("rocksdb"),
       "backend: rocksdb (durable, in store.path) | memory (lost when the server stops)")(
       "store.path", po::value<std::string>(), "rocksdb: directory of the store (created if missing)")(
-      "store.sync", po::bool_switch(), "rocksdb: fsync every put (survives a machine crash, slower)");
+      "store.sync", po::bool_switch(), "rocksdb: fsync every put (survives a machine crash, slower)")(
+      "endpoint-file", po::value<std::string>(),
+      "once listening, write the endpoint (with the port chosen for port 0) to this file");
   return o;
 }
 
@@ -253,6 +279,7 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
   a.store = vm["store"].as<std::string>();
   if (vm.count("store.path")) a.store_path = vm["store.path"].as<std::string>();
   a.store_sync = vm["store.sync"].as<bool>();
+  if (vm.count("endpoint-file")) a.endpoint_file = vm["endpoint-file"].as<std::string>();
   if (a.store == "rocksdb") {
     if (a.store_path.empty() && !vm.count("help")) {
       throw ConfigError("store.path: required with --store rocksdb (the store's directory, created if missing)");
@@ -264,6 +291,122 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
     throw ConfigError("store: expected memory or rocksdb, got '" + a.store + "'");
   }
   return a;
+}
+
+po::options_description controller_options() {
+  po::options_description o("controller options (afstream controller: workers across hosts)");
+  o.add_options()("controller.bind", po::value<std::string>()->default_value("tcp://127.0.0.1"),
+                  "tcp://IP[:PORT]: the address of this host the workers reach; reports on PORT, the directory on "
+                  "PORT+1, the backup server it starts on PORT+2 (no PORT: ports chosen by the operating system; all "
+                  "printed at start); the workers it starts bind there too")(
+      "controller.remote-workers", po::value<std::string>()->default_value(""),
+      "ID[,ID]: workers not started here but by hand on their hosts (`afstream worker --worker.id ID "
+      "--worker.controller ENDPOINT --worker.bind tcp://THEIR_IP --worker.restart`); they register")(
+      "controller.backup-server", po::value<std::string>()->default_value(""),
+      "tcp://HOST:PORT of a backup server started by hand (`afstream backup-server`); default: start one here")(
+      "controller.register-timeout-ms", po::value<int>()->default_value(300000),
+      "give up when a remote worker has not registered this long after the start or its failure (ms)");
+  return o;
+}
+
+ControllerArgs parse_controller(const po::variables_map& vm, int worker_count) {
+  ControllerArgs c;
+  c.bind = vm["controller.bind"].as<std::string>();
+  (void)net::parse_tcp_bind(c.bind, "controller.bind", true);
+  const auto remote = vm["controller.remote-workers"].as<std::string>();
+  std::stringstream ss(remote);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    int id = -1;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), id);
+    if (ec != std::errc() || end != part.data() + part.size() || part.empty()) {
+      throw ConfigError("controller.remote-workers: expected worker ids separated by commas, got '" + remote + "'");
+    }
+    if (id < 0 || id >= worker_count) {
+      throw ConfigError("controller.remote-workers: no worker " + part + " in this job (workers are 0.." +
+                        std::to_string(worker_count - 1) + ")");
+    }
+    c.remote_workers.push_back(id);
+  }
+  c.backup_server = vm["controller.backup-server"].as<std::string>();
+  if (!c.backup_server.empty()) net::check_connect_endpoint(c.backup_server, "controller.backup-server");
+  c.register_timeout_ms = vm["controller.register-timeout-ms"].as<int>();
+  if (c.register_timeout_ms <= 0) throw ConfigError("controller.register-timeout-ms: expected > 0");
+  return c;
+}
+
+RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv) {
+  po::options_description desc = worker_options();
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string(e.what()) +
+                      " (a worker given no --job takes the job's options from its controller: give only worker.* "
+                      "options)");
+  }
+  RegisteringWorkerArgs r;
+  if (!vm.count("worker.id")) throw ConfigError("worker: missing --worker.id");
+  r.worker = vm["worker.id"].as<int>();
+  if (r.worker < 0) throw ConfigError("worker.id: expected >= 0, got " + std::to_string(r.worker));
+  if (!vm.count("worker.controller")) {
+    throw ConfigError(
+        "worker: missing --worker.controller tcp://HOST:PORT (the report endpoint `afstream controller` "
+        "prints), or --job with the job's options");
+  }
+  r.controller = vm["worker.controller"].as<std::string>();
+  net::check_connect_endpoint(r.controller, "worker.controller");
+  for (const char* set_by_controller : {"worker.epoch", "worker.failures", "worker.prefix"}) {
+    if (vm.count(set_by_controller) && !vm[set_by_controller].defaulted()) {
+      throw ConfigError(std::string(set_by_controller) +
+                        ": set by the controller when the worker registers (a worker given no --job)");
+    }
+  }
+  r.has_bind = vm.count("worker.bind") > 0;
+  if (r.has_bind) (void)net::parse_tcp_bind(vm["worker.bind"].as<std::string>(), "worker.bind", false);
+  r.has_directory = vm.count("worker.directory") > 0;
+  r.has_store = vm.count("worker.store") > 0;
+  if (r.has_directory) net::check_connect_endpoint(vm["worker.directory"].as<std::string>(), "worker.directory");
+  if (r.has_store) net::check_connect_endpoint(vm["worker.store"].as<std::string>(), "worker.store");
+  r.has_heartbeat = !vm["worker.heartbeat-ms"].defaulted();
+  const int timeout = vm["worker.controller-timeout-ms"].as<int>();
+  if (timeout <= 0) throw ConfigError("worker.controller-timeout-ms: expected > 0");
+  r.controller_timeout = std::chrono::milliseconds(timeout);
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--worker.restart") r.given.emplace_back(argv[i]);
+  }
+  return r;
+}
+
+std::vector<std::string> effective_args(const po::variables_map& vm, const std::vector<std::string>& skip) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : vm) {
+    if (v.empty() || v.defaulted()) continue;
+    if (std::any_of(skip.begin(), skip.end(), [&](const std::string& s) { return k.rfind(s, 0) == 0; })) continue;
+    const auto& a = v.value();
+    const std::string key = "--" + k;
+    if (auto* p = boost::any_cast<std::string>(&a)) {
+      out.push_back(key + "=" + *p);
+    } else if (auto* d = boost::any_cast<double>(&a)) {
+      char buf[64];
+      const auto res = std::to_chars(buf, buf + sizeof buf, *d);  // shortest text that reads back the same
+      out.push_back(key + "=" + std::string(buf, res.ptr));
+    } else if (auto* u = boost::any_cast<std::uint64_t>(&a)) {
+      out.push_back(key + "=" + std::to_string(*u));
+    } else if (auto* i = boost::any_cast<int>(&a)) {
+      out.push_back(key + "=" + std::to_string(*i));
+    } else if (auto* u32 = boost::any_cast<std::uint32_t>(&a)) {
+      out.push_back(key + "=" + std::to_string(*u32));
+    } else if (auto* b = boost::any_cast<bool>(&a)) {
+      if (*b) out.push_back(key);
+    } else if (auto* list = boost::any_cast<std::vector<std::string>>(&a)) {
+      for (const auto& e : *list) out.push_back(key + "=" + e);
+    } else {
+      throw ConfigError(k + ": cannot pass this option on to the workers (unsupported type)");
+    }
+  }
+  return out;
 }
 
 std::string effective_config(const po::variables_map& vm) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <string>
+#include <vector>
 
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/job.h"
@@ -44,12 +46,40 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, boost::p
 boost::program_options::options_description worker_options();
 WorkerProcessOptions parse_worker(const boost::program_options::variables_map& vm);
 
+// `afstream worker` with no --job: a worker started by hand that registers with its controller and takes the job's
+// options from it (afstream/runtime/registration.h). Only worker.* options are accepted.
+struct RegisteringWorkerArgs {
+  int worker = 0;
+  std::string controller;  // checked
+  std::chrono::milliseconds controller_timeout{10000};
+  std::vector<std::string> given;  // the worker.* options as given (passed on to the worker it becomes)
+  bool has_bind = false, has_directory = false, has_store = false, has_heartbeat = false;
+};
+RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv);
+
+// `afstream controller`: where the controller binds, which workers it waits for, which backup server it uses.
+boost::program_options::options_description controller_options();
+struct ControllerArgs {
+  std::string bind;  // tcp://IP[:PORT], checked
+  std::vector<int> remote_workers;
+  std::string backup_server;  // "" or a checked endpoint
+  int register_timeout_ms = 300000;
+};
+// worker_count: to check the remote workers' ids.
+ControllerArgs parse_controller(const boost::program_options::variables_map& vm, int worker_count);
+
+// The options in vm that were given (on the command line or in a job file), as --key=value arguments, except those
+// whose key starts with one of `skip`: the job's options as a controller passes them to its workers.
+std::vector<std::string> effective_args(const boost::program_options::variables_map& vm,
+                                        const std::vector<std::string>& skip);
+
 // `afstream backup-server`: where to listen and which store to serve.
 struct BackupServerArgs {
   std::string listen = "tcp://127.0.0.1:5560";
   std::string store = "rocksdb";  // memory | rocksdb
   std::string store_path;         // rocksdb: the store's directory (created if missing)
   bool store_sync = false;        // rocksdb: fsync every put
+  std::string endpoint_file;      // written with the bound endpoint once listening (port 0: the one chosen)
 };
 
 boost::program_options::options_description backup_server_options();

@@ -34,6 +34,10 @@ static_assert(static_cast<std::uint16_t>(StoreErrorKind::kStoreFailure) ==
               static_cast<std::uint16_t>(wire::StoreError::Kind::STORE_FAILURE));
 static_assert(static_cast<std::uint16_t>(StoreErrorKind::kBadRequest) ==
               static_cast<std::uint16_t>(wire::StoreError::Kind::BAD_REQUEST));
+static_assert(static_cast<std::uint16_t>(StoreErrorKind::kStaleIncarnation) ==
+              static_cast<std::uint16_t>(wire::StoreError::Kind::STALE_INCARNATION));
+static_assert(static_cast<std::uint16_t>(ReportKind::kRegister) ==
+              static_cast<std::uint16_t>(wire::WorkerReport::Kind::REGISTER));
 static_assert(sizeof(capnp::word) == 8 && alignof(capnp::word) <= 8);
 
 namespace {
@@ -52,7 +56,7 @@ constexpr std::size_t kSmallMessageWords = 16;
 // Raw element access to the columnar lists is valid only where the host byte order is the wire's (little).
 constexpr bool kRawLists = std::endian::native == std::endian::little;
 
-constexpr std::uint16_t kMaxStoreErrorKind = static_cast<std::uint16_t>(StoreErrorKind::kBadRequest);
+constexpr std::uint16_t kMaxStoreErrorKind = static_cast<std::uint16_t>(StoreErrorKind::kStaleIncarnation);
 
 // Cap'n Proto's limit on the elements of one list (so on the bytes of one Data blob).
 constexpr std::size_t kMaxListElements = (std::size_t{1} << 29) - 1;
@@ -71,6 +75,9 @@ void check_list_size(std::size_t n, const char* what, const char* unit) {
                       ": the wire limit is " + std::to_string(kMaxListElements) + " " + unit);
   }
 }
+
+inline capnp::Text::Reader as_text(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+inline std::string from_text(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 
 inline capnp::Data::Reader as_data(const std::vector<std::uint8_t>& bytes) {
   return capnp::Data::Reader(bytes.data(), bytes.size());
@@ -115,6 +122,8 @@ std::string_view to_string(StoreErrorKind kind) {
       return "store failure";
     case StoreErrorKind::kBadRequest:
       return "bad request";
+    case StoreErrorKind::kStaleIncarnation:
+      return "stale incarnation";
   }
   return "unknown";
 }
@@ -250,7 +259,11 @@ std::span<const std::uint8_t> Encoder::encode_control(std::uint32_t sender, std:
 std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender, std::uint32_t epoch,
                                                             const WorkerReportMsg& report) {
   check_list_size(report.final_state.size(), "a final state of", "bytes");
-  auto r = state_->envelope(64 + blob_words(report.final_state.size()), sender, epoch).initWorkerReport();
+  auto r = state_
+               ->envelope(64 + blob_words(report.final_state.size()) + blob_words(report.data_endpoint.size() + 1) +
+                              blob_words(report.ack_endpoint.size() + 1),
+                          sender, epoch)
+               .initWorkerReport();
   r.setKind(static_cast<wire::WorkerReport::Kind>(static_cast<std::uint16_t>(report.kind)));
   auto st = r.initStatus();
   const auto& s = report.status;
@@ -282,21 +295,56 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   rc.setMissingItems(v.missing_items);
   rc.setDone(v.done);
   rc.setReplayMs(v.replay_ms);
+  if (!report.data_endpoint.empty()) r.setDataEndpoint(as_text(report.data_endpoint));
+  if (!report.ack_endpoint.empty()) r.setAckEndpoint(as_text(report.ack_endpoint));
   return state_->finish();
 }
 
 std::span<const std::uint8_t> Encoder::encode_directory(std::uint32_t sender, std::uint32_t epoch,
                                                         const DirectoryMsg& directory) {
   check_list_size(directory.peers.size(), "a directory of", "workers");
-  auto d = state_->envelope(16 + 3 * directory.peers.size(), sender, epoch).initDirectory();
+  std::size_t words = 16;
+  for (const auto& p : directory.peers) {
+    words += 5 + blob_words(p.data_endpoint.size() + 1) + blob_words(p.ack_endpoint.size() + 1);
+  }
+  auto d = state_->envelope(words, sender, epoch).initDirectory();
   auto list = d.initPeers(static_cast<unsigned>(directory.peers.size()));
   for (std::size_t i = 0; i < directory.peers.size(); ++i) {
     const auto& p = directory.peers[i];
-    list[static_cast<unsigned>(i)].setWorker(p.worker);
-    list[static_cast<unsigned>(i)].setEpoch(p.epoch);
-    list[static_cast<unsigned>(i)].setUp(p.up);
-    list[static_cast<unsigned>(i)].setFinished(p.finished);
+    auto out = list[static_cast<unsigned>(i)];
+    out.setWorker(p.worker);
+    out.setEpoch(p.epoch);
+    out.setUp(p.up);
+    out.setFinished(p.finished);
+    if (!p.data_endpoint.empty()) out.setDataEndpoint(as_text(p.data_endpoint));
+    if (!p.ack_endpoint.empty()) out.setAckEndpoint(as_text(p.ack_endpoint));
   }
+  return state_->finish();
+}
+
+std::span<const std::uint8_t> Encoder::encode_assignment(std::uint32_t sender, std::uint32_t epoch,
+                                                         const AssignmentMsg& assignment) {
+  check_list_size(assignment.failures.size(), "an assignment with", "failures");
+  check_list_size(assignment.job_args.size(), "an assignment with", "job arguments");
+  std::size_t words = kStoreOverheadWords + assignment.failures.size() + assignment.job_args.size() +
+                      blob_words(assignment.directory.size() + 1) + blob_words(assignment.store.size() + 1) +
+                      blob_words(assignment.error.size() + 1);
+  for (const auto& a : assignment.job_args) words += blob_words(a.size() + 1);
+  auto m = state_->envelope(words, sender, epoch).initAssignment();
+  m.setWorker(assignment.worker);
+  m.setEpoch(assignment.epoch);
+  auto failures = m.initFailures(static_cast<unsigned>(assignment.failures.size()));
+  for (std::size_t i = 0; i < assignment.failures.size(); ++i) {
+    failures.set(static_cast<unsigned>(i), assignment.failures[i]);
+  }
+  auto args = m.initJobArgs(static_cast<unsigned>(assignment.job_args.size()));
+  for (std::size_t i = 0; i < assignment.job_args.size(); ++i) {
+    args.set(static_cast<unsigned>(i), as_text(assignment.job_args[i]));
+  }
+  m.setDirectory(as_text(assignment.directory));
+  m.setStore(as_text(assignment.store));
+  m.setHeartbeatMs(assignment.heartbeat_ms);
+  m.setError(as_text(assignment.error));
   return state_->finish();
 }
 
@@ -427,6 +475,9 @@ std::span<const std::uint8_t> Encoder::encode(const Message& message) {
     std::span<const std::uint8_t> operator()(const DirectoryMsg& d) const {
       return e.encode_directory(m.sender, m.epoch, d);
     }
+    std::span<const std::uint8_t> operator()(const AssignmentMsg& a) const {
+      return e.encode_assignment(m.sender, m.epoch, a);
+    }
   };
   return std::visit(Visitor{*this, message}, message.body);
 }
@@ -464,6 +515,8 @@ const char* body_name(wire::Envelope::Which which) {
       return "worker report";
     case wire::Envelope::DIRECTORY:
       return "directory";
+    case wire::Envelope::ASSIGNMENT:
+      return "assignment";
   }
   return "unknown";
 }
@@ -662,7 +715,7 @@ StoreReplyMsg read_store_reply(wire::StoreReply::Reader r) {
 WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   WorkerReportMsg m;
   const auto kind = static_cast<std::uint16_t>(r.getKind());
-  if (kind == 0 || kind > static_cast<std::uint16_t>(ReportKind::kFinished)) {
+  if (kind == 0 || kind > static_cast<std::uint16_t>(ReportKind::kRegister)) {
     throw FormatError("wire worker report has unknown kind " + std::to_string(kind));
   }
   m.kind = static_cast<ReportKind>(kind);
@@ -675,6 +728,21 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),
                 rc.getAlpha(),        rc.getRestoreMs(), rc.getRecoveredMs(), rc.getReplayedItems(),
                 rc.getMissingItems(), rc.getDone(),      rc.getReplayMs()};
+  m.data_endpoint = from_text(r.getDataEndpoint());
+  m.ack_endpoint = from_text(r.getAckEndpoint());
+  return m;
+}
+
+AssignmentMsg read_assignment(wire::Assignment::Reader r) {
+  AssignmentMsg m;
+  m.worker = r.getWorker();
+  m.epoch = r.getEpoch();
+  for (auto f : r.getFailures()) m.failures.push_back(f);
+  for (auto a : r.getJobArgs()) m.job_args.push_back(from_text(a));
+  m.directory = from_text(r.getDirectory());
+  m.store = from_text(r.getStore());
+  m.heartbeat_ms = r.getHeartbeatMs();
+  m.error = from_text(r.getError());
   return m;
 }
 
@@ -711,11 +779,15 @@ void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits
       case wire::Envelope::DIRECTORY: {
         DirectoryMsg d;
         for (auto p : env.getDirectory().getPeers()) {
-          d.peers.push_back({p.getWorker(), p.getEpoch(), p.getUp(), p.getFinished()});
+          d.peers.push_back({p.getWorker(), p.getEpoch(), p.getUp(), p.getFinished(), from_text(p.getDataEndpoint()),
+                             from_text(p.getAckEndpoint())});
         }
         out.body = std::move(d);
         return;
       }
+      case wire::Envelope::ASSIGNMENT:
+        out.body = read_assignment(env.getAssignment());
+        return;
     }
     throw FormatError("wire message has unknown body kind " + std::to_string(static_cast<unsigned>(env.which())));
   });

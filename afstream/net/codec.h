@@ -22,7 +22,7 @@
 namespace afs::net {
 
 // Mirrors `wireVersion` in wire.capnp (static_assert'ed against the generated WIRE_VERSION in codec.cc).
-inline constexpr std::uint16_t kWireVersion = 1;
+inline constexpr std::uint16_t kWireVersion = 2;
 
 // Default largest frame a decoder accepts: 64 MiB (Cap'n Proto's own default traversal limit).
 inline constexpr std::size_t kDefaultMaxMessageBytes = std::size_t{64} << 20;
@@ -168,9 +168,10 @@ struct StoreStatsMsg {
 
 // Values equal those of wire.capnp's StoreError.Kind (checked in codec.cc). 0 (unset) is rejected on decode.
 enum class StoreErrorKind : std::uint16_t {
-  kCorruptRecord = 1,  // a record failed its checksum (the store's FormatError)
-  kStoreFailure = 2,   // the store could not do it
-  kBadRequest = 3,     // the request could not be decoded, or is not a request
+  kCorruptRecord = 1,     // a record failed its checksum (the store's FormatError)
+  kStoreFailure = 2,      // the store could not do it
+  kBadRequest = 3,        // the request could not be decoded, or is not a request
+  kStaleIncarnation = 4,  // from an incarnation older than one that has used the store since (fenced off)
 };
 std::string_view to_string(StoreErrorKind kind);
 
@@ -189,8 +190,9 @@ struct StoreReplyMsg {
   friend bool operator==(const StoreReplyMsg&, const StoreReplyMsg&) = default;
 };
 
-// Worker process <-> controller (wire.capnp: WorkerReport, Directory; afstream/runtime/process_cluster.h).
-enum class ReportKind : std::uint16_t { kHello = 1, kStatus = 2, kFinished = 3 };
+// Worker process <-> controller (wire.capnp: WorkerReport, Directory, Assignment; afstream/runtime/
+// process_cluster.h). kRegister: a worker started by hand asks for its incarnation (answered by an AssignmentMsg).
+enum class ReportKind : std::uint16_t { kHello = 1, kStatus = 2, kFinished = 3, kRegister = 4 };
 
 struct WorkerStatusMsg {
   std::uint64_t items_in = 0, items_out = 0, state_backups = 0, item_backups = 0, backup_bytes = 0;
@@ -217,13 +219,29 @@ struct WorkerReportMsg {
   WorkerStatusMsg status;
   std::vector<std::uint8_t> final_state;
   RecoveryReportMsg recovery;
+  std::string data_endpoint;  // hello: the endpoints this incarnation bound (where its peers reach it)
+  std::string ack_endpoint;
   friend bool operator==(const WorkerReportMsg&, const WorkerReportMsg&) = default;
 };
 
 struct PeerStateMsg {
   std::uint32_t worker = 0, epoch = 0;
   bool up = false, finished = false;
+  std::string data_endpoint;  // as announced in the incarnation's hello (empty before it)
+  std::string ack_endpoint;
   friend bool operator==(const PeerStateMsg&, const PeerStateMsg&) = default;
+};
+
+// The controller's answer to a registering worker. epoch 0: refused, `error` says why.
+struct AssignmentMsg {
+  std::uint32_t worker = 0, epoch = 0;
+  std::vector<std::uint64_t> failures;  // items processed at each earlier failure
+  std::vector<std::string> job_args;    // the job's options
+  std::string directory;                // the controller's directory endpoint
+  std::string store;                    // the backup server's endpoint
+  std::uint32_t heartbeat_ms = 0;
+  std::string error;
+  friend bool operator==(const AssignmentMsg&, const AssignmentMsg&) = default;
 };
 
 struct DirectoryMsg {
@@ -234,7 +252,9 @@ struct DirectoryMsg {
 struct Message {
   std::uint32_t sender = 0;  // worker id
   std::uint32_t epoch = 0;   // the sender's incarnation
-  std::variant<BatchMsg, AckMsg, ControlMsg, StoreRequestMsg, StoreReplyMsg, WorkerReportMsg, DirectoryMsg> body;
+  std::variant<BatchMsg, AckMsg, ControlMsg, StoreRequestMsg, StoreReplyMsg, WorkerReportMsg, DirectoryMsg,
+               AssignmentMsg>
+      body;
 
   friend bool operator==(const Message&, const Message&) = default;
 };
@@ -267,6 +287,8 @@ class Encoder {
                                                      const WorkerReportMsg& report);
   std::span<const std::uint8_t> encode_directory(std::uint32_t sender, std::uint32_t epoch,
                                                  const DirectoryMsg& directory);
+  std::span<const std::uint8_t> encode_assignment(std::uint32_t sender, std::uint32_t epoch,
+                                                  const AssignmentMsg& assignment);
   // Store messages are sized up front (one segment for any record that fits one); a record or reply over the
   // wire's limit of 2^29 - 1 bytes per record throws FormatError.
   std::span<const std::uint8_t> encode_store_request(std::uint32_t sender, std::uint32_t epoch,

@@ -6,12 +6,17 @@
 # Evolution rules: add fields only with new ordinals at the end; never renumber or change a field's type.
 # Bump wireVersion for any change a reader of the previous version would misinterpret; decoders reject
 # frames whose version differs from theirs.
+#
+# Version 2 (jobs across hosts): workers announce the endpoints they bound (WorkerReport.dataEndpoint/ackEndpoint)
+# and the controller's Directory carries them (PeerState); a worker started by hand registers (WorkerReport kind
+# register) and gets its Assignment. A version-1 worker would connect to the endpoints of its ipc:// prefix scheme
+# instead of the announced ones, so version 1 and 2 do not talk.
 @0x8f9c61cf0b7a1162;
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("afs::net::wire");
 
-const wireVersion :UInt16 = 1;
+const wireVersion :UInt16 = 2;
 
 struct Envelope {
   version @0 :UInt16;   # must equal wireVersion
@@ -26,6 +31,7 @@ struct Envelope {
     storeReply @7 :StoreReply;      # from the backup server
     workerReport @8 :WorkerReport;  # worker process -> controller (afstream/runtime/process_cluster.h)
     directory @9 :Directory;        # controller -> worker processes
+    assignment @10 :Assignment;     # controller -> a worker that registered (WorkerReport kind register)
   }
 }
 
@@ -66,6 +72,9 @@ struct Control {
 }
 
 # A request to the backup server (the BackupStore interface of afstream/store/backup_store.h over the network).
+# Its Envelope's epoch is the incarnation of the worker the request is about (0: none given, never fenced): once an
+# incarnation has used the store, requests from older ones get staleIncarnation (fencing: a worker replaced while
+# still running, e.g. on the far side of a network partition, cannot write into its successor's backups).
 # The client sends one request at a time per session, with increasing requestIds, and waits for the reply with the
 # same requestId; on a timeout it resends the same request (same session and requestId). The server applies a put
 # or drop of a session at most once while it runs: the last one applied, received again, is answered again from a
@@ -133,6 +142,7 @@ struct StoreError {
     corruptRecord @1;  # a record failed its checksum (the store's FormatError); it was not returned
     storeFailure @2;   # the store could not do it (e.g. a RocksDB error)
     badRequest @3;     # the request could not be decoded or is not a request
+    staleIncarnation @4;  # from an incarnation of the worker older than one that has used the store since
   }
 }
 
@@ -143,12 +153,15 @@ struct WorkerReport {
   status @1 :WorkerStatus;
   finalState @2 :Data;                 # finished: a sink's full operator snapshot (sealed), else empty
   recovery @3 :RecoveryReport;         # hello and status of a recovered incarnation: the failure it recovered from
+  dataEndpoint @4 :Text;               # hello: where this incarnation receives items (what it bound, e.g. tcp://IP:PORT)
+  ackEndpoint @5 :Text;                # hello: where it receives acknowledgements
 
   enum Kind {
     unset @0;     # never sent; a decoder rejects it
     hello @1;
     status @2;
     finished @3;
+    register @4;  # a worker started by hand asks for its incarnation (Envelope.epoch 0); answered by an Assignment
   }
 }
 
@@ -191,4 +204,20 @@ struct PeerState {
   epoch @1 :UInt32;
   up @2 :Bool;
   finished @3 :Bool;
+  dataEndpoint @4 :Text;  # where this incarnation receives items, as it announced them (empty until its hello)
+  ackEndpoint @5 :Text;   # where it receives acknowledgements
+}
+
+# The controller's answer to a registering worker: which incarnation it is, what it needs to know of the failures of
+# the earlier ones, the job's options, and where the directory and the backup server are. epoch 0: refused (error
+# says why, naming the option).
+struct Assignment {
+  worker @0 :UInt32;
+  epoch @1 :UInt32;
+  failures @2 :List(UInt64);  # items the worker had processed at each earlier failure (its size is the count)
+  jobArgs @3 :List(Text);     # the job's options, as for `afstream worker`
+  directory @4 :Text;         # the controller's directory endpoint (PUB)
+  store @5 :Text;             # the backup server's endpoint
+  heartbeatMs @6 :UInt32;     # status report interval
+  error @7 :Text;
 }

@@ -56,6 +56,7 @@ struct BackupServer::Impl {
   net::Message message;  // the request being served (its storage is reused)
   std::unordered_map<std::uint64_t, Session> sessions;
   std::uint64_t tick = 0;
+  std::unordered_map<std::int32_t, std::uint32_t> incarnations;  // per worker, the newest incarnation seen
 
   ~Impl() { socket.close(); }
 
@@ -94,8 +95,8 @@ BackupServer::BackupServer(std::string endpoint, std::unique_ptr<BackupStore> st
 BackupServer::~BackupServer() = default;
 
 BackupServerCounters BackupServer::counters() const {
-  return BackupServerCounters{requests_.load(), bad_frames_.load(), duplicates_.load(), store_errors_.load(),
-                              unroutable_.load()};
+  return BackupServerCounters{requests_.load(),     bad_frames_.load(), duplicates_.load(),
+                              store_errors_.load(), unroutable_.load(), stale_.load()};
 }
 
 void BackupServer::run(const std::atomic<bool>& stop) {
@@ -183,6 +184,22 @@ void BackupServer::run(const std::atomic<bool>& stop) {
           if (request->request_id == it->second.last_request_id) send_reply(it->second.reply);
           continue;
         }
+      }
+
+      // Fencing: nothing from an incarnation older than one that has used the store.
+      const auto incarnation = impl_->message.epoch;
+      if (const auto w = net::op_worker(request->op); w && incarnation > 0) {
+        auto& newest = impl_->incarnations[*w];
+        if (incarnation < newest) {
+          ++stale_;
+          send_reply(encode(net::StoreReplyMsg{
+              request->request_id, net::StoreErrorMsg{net::StoreErrorKind::kStaleIncarnation,
+                                                      "worker " + std::to_string(*w) + ": incarnation " +
+                                                          std::to_string(incarnation) + " is fenced off: incarnation " +
+                                                          std::to_string(newest) + " has used the store since"}}));
+          continue;
+        }
+        newest = incarnation;
       }
 
       net::StoreReplyMsg reply{request->request_id, net::StoreOkMsg{}};

@@ -14,6 +14,12 @@
 // (a FormatError, i.e. a record that failed its checksum: kind corrupt record, with the store's message; anything
 // else: store failure) and is counted in store_errors. A reply too large for the message limit becomes a
 // store-failure reply saying so.
+//
+// Fencing by incarnation: a request's envelope carries the incarnation (epoch) of its worker (RemoteStoreOptions::
+// incarnation; 0: none). Once an incarnation of a worker has made a request, those of older incarnations are
+// refused (kind stale incarnation; counted in stale_incarnations): a worker replaced while it still runs cannot
+// write into the backups its successor restored from. The server remembers this while it runs; after a restart
+// the next request of the current incarnation establishes it again.
 #pragma once
 
 #include <atomic>
@@ -43,6 +49,7 @@ struct BackupServerCounters {
   std::uint64_t duplicates = 0;          // puts and drops received again after being applied (not re-applied)
   std::uint64_t store_errors = 0;        // requests the store failed (answered with an error)
   std::uint64_t unroutable_replies = 0;  // replies dropped because their client was gone or not reading
+  std::uint64_t stale_incarnations = 0;  // requests refused: a newer incarnation of their worker came since
 };
 
 class BackupServer {
@@ -75,7 +82,7 @@ class BackupServer {
   std::unique_ptr<Impl> impl_;
   std::string bound_endpoint_;
 
-  std::atomic<std::uint64_t> requests_{0}, bad_frames_{0}, duplicates_{0}, store_errors_{0}, unroutable_{0};
+  std::atomic<std::uint64_t> requests_{0}, bad_frames_{0}, duplicates_{0}, store_errors_{0}, unroutable_{0}, stale_{0};
 };
 
 }  // namespace afs

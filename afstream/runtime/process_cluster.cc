@@ -11,13 +11,17 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <thread>
 #include <zmq.hpp>
 
 #include "afstream/core/errors.h"
 #include "afstream/net/codec.h"
+#include "afstream/net/endpoint.h"
 #include "afstream/runtime/failure_plan.h"
+#include "afstream/runtime/spawn.h"
 #include "afstream/state/snapshot.h"
 
 namespace afs {
@@ -26,24 +30,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-pid_t spawn(const std::string& program, const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(program.c_str()));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) throw RuntimeError(std::string("cannot start ") + program + ": fork: " + std::strerror(errno));
-  if (pid == 0) {
-    ::execv(program.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-std::string join(const std::vector<std::uint64_t>& v) {
+template <typename T>
+std::string join(const std::vector<T>& v) {
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s;
+}
+
+// Binds `socket` to `endpoint` and returns what it bound (tcp: with the port the operating system chose).
+std::string bind_socket(zmq::socket_t& socket, const std::string& endpoint, const char* what) {
+  try {
+    socket.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw RuntimeError(std::string("controller: cannot bind its ") + what + " socket on " + endpoint + ": " + e.what());
+  }
+  return socket.get(zmq::sockopt::last_endpoint);
 }
 
 }  // namespace
@@ -63,6 +64,14 @@ struct ProcessCluster::Impl {
     bool said_hello = false;               // the pending one's incarnation is up (recovery_ms is set)
     Clock::time_point killed_at;
     std::vector<std::uint8_t> final_state;
+    std::string data_endpoint, ack_endpoint;  // as the current incarnation announced them in its hello
+    // Remote workers (started by hand, registering): whether a process holds the current incarnation, which
+    // registration (routing id; empty if it came with --job and said hello) it was given to, and since when the
+    // next one has been awaited.
+    bool remote = false;
+    bool assigned = false;
+    std::string assigned_to;
+    Clock::time_point awaiting_since;
   };
 
   const Topology& topology;
@@ -74,6 +83,9 @@ struct ProcessCluster::Impl {
   std::atomic<int> server_restarts{0};
   std::vector<WorkerState> workers;
   std::map<int, std::unique_ptr<Operator>> finals;
+  ControllerEndpoints bound;           // where the controller, its directory and the backup server are
+  std::optional<net::TcpAddress> tcp;  // options.bind, parsed (tcp mode)
+  std::string store_listen;            // what the backup server it starts listens on
 
   Impl(const Topology& t, const Registry& r, RunConfig c, ProcessClusterOptions o)
       : topology(t), registry(r), config(std::move(c)), options(std::move(o)) {}
@@ -84,13 +96,20 @@ struct ProcessCluster::Impl {
     auto& s = workers[static_cast<std::size_t>(w)];
     std::vector<std::string> args{"worker"};
     args.insert(args.end(), options.worker_args.begin(), options.worker_args.end());
-    const std::vector<std::string> own{"--worker.id",           std::to_string(w),
-                                       "--worker.epoch",        std::to_string(s.epoch),
-                                       "--worker.prefix",       "ipc://" + dir + "/",
-                                       "--worker.controller",   endpoint("control"),
-                                       "--worker.directory",    endpoint("directory"),
-                                       "--worker.store",        endpoint("store"),
-                                       "--worker.heartbeat-ms", std::to_string(options.heartbeat.count())};
+    const std::vector<std::string> own{"--worker.id",
+                                       std::to_string(w),
+                                       "--worker.epoch",
+                                       std::to_string(s.epoch),
+                                       tcp ? "--worker.bind" : "--worker.prefix",
+                                       tcp ? "tcp://" + tcp->host : "ipc://" + dir + "/",
+                                       "--worker.controller",
+                                       bound.reports,
+                                       "--worker.directory",
+                                       bound.directory,
+                                       "--worker.store",
+                                       bound.store,
+                                       "--worker.heartbeat-ms",
+                                       std::to_string(options.heartbeat.count())};
     args.insert(args.end(), own.begin(), own.end());
     if (!s.failures.empty()) {
       args.push_back("--worker.failures");
@@ -104,7 +123,8 @@ struct ProcessCluster::Impl {
   net::DirectoryMsg directory() const {
     net::DirectoryMsg d;
     for (std::size_t w = 0; w < workers.size(); ++w) {
-      d.peers.push_back({static_cast<std::uint32_t>(w), workers[w].epoch, workers[w].up, workers[w].finished});
+      const auto& s = workers[w];
+      d.peers.push_back({static_cast<std::uint32_t>(w), s.epoch, s.up, s.finished, s.data_endpoint, s.ack_endpoint});
     }
     return d;
   }
@@ -142,7 +162,8 @@ struct ProcessCluster::Impl {
     return n;
   }
 
-  // A worker failed (killed by the plan, exited, or silent): reap it and start its next incarnation.
+  // A worker failed (killed by the plan, exited, or silent): reap it and start its next incarnation (a remote one:
+  // await its registration).
   void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result, double detect_ms = 0) {
     auto& s = workers[static_cast<std::size_t>(w)];
     if (s.pending) result.failures.push_back(*s.pending);  // failed again before it reported its recovery
@@ -166,8 +187,106 @@ struct ProcessCluster::Impl {
     s.before.source_offset = offset;
     s.status = {};
     s.up = false;
+    s.data_endpoint.clear();
+    s.ack_endpoint.clear();
     ++s.epoch;
-    start_worker(w);
+    if (s.remote) {
+      s.assigned = false;
+      s.assigned_to.clear();
+      s.awaiting_since = Clock::now();
+    } else {
+      start_worker(w);
+    }
+  }
+
+  // A worker started by hand asks who it is (registration.h). A registration from another process than the one
+  // holding the current incarnation means that one is gone (or is a duplicate): it is failed, and the registering
+  // process gets the next incarnation. A resent registration gets the same answer again.
+  net::AssignmentMsg on_register(std::uint32_t worker, const std::string& routing_id, RunResult& result) {
+    net::AssignmentMsg a;
+    a.worker = worker;
+    const int n = static_cast<int>(workers.size());
+    if (worker >= static_cast<std::uint32_t>(n)) {
+      a.error = "worker.id: no worker " + std::to_string(worker) + " in this job (workers are 0.." +
+                std::to_string(n - 1) + ")";
+      return a;
+    }
+    auto& s = workers[worker];
+    if (!s.remote) {
+      a.error = "worker.id: worker " + std::to_string(worker) +
+                " is started by the controller itself (remote workers: " + remote_list() + ")";
+      return a;
+    }
+    if (s.finished) {
+      a.error = "worker.id: worker " + std::to_string(worker) + " has already finished its stream";
+      return a;
+    }
+    if (s.assigned && s.assigned_to != routing_id) {
+      fail(static_cast<int>(worker), source_items(), false, result,
+           std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
+    }
+    if (!s.assigned) {
+      s.assigned = true;
+      s.assigned_to = routing_id;
+      s.last_report = Clock::now();
+    }
+    a.epoch = s.epoch;
+    a.failures = s.failures;
+    a.job_args = options.worker_args;
+    a.directory = bound.directory;
+    a.store = bound.store;
+    a.heartbeat_ms = static_cast<std::uint32_t>(options.heartbeat.count());
+    return a;
+  }
+
+  std::string remote_list() const {
+    std::vector<int> ids;
+    for (std::size_t w = 0; w < workers.size(); ++w) {
+      if (workers[w].remote) ids.push_back(static_cast<int>(w));
+    }
+    return ids.empty() ? "none" : join(ids);
+  }
+
+  // Starts the backup server on store_listen (tcp: then learns the port it got, the first time).
+  void start_server(bool first) {
+    const bool durable = options.store == "rocksdb";
+    std::vector<std::string> args{"backup-server", "--listen", store_listen, "--store", options.store};
+    if (durable) {
+      args.push_back("--store.path");
+      args.push_back(dir + "/backups");
+    }
+    if (!tcp) {
+      server = spawn(options.program, args);
+      return;
+    }
+    const auto file = dir + "/store.endpoint";
+    std::error_code ec;
+    std::filesystem::remove(file, ec);
+    args.push_back("--endpoint-file");
+    args.push_back(file);
+    server = spawn(options.program, args);
+    if (!first) return;  // listening on the endpoint it had; the workers' RemoteStore retries until it is back
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      std::ifstream f(file);
+      std::string line;
+      if (f && std::getline(f, line) && !line.empty()) {
+        store_listen = line;  // a restart listens on the same port
+        bound.store = line;
+        return;
+      }
+      int status = 0;
+      if (::waitpid(server, &status, WNOHANG) == server) {
+        server = -1;
+        throw RuntimeError("controller: the backup server exited before listening on " + store_listen +
+                           " (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                           "; its message is above)");
+      }
+      if (Clock::now() > deadline) {
+        throw RuntimeError("controller: the backup server did not listen on " + store_listen + " within 30 s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
 };
 
@@ -196,6 +315,41 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
                               std::chrono::milliseconds sample_every) {
   auto& im = *impl_;
   const int n = im.topology.worker_count();
+  im.workers.assign(static_cast<std::size_t>(n), {});
+
+  // Options that do not fit the job: before anything is started.
+  if (!im.options.bind.empty()) {
+    im.tcp = net::parse_tcp_bind(im.options.bind, "controller.bind", true);
+    if (im.tcp->port > 65533) {
+      throw ConfigError("controller.bind: port " + std::to_string(im.tcp->port) +
+                        " leaves no room for the directory (port + 1) and the backup server (port + 2)");
+    }
+  }
+  if (!im.options.backup_server.empty()) {
+    net::check_connect_endpoint(im.options.backup_server, "controller.backup-server");
+  }
+  for (int w : im.options.remote_workers) {
+    if (w < 0 || w >= n) {
+      throw ConfigError("controller.remote-workers: no worker " + std::to_string(w) + " in this job (workers are 0.." +
+                        std::to_string(n - 1) + ")");
+    }
+    if (!im.tcp) {
+      throw ConfigError(
+          "controller.remote-workers: workers on other hosts need the controller on tcp:// "
+          "(controller.bind tcp://IP)");
+    }
+    im.workers[static_cast<std::size_t>(w)].remote = true;
+  }
+  for (const auto& e : im.config.failures) {
+    for (int w : e.workers) {
+      if (w >= 0 && w < n && im.workers[static_cast<std::size_t>(w)].remote) {
+        throw ConfigError("fail.target: worker " + std::to_string(w) +
+                          " is a remote worker (controller.remote-workers): the controller can kill only the workers "
+                          "it starts");
+      }
+    }
+  }
+
   char tmpl[] = "/tmp/afs-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr)
     throw RuntimeError(std::string("cannot create a directory in /tmp: ") + std::strerror(errno));
@@ -204,10 +358,22 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   zmq::context_t zmq(1);
   zmq::socket_t reports(zmq, zmq::socket_type::router);
   reports.set(zmq::sockopt::linger, 0);
-  reports.bind(im.endpoint("control"));
   zmq::socket_t pub(zmq, zmq::socket_type::pub);
   pub.set(zmq::sockopt::linger, 0);
-  pub.bind(im.endpoint("directory"));
+  if (im.tcp) {
+    const auto port = [&](int offset) {
+      return net::TcpAddress{im.tcp->host, static_cast<std::uint16_t>(im.tcp->port ? im.tcp->port + offset : 0)}
+          .endpoint();
+    };
+    im.bound.reports = bind_socket(reports, port(0), "report");
+    im.bound.directory = bind_socket(pub, port(1), "directory");
+    im.store_listen = im.tcp->port ? port(2) : "tcp://" + im.tcp->host + ":0";
+  } else {
+    im.bound.reports = bind_socket(reports, im.endpoint("control"), "report");
+    im.bound.directory = bind_socket(pub, im.endpoint("directory"), "directory");
+    im.store_listen = im.endpoint("store");
+  }
+  im.bound.store = im.options.backup_server.empty() ? im.store_listen : im.options.backup_server;
   net::Encoder encoder;
   auto broadcast = [&] {
     auto frame = encoder.encode_directory(0, 0, im.directory());
@@ -216,24 +382,22 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   };
 
   const bool durable = im.options.store == "rocksdb";
-  auto start_server = [&] {
-    std::vector<std::string> args{"backup-server", "--listen", im.endpoint("store"), "--store", im.options.store};
-    if (durable) {
-      args.push_back("--store.path");
-      args.push_back(im.dir + "/backups");
-    }
-    im.server = spawn(im.options.program, args);
-  };
-  start_server();
-  im.workers.assign(static_cast<std::size_t>(n), {});
+  const bool own_server = im.options.backup_server.empty();
+  if (own_server) im.start_server(true);
+  if (im.options.on_ready) im.options.on_ready(im.bound);
+  const auto t0 = Clock::now();
   for (int w = 0; w < n; ++w) {
-    im.workers[static_cast<std::size_t>(w)].epoch = 1;
-    im.start_worker(w);
+    auto& s = im.workers[static_cast<std::size_t>(w)];
+    s.epoch = 1;
+    if (s.remote) {
+      s.awaiting_since = t0;
+    } else {
+      im.start_worker(w);
+    }
   }
 
   FailurePlan plan(im.config.failures);
   RunResult result;
-  const auto t0 = Clock::now();
   auto last_sample = t0;
   auto last_broadcast = t0;
   std::uint64_t last_items = 0;
@@ -256,13 +420,29 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         continue;
       }
       const auto* r = std::get_if<net::WorkerReportMsg>(&msg.body);
-      if (r == nullptr || msg.sender >= static_cast<std::uint32_t>(n)) continue;
+      if (r == nullptr) continue;
+      if (r->kind == net::ReportKind::kRegister) {
+        const auto epoch_before = msg.sender < static_cast<std::uint32_t>(n) ? im.workers[msg.sender].epoch : 0;
+        const auto answer = im.on_register(msg.sender, id.to_string(), result);
+        if (answer.epoch != epoch_before) changed = true;
+        auto frame = encoder.encode_assignment(0, 0, answer);
+        (void)reports.send(id, zmq::send_flags::sndmore);
+        (void)reports.send(zmq::message_t(frame.data(), frame.size()), zmq::send_flags::dontwait);
+        continue;
+      }
+      if (msg.sender >= static_cast<std::uint32_t>(n)) continue;
       auto& s = im.workers[msg.sender];
       if (msg.epoch != s.epoch) continue;  // from an incarnation that has been replaced
+      if (s.remote && !s.assigned) {
+        if (r->kind != net::ReportKind::kHello) continue;
+        s.assigned = true;  // started by hand with the job's options and this incarnation, not registered
+      }
       s.last_report = Clock::now();
       s.status = r->status;
       if (r->kind == net::ReportKind::kHello && !s.up) {
         s.up = true;
+        s.data_endpoint = r->data_endpoint;
+        s.ack_endpoint = r->ack_endpoint;
         changed = true;
         if (s.pending) {
           s.pending->recovery_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.killed_at).count();
@@ -287,13 +467,30 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       if (r->kind == net::ReportKind::kFinished) {
         s.finished = true;
         s.final_state = r->final_state;
+        if (s.remote) s.exited = true;  // not ours to wait for: it exits on its own
         changed = true;
       }
     }
 
-    // Processes that exited: normally after finishing, or a failure to recover from.
+    // Processes that exited: normally after finishing, or a failure to recover from. Remote workers: silence.
     for (int w = 0; w < n; ++w) {
       auto& s = im.workers[static_cast<std::size_t>(w)];
+      if (s.remote) {
+        if (s.finished) continue;
+        if (s.assigned && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
+          im.fail(w, im.source_items(), false, result,  // silent: presumed dead; its next incarnation registers
+                  std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
+          changed = true;
+        } else if (!s.assigned && Clock::now() - s.awaiting_since > im.options.register_timeout) {
+          throw RuntimeError("controller: remote worker " + std::to_string(w) + " did not register within " +
+                             std::to_string(im.options.register_timeout.count()) +
+                             " ms (controller.register-timeout-ms); start it on its host with `afstream worker "
+                             "--worker.id " +
+                             std::to_string(w) + " --worker.controller " + im.bound.reports +
+                             " --worker.bind tcp://ITS_IP --worker.restart`");
+        }
+        continue;
+      }
       if (s.pid <= 0) continue;
       int status = 0;
       const pid_t got = ::waitpid(s.pid, &status, WNOHANG);
@@ -318,7 +515,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       if (!durable) throw RuntimeError("process runtime: the backup server (memory store) exited; backups are lost");
       // Durable: everything it acknowledged is on disk. Workers' RemoteStore calls retry until it is back.
       if (++im.server_restarts > 20) throw RuntimeError("process runtime: the backup server keeps exiting");
-      start_server();
+      im.start_server(false);
     }
 
     // The failure plan, at source positions.

@@ -1,15 +1,23 @@
 // The process runtime (DESIGN sections 4 and 5): the controller of a job whose workers are operating-system
-// processes on this machine. It starts a backup server (`afstream backup-server`) and one `afstream worker` per
-// worker, all talking over ipc:// endpoints in a private directory; tracks them by their reports (hello, a
-// status every heartbeat, finished); kills them for real (SIGKILL) on the failure plan, at source positions;
-// detects a failure by process exit or a missed heartbeat; restarts the worker with its failure count; and
-// broadcasts which incarnation of every worker is up so that its peers reconnect and resend. Recovery time is
-// measured from the kill to the restarted worker's hello (state restored, log replayed, sockets bound).
+// processes. It starts a backup server (`afstream backup-server`) and one `afstream worker` per worker, all talking
+// over ipc:// endpoints in a private directory (`afstream run --runtime processes`) or over tcp:// (`afstream
+// controller`, options.bind); tracks them by their reports (hello with the endpoints each bound, a status every
+// heartbeat, finished); kills them for real (SIGKILL) on the failure plan, at source positions; detects a failure by
+// process exit or a missed heartbeat; restarts the worker with its failure count; and broadcasts which incarnation
+// of every worker is up, and where, so that its peers reconnect and resend. Recovery time is measured from the kill
+// to the restarted worker's hello (state restored, log replayed, sockets bound).
+//
+// Across hosts, the workers in options.remote_workers are not started here: each is started by hand on its host and
+// registers (registration.h). The controller cannot start or kill a process there, so for those it detects a failure
+// by missed heartbeats (or by a new process registering as the same worker), marks the worker down, and waits for
+// its next incarnation to register (`afstream worker --worker.restart` starts one whenever the worker dies); their
+// recovery time runs from the detection to the new incarnation's hello.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,13 +29,37 @@
 
 namespace afs {
 
+// Where a controller is reached, once it is ready (printed by `afstream controller` so that workers started by hand
+// can be pointed at it).
+struct ControllerEndpoints {
+  std::string reports;    // ROUTER: the workers' reports and registrations (worker.controller)
+  std::string directory;  // PUB: the directory (worker.directory)
+  std::string store;      // the backup server (worker.store)
+};
+
 struct ProcessClusterOptions {
   std::string program;                   // the afstream binary (it runs `worker` and `backup-server`)
-  std::vector<std::string> worker_args;  // the job's options as given to `afstream run`, passed to every worker
+  std::vector<std::string> worker_args;  // the job's options, passed to every worker (registering ones included)
   std::string store = "rocksdb";         // the backup server's store: rocksdb (restarted after a crash) or memory
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};
+
+  // Across hosts (`afstream controller`).
+  // "": ipc:// endpoints in a private directory, every process on this host. tcp://IP[:PORT]: the controller's report
+  // and directory sockets, the backup server it starts and the workers it starts bind on IP (which the other hosts
+  // must reach): reports on PORT, the directory on PORT + 1, the backup server on PORT + 2, or ports the operating
+  // system chooses when PORT is absent or 0.
+  std::string bind;
+  // "": start a backup server (restarted if it dies, with the RocksDB store). Else the endpoint of one started by
+  // hand (`afstream backup-server`), used as it is and never restarted.
+  std::string backup_server;
+  // Workers started by hand (`afstream worker` with no --job, on any host), which register; needs a tcp bind.
+  std::vector<int> remote_workers;
+  // A remote worker that has not registered this long after the start, or after its last failure: RuntimeError.
+  std::chrono::milliseconds register_timeout{std::chrono::minutes(5)};
+  // Called once the sockets are bound and the backup server listens, before any worker is started.
+  std::function<void(const ControllerEndpoints&)> on_ready;
 };
 
 struct ProcessRunInfo {
@@ -40,9 +72,10 @@ class ProcessCluster final : public Cluster {
   ProcessCluster(const Topology& topology, const Registry& registry, RunConfig config, ProcessClusterOptions options);
   ~ProcessCluster() override;  // kills whatever is still running and removes the private directory
 
-  // Throws RuntimeError if a process cannot be started, the backup server dies with the memory store (a RocksDB one
-  // is restarted on its directory, and the workers' RemoteStore retries carry them over), or the run exceeds
-  // run_timeout.
+  // Throws RuntimeError if a process cannot be started, a socket cannot be bound, the backup server dies with the
+  // memory store (a RocksDB one is restarted on its directory, and the workers' RemoteStore retries carry them over),
+  // a remote worker does not register in time, or the run exceeds run_timeout; ConfigError for options that do not
+  // fit (a malformed bind address, a remote worker out of range or on the failure plan).
   RunResult run(const std::function<void(const MetricsSample&)>& on_sample = {},
                 std::chrono::milliseconds sample_every = std::chrono::milliseconds(1000)) override;
   // A sink's operator restored from the final state it reported; nullptr for other workers.

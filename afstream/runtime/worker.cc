@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "afstream/core/errors.h"
+#include "afstream/net/endpoint.h"
 #include "afstream/state/snapshot.h"
 
 namespace afs {
@@ -18,14 +19,34 @@ constexpr std::size_t kMaxSourceMarks = 8192;
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
-PeerDirectory::PeerDirectory(std::string endpoint_prefix, int workers)
-    : prefix_(std::move(endpoint_prefix)), slots_(new Slot[static_cast<std::size_t>(workers)]) {}
+PeerDirectory::PeerDirectory(std::string bind, int workers)
+    : bind_(std::move(bind)), slots_(new Slot[static_cast<std::size_t>(workers)]) {}
 
-std::string PeerDirectory::endpoint(int worker, std::uint32_t epoch, bool acks) const {
-  return prefix_ + "w" + std::to_string(worker) + "-e" + std::to_string(epoch) + (acks ? "-acks" : "-data");
+bool PeerDirectory::binds_tcp() const { return net::is_tcp(bind_); }
+
+std::string PeerDirectory::bind_endpoint(int worker, std::uint32_t epoch, bool acks) const {
+  if (binds_tcp()) return bind_;  // tcp://IP:* (any free port), one per socket
+  return bind_ + "w" + std::to_string(worker) + "-e" + std::to_string(epoch) + (acks ? "-acks" : "-data");
 }
 
-void PeerDirectory::set_up(int worker, std::uint32_t epoch) {
+std::string PeerDirectory::endpoint(int worker, std::uint32_t epoch, bool acks) const {
+  std::lock_guard lock(mu_);
+  const auto& s = slots_[worker];
+  if (s.endpoints_epoch != epoch) return "";
+  return acks ? s.at.acks : s.at.data;
+}
+
+PeerEndpoints PeerDirectory::endpoints(int worker) const {
+  std::lock_guard lock(mu_);
+  return slots_[worker].at;
+}
+
+void PeerDirectory::set_up(int worker, std::uint32_t epoch, PeerEndpoints at) {
+  {
+    std::lock_guard lock(mu_);
+    slots_[worker].endpoints_epoch = epoch;
+    slots_[worker].at = std::move(at);
+  }
   slots_[worker].epoch.store(epoch, std::memory_order_release);
   slots_[worker].up.store(true, std::memory_order_release);
   version_.fetch_add(1, std::memory_order_acq_rel);
@@ -133,7 +154,7 @@ void Worker::run() {
     setup_sockets();
     restore();
     if (awaiting_first_item_ && (source_ || replay_remaining_ == 0)) mark_recovered();
-    ctx_.directory->set_up(id_, epoch_);
+    ctx_.directory->set_up(id_, epoch_, bound_);
     for (;;) {
       check_kill();
       refresh_peers();
@@ -195,15 +216,25 @@ void Worker::run() {
 }
 
 void Worker::setup_sockets() {
+  // tcp:// endpoints do not name the incarnation: the gate lets in only peers that mean this one.
+  const bool tcp = ctx_.directory->binds_tcp();
+  if (tcp) {
+    if (ctx_.gate == nullptr) {
+      throw RuntimeError("worker " + std::to_string(id_) + ": binding tcp:// needs an incarnation gate");
+    }
+    ctx_.gate->admit(id_, epoch_);
+  }
   // Data and acknowledgements arrive on separate sockets, so acks are read even when the data queue is full.
   for (bool acks : {false, true}) {
     auto& sock = acks ? ackbox_ : inbox_;
     sock = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::pull);
     sock->set(zmq::sockopt::linger, 0);
     sock->set(zmq::sockopt::rcvhwm, 4096);
-    const auto endpoint = ctx_.directory->endpoint(id_, epoch_, acks);
+    if (tcp) IncarnationGate::guard(*sock);
+    const auto endpoint = ctx_.directory->bind_endpoint(id_, epoch_, acks);
     try {
       sock->bind(endpoint);
+      (acks ? bound_.acks : bound_.data) = sock->get(zmq::sockopt::last_endpoint);
     } catch (const zmq::error_t& e) {
       throw RuntimeError("worker " + std::to_string(id_) + ": cannot bind " + endpoint + ": " + e.what());
     }
@@ -217,7 +248,11 @@ zmq::socket_t& Worker::socket_to(int worker, bool acks) {
     slot.second = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::push);
     slot.second->set(zmq::sockopt::linger, 0);
     slot.second->set(zmq::sockopt::sndhwm, 4096);
-    slot.second->connect(ctx_.directory->endpoint(worker, e, acks));
+    // Empty when the directory has moved on to a newer incarnation meanwhile: the socket stays unconnected (sends
+    // to it fail) until refresh_peers() learns the new one and replaces it.
+    const auto endpoint = ctx_.directory->endpoint(worker, e, acks);
+    if (net::is_tcp(endpoint)) IncarnationGate::present(*slot.second, worker, e);
+    if (!endpoint.empty()) slot.second->connect(endpoint);
     slot.first = e;
   }
   return *slot.second;

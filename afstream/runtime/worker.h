@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "afstream/ft/records.h"
 #include "afstream/net/codec.h"
 #include "afstream/runtime/config.h"
+#include "afstream/runtime/incarnation_gate.h"
 #include "afstream/runtime/metrics.h"
 #include "afstream/runtime/ring.h"
 #include "afstream/store/backup_store.h"
@@ -39,16 +41,37 @@ namespace afs {
 
 using Clock = std::chrono::steady_clock;
 
+// The endpoints a worker incarnation bound: where its peers send it items and acknowledgements.
+struct PeerEndpoints {
+  std::string data;
+  std::string acks;
+  friend bool operator==(const PeerEndpoints&, const PeerEndpoints&) = default;
+};
+
 // Where each worker can be reached, and whether it is up: shared by the workers of one cluster (threads), or kept
-// by each worker process from its controller's announcements. Endpoints are the prefix (e.g. "inproc://afs-JOB-" or
-// "ipc:///tmp/afs-JOB/") followed by "w<worker>-e<epoch>-data" or "-acks".
+// by each worker process from its controller's announcements.
+//
+// One source of truth for endpoints: what a worker actually bound. `bind` says only where workers of this
+// directory bind: an inproc:// or ipc:// prefix (worker w, incarnation e binds prefix + "w<w>-e<e>-data" and
+// "-acks", e.g. "inproc://afs-JOB-" or "ipc:///tmp/afs-JOB/"), or tcp://IP (both on ports the operating system
+// chooses). The worker records the endpoints it bound (read back from the socket) with set_up(); its peers connect
+// to those: in one process they read them here, across processes the worker announces them in its hello and the
+// controller's directory carries them to every peer.
 class PeerDirectory {
  public:
-  PeerDirectory(std::string endpoint_prefix, int workers);
+  PeerDirectory(std::string bind, int workers);
+  // Where worker `worker`, incarnation `epoch`, binds its data (acks false) or acknowledgement socket.
+  std::string bind_endpoint(int worker, std::uint32_t epoch, bool acks) const;
+  bool binds_tcp() const;
+  // Where to reach incarnation `epoch` of `worker`: the endpoint it bound, or "" unless that is its current,
+  // announced incarnation.
   std::string endpoint(int worker, std::uint32_t epoch, bool acks) const;
+  // The endpoints its current incarnation announced (empty before any).
+  PeerEndpoints endpoints(int worker) const;
   std::uint32_t epoch(int worker) const { return slots_[worker].epoch.load(std::memory_order_acquire); }
   bool up(int worker) const { return slots_[worker].up.load(std::memory_order_acquire); }
-  void set_up(int worker, std::uint32_t epoch);
+  // Incarnation `epoch` of `worker` is up and reached at `at`.
+  void set_up(int worker, std::uint32_t epoch, PeerEndpoints at);
   void set_down(int worker);
   // A worker that finished its stream for good (every output acknowledged): its receivers may finish too.
   void set_finished(int worker) { slots_[worker].finished.store(true, std::memory_order_release); }
@@ -60,9 +83,12 @@ class PeerDirectory {
     std::atomic<std::uint32_t> epoch{0};
     std::atomic<bool> up{false};
     std::atomic<bool> finished{false};
+    std::uint32_t endpoints_epoch = 0;  // the incarnation `at` belongs to (under mu_)
+    PeerEndpoints at;
   };
-  std::string prefix_;
+  std::string bind_;
   std::unique_ptr<Slot[]> slots_;
+  mutable std::mutex mu_;
   std::atomic<std::uint64_t> version_{0};
 };
 
@@ -86,6 +112,7 @@ struct ClusterContext {
   PeerDirectory* directory = nullptr;
   std::vector<std::unique_ptr<WorkerCounters>> counters;               // per worker, survive crashes
   std::vector<std::atomic<std::uint64_t>>* source_progress = nullptr;  // per worker: max source offset reached
+  IncarnationGate* gate = nullptr;  // needed when the directory binds tcp:// (incarnation_gate.h)
 };
 
 class Worker {
@@ -282,6 +309,7 @@ class Worker {
 
   std::unique_ptr<zmq::socket_t> inbox_;   // data
   std::unique_ptr<zmq::socket_t> ackbox_;  // acknowledgements
+  PeerEndpoints bound_;                    // where inbox_ and ackbox_ are bound
   using PeerSockets = std::unordered_map<int, std::pair<std::uint32_t, std::unique_ptr<zmq::socket_t>>>;
   PeerSockets peers_;                                   // worker -> (its epoch, data socket to it)
   PeerSockets ack_peers_;                               // worker -> (its epoch, ack socket to it)

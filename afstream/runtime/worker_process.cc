@@ -3,11 +3,13 @@
 
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <zmq.hpp>
 
 #include "afstream/core/errors.h"
 #include "afstream/net/codec.h"
+#include "afstream/runtime/incarnation_gate.h"
 #include "afstream/runtime/worker.h"
 #include "afstream/state/snapshot.h"
 #include "afstream/store/remote_store.h"
@@ -33,17 +35,24 @@ net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_off
   return s;
 }
 
-void apply_directory(const net::DirectoryMsg& d, int self, PeerDirectory& directory) {
+// Applies the controller's view to the directory. Returns the incarnation the directory shows for `self` (a newer
+// one than this process's means the controller has replaced it).
+std::uint32_t apply_directory(const net::DirectoryMsg& d, int self, PeerDirectory& directory) {
+  std::uint32_t own = 0;
   for (const auto& p : d.peers) {
     const int w = static_cast<int>(p.worker);
+    if (w == self) own = p.epoch;
     if (w == self || w < 0) continue;
     if (p.up) {
-      if (!directory.up(w) || directory.epoch(w) != p.epoch) directory.set_up(w, p.epoch);
+      if (!directory.up(w) || directory.epoch(w) != p.epoch) {
+        directory.set_up(w, p.epoch, {p.data_endpoint, p.ack_endpoint});
+      }
     } else if (directory.up(w)) {
       directory.set_down(w);
     }
     if (p.finished && !directory.finished(w)) directory.set_finished(w);
   }
+  return own;
 }
 
 }  // namespace
@@ -55,9 +64,13 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     throw ConfigError("worker.id: expected 0.." + std::to_string(n - 1) + ", got " + std::to_string(options.worker));
   }
   zmq::context_t zmq(1);
-  PeerDirectory directory(options.endpoint_prefix, n);
+  PeerDirectory directory(options.bind, n);
+  // On tcp:// the incarnation is not in the endpoint's name: the gate lets in only peers that mean this one.
+  std::optional<IncarnationGate> gate;
+  if (directory.binds_tcp()) gate.emplace(zmq);
   RemoteStoreOptions store_options;
   store_options.deadline = options.store_deadline;
+  store_options.incarnation = options.epoch;  // the backup server fences off older incarnations
   RemoteStore store(options.store, store_options);
   std::vector<std::atomic<std::uint64_t>> progress(static_cast<std::size_t>(n));
   ClusterContext ctx;
@@ -68,6 +81,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   ctx.zmq = &zmq;
   ctx.directory = &directory;
   ctx.source_progress = &progress;
+  if (gate) ctx.gate = &*gate;
   for (int i = 0; i < n; ++i) ctx.counters.push_back(std::make_unique<WorkerCounters>());
 
   std::optional<CrashInfo> crash;
@@ -84,7 +98,8 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
 
   std::atomic<bool> done{false};
   std::atomic<bool> lost{false};
-  std::vector<std::uint8_t> final_state;  // written by the main thread before done is set
+  std::atomic<std::uint32_t> replaced_by{0};  // a newer incarnation of this worker, seen in the directory
+  std::vector<std::uint8_t> final_state;      // written by the main thread before done is set
   std::thread link([&] {
     const auto self = static_cast<std::uint32_t>(options.worker);
     zmq::socket_t report(zmq, zmq::socket_type::dealer);
@@ -135,8 +150,13 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
           continue;
         }
         if (auto* d = std::get_if<net::DirectoryMsg>(&msg.body)) {
-          apply_directory(*d, options.worker, directory);
+          const auto shown = apply_directory(*d, options.worker, directory);
           last_heard = Clock::now();
+          if (shown > options.epoch) {
+            replaced_by.store(shown);
+            worker.kill();
+            return;
+          }
         }
       }
       const auto now = Clock::now();
@@ -147,6 +167,9 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         hello.recovery.failure_count = static_cast<std::uint32_t>(options.failures.size());
         hello.recovery.recovered_ms = std::chrono::duration<double, std::milli>(now - started).count();
         hello.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+        const auto bound = directory.endpoints(options.worker);
+        hello.data_endpoint = bound.data;
+        hello.ack_endpoint = bound.acks;
         send(hello);
         hello_sent = true;
       }
@@ -175,15 +198,24 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     }
   });
 
+  // The controller has moved on to a newer incarnation of this worker: this one was taken for failed (silent) or
+  // another process registered as this worker. Either way it must stop.
+  auto replaced = [&] {
+    return RuntimeError(
+        "worker " + std::to_string(options.worker) + ": replaced by incarnation " + std::to_string(replaced_by.load()) +
+        " (the controller at " + options.controller + " took this one, incarnation " + std::to_string(options.epoch) +
+        ", for failed, or another process registered as worker " + std::to_string(options.worker) + "); it stops");
+  };
   try {
     worker.run();
   } catch (...) {
     worker.kill();
     done.store(true);
     link.join();
+    if (replaced_by.load() != 0) throw replaced();  // the cause (a store call may have been refused first)
     throw;
   }
-  if (!lost.load() && worker.op() && topology.outputs_of(options.worker).empty()) {
+  if (!lost.load() && replaced_by.load() == 0 && worker.op() && topology.outputs_of(options.worker).empty()) {
     ByteWriter w;
     worker.op()->snapshot_full(w);
     const auto& stage = topology.stages()[topology.workers()[options.worker].stage];
@@ -191,6 +223,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   }
   done.store(true);
   link.join();
+  if (replaced_by.load() != 0) throw replaced();
   if (lost.load()) {
     throw RuntimeError("worker " + std::to_string(options.worker) + ": controller at " + options.controller +
                        " silent for " + std::to_string(options.controller_timeout.count()) + " ms");

@@ -1,13 +1,16 @@
 // One worker as an operating-system process (`afstream worker`; DESIGN sections 4 and 5): the same Worker as the
-// in-process runtime, its peers reached at ipc:// (or tcp://) endpoints, its backups on a backup server
-// (RemoteStore), and a controller (ProcessCluster) that announces which incarnation of every worker is up and
-// restarts this one, with its failure count, when it dies.
+// in-process runtime, its peers reached at ipc:// or tcp:// endpoints, its backups on a backup server
+// (RemoteStore), and a controller (ProcessCluster) that announces which incarnation of every worker is up and where
+// it is, and restarts this one, with its failure count, when it dies (or, for a worker on another host, waits for
+// its next incarnation to register: registration.h).
 //
-// A side thread talks to the controller: `hello` once the worker has restored its state and bound its sockets,
-// a `status` (counters, source position) every heartbeat, and `finished` at the end (with a sink's final state,
-// for evaluation). It applies every Directory the controller broadcasts to the worker's PeerDirectory. A controller
-// silent for controller_timeout stops the worker with RuntimeError; an unreachable backup server does so through
-// RemoteStore's deadline.
+// A side thread talks to the controller: `hello` once the worker has restored its state and bound its sockets
+// (with the endpoints it bound: on tcp:// the ports the operating system chose), a `status` (counters, source
+// position) every heartbeat, and `finished` at the end (with a sink's final state, for evaluation). It applies every
+// Directory the controller broadcasts to the worker's PeerDirectory. A controller silent for controller_timeout
+// stops the worker with RuntimeError, and so does a directory that shows a newer incarnation of this worker (another
+// process registered as it: this one has been replaced); an unreachable backup server does so through RemoteStore's
+// deadline.
 #pragma once
 
 #include <chrono>
@@ -25,10 +28,12 @@ struct WorkerProcessOptions {
   int worker = 0;
   std::uint32_t epoch = 1;              // incarnation: 1 + earlier failures
   std::vector<std::uint64_t> failures;  // items this worker had processed at each earlier failure
-  std::string endpoint_prefix;          // where workers bind: prefix + "w<id>-e<epoch>-data|acks"
-  std::string controller;               // the controller's report endpoint (ZeroMQ ROUTER)
-  std::string directory;                // the controller's directory endpoint (ZeroMQ PUB)
-  std::string store;                    // the backup server
+  // Where this worker binds (PeerDirectory): an ipc:// prefix (prefix + "w<id>-e<epoch>-data|acks") or tcp://IP
+  // (ports chosen by the operating system; the sockets are fenced by incarnation, incarnation_gate.h).
+  std::string bind;
+  std::string controller;  // the controller's report endpoint (ZeroMQ ROUTER)
+  std::string directory;   // the controller's directory endpoint (ZeroMQ PUB)
+  std::string store;       // the backup server
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds controller_timeout{10000};
   std::chrono::milliseconds store_deadline{10000};  // a backup server call gives up (RuntimeError) after this

@@ -122,7 +122,7 @@ net::StoreReplyMsg RemoteStore::Impl::call(const RemoteStoreOptions& options, ne
   const std::string what = describe(op);
 
   net::StoreRequestMsg request{.request_id = ++lane->last_request_id, .session = lane->session, .op = std::move(op)};
-  const std::span<const std::uint8_t> frame = lane->encoder.encode_store_request(0, 0, request);
+  const std::span<const std::uint8_t> frame = lane->encoder.encode_store_request(0, options.incarnation, request);
   struct ReleaseBigBuffer {
     net::Encoder& encoder;
     bool big;

@@ -48,6 +48,10 @@ struct RemoteStoreOptions {
   // Largest request this client sends and largest reply it accepts (the server has the same limit, in
   // BackupServerOptions). A put whose request would be larger throws RuntimeError without sending anything.
   std::size_t max_message_bytes = std::size_t{64} << 20;
+  // The incarnation (epoch) of the worker this client serves, sent with every request: once an incarnation has used
+  // the server, it refuses requests from older ones (RuntimeError, "stale incarnation"), so that a worker replaced
+  // while still running cannot write into its successor's backups. 0: none (never refused).
+  std::uint32_t incarnation = 0;
 };
 
 // What the client did, for tests and metrics (DESIGN 8: nothing is dropped without a counter).

@@ -276,5 +276,40 @@ TEST(RemoteStore, CallInProgressSwitchesToANewEndpoint) {
   serving.join();
 }
 
+// A worker replaced while it still runs (its successor registered and restored) cannot write into the successor's
+// backups: once incarnation 2 has used the server, incarnation 1's requests are refused, naming both. Other workers,
+// and clients that give no incarnation, are not affected.
+TEST(RemoteStore, OlderIncarnationIsFencedOffOnceANewerOneUsedTheServer) {
+  auto memory = std::make_unique<MemoryStore>();
+  MemoryStore* inside = memory.get();
+  BackupServer server("tcp://127.0.0.1:0", std::move(memory));
+  std::atomic<bool> stop{false};
+  std::thread serving([&] { server.run(stop); });
+  auto options = [](std::uint32_t incarnation) {
+    auto o = steady();
+    o.incarnation = incarnation;
+    return o;
+  };
+  RemoteStore first(server.bound_endpoint(), options(1));
+  RemoteStore second(server.bound_endpoint(), options(2));
+  RemoteStore anonymous(server.bound_endpoint(), options(0));
+  first.put_state(1, true, Bytes{1}, {});
+  first.put_state(4, true, Bytes{4}, {});
+  EXPECT_EQ(second.state_chain(1), (std::vector<Bytes>{{1}}));  // the successor restores: from now on it is worker 1
+  const auto msg = error_message<RuntimeError>([&] { first.put_state(1, false, Bytes{9}, {}); });
+  EXPECT_NE(msg.find("stale incarnation"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("worker 1: incarnation 1 is fenced off: incarnation 2 has used the store since"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(inside->state_chain(1), (std::vector<Bytes>{{1}})) << "the stale put was not applied";
+  EXPECT_NO_THROW(first.put_state(4, false, Bytes{5}, {})) << "worker 4 has no newer incarnation";
+  EXPECT_NO_THROW(second.put_state(1, false, Bytes{2}, {}));
+  EXPECT_NO_THROW(anonymous.put_state(1, false, Bytes{3}, {}));
+  EXPECT_EQ(inside->state_chain(1), (std::vector<Bytes>{{1}, {2}, {3}}));
+  EXPECT_EQ(server.counters().stale_incarnations, 1u);
+  stop = true;
+  serving.join();
+}
+
 }  // namespace
 }  // namespace afs

@@ -258,12 +258,13 @@ TEST(NetCodec, RandomCorruptionNeverCrashes) {
 }
 
 TEST(NetCodec, OtherVersionThrows) {
-  for (std::uint16_t version : {std::uint16_t{0}, std::uint16_t{2}, std::uint16_t{65535}}) {
+  // Version 1 (before workers announced their endpoints) is another version too.
+  for (std::uint16_t version : {std::uint16_t{0}, std::uint16_t{1}, std::uint16_t{3}, std::uint16_t{65535}}) {
     const Bytes frame = raw_frame([&](wire::Envelope::Builder env) {
       env.setVersion(version);
       env.initAck().setSeq(1);
     });
-    expect_format_error(frame, {"version " + std::to_string(version), "expected version 1"});
+    expect_format_error(frame, {"version " + std::to_string(version), "expected version 2"});
   }
 }
 
@@ -391,6 +392,7 @@ std::vector<Message> every_reply() {
       reply_message(StoreErrorMsg{StoreErrorKind::kCorruptRecord, "state backup of worker 6: checksum mismatch"}),
       reply_message(StoreErrorMsg{StoreErrorKind::kStoreFailure, "rocksdb: IO error \xc3\xa9"}),
       reply_message(StoreErrorMsg{StoreErrorKind::kBadRequest, ""}, 0),
+      reply_message(StoreErrorMsg{StoreErrorKind::kStaleIncarnation, "worker 1: incarnation 1 is fenced off"}),
   };
 }
 
@@ -431,6 +433,7 @@ TEST(NetCodecStore, OperationNamesWorkersAndMutation) {
   EXPECT_FALSE(op_mutates(StatsReq{}));
   EXPECT_EQ(to_string(StoreErrorKind::kCorruptRecord), "corrupt record");
   EXPECT_EQ(to_string(StoreErrorKind::kBadRequest), "bad request");
+  EXPECT_EQ(to_string(StoreErrorKind::kStaleIncarnation), "stale incarnation");
 }
 
 // Large records travel whole up to the configured limit, in one segment (no copy on the encoder's side), and the
@@ -506,7 +509,7 @@ TEST(NetCodecStore, UnsetOperationOrResultThrows) {
 }
 
 TEST(NetCodecStore, UnsetOrUnknownErrorKindThrows) {
-  for (std::uint16_t kind : {std::uint16_t{0}, std::uint16_t{4}, std::uint16_t{999}}) {
+  for (std::uint16_t kind : {std::uint16_t{0}, std::uint16_t{5}, std::uint16_t{999}}) {
     const Bytes frame = raw_frame([&](wire::Envelope::Builder env) {
       env.setVersion(kWireVersion);
       auto reply = env.initStoreReply();
@@ -595,8 +598,44 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
   WorkerReportMsg hello{ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75}};
   WorkerReportMsg finished{
       ReportKind::kFinished, {}, std::vector<std::uint8_t>(10000, 0x5a), {2, 1, 0, 0, 1, 0, 0, 0, 0, true, 0}};
-  for (const auto& r : {status, hello, finished}) {
+  WorkerReportMsg announcing = hello;
+  announcing.data_endpoint = "tcp://10.200.0.2:41234";
+  announcing.ack_endpoint = "tcp://10.200.0.2:41235";
+  WorkerReportMsg registering;
+  registering.kind = ReportKind::kRegister;
+  for (const auto& r : {status, hello, finished, announcing, registering}) {
     const Message m{.sender = 4, .epoch = 2, .body = r};
+    EXPECT_EQ(decode(encode(m)), m);
+  }
+}
+
+// Directories carry each incarnation's announced endpoints; workers that have not said hello yet have none.
+TEST(NetCodecCluster, DirectoryCarriesAnnouncedEndpoints) {
+  DirectoryMsg d;
+  d.peers.push_back({0, 1, true, false, "ipc:///tmp/afs-x/w0-e1-data", "ipc:///tmp/afs-x/w0-e1-acks"});
+  d.peers.push_back({1, 2, false, false, "", ""});
+  d.peers.push_back({2, 7, true, true, "tcp://[::1]:40000", "tcp://[::1]:40001"});
+  for (int i = 3; i < 40; ++i) {  // long enough to need more than the encoder's first estimate would hold
+    d.peers.push_back({static_cast<std::uint32_t>(i), 1, true, false, std::string(100, 'd'), std::string(90, 'a')});
+  }
+  const Message m{.sender = 0, .epoch = 0, .body = d};
+  EXPECT_EQ(decode(encode(m)), m);
+}
+
+TEST(NetCodecCluster, AssignmentRoundTrips) {
+  AssignmentMsg granted;
+  granted.worker = 2;
+  granted.epoch = 3;
+  granted.failures = {1000, 250000};
+  granted.job_args = {"--job=heavy-hitters", "--items=400000", "--ft.theta=10000", ""};
+  granted.directory = "tcp://10.200.0.1:5001";
+  granted.store = "tcp://10.200.0.1:5002";
+  granted.heartbeat_ms = 100;
+  AssignmentMsg refused;
+  refused.worker = 9;
+  refused.error = "worker.id: no worker 9 in this job (workers are 0..3)";
+  for (const auto& a : {granted, refused}) {
+    const Message m{.sender = 0, .epoch = 0, .body = a};
     EXPECT_EQ(decode(encode(m)), m);
   }
 }

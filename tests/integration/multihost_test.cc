@@ -1,0 +1,503 @@
+// Integration tests of jobs across hosts: `afstream controller` on one host (it starts the backup server and some
+// workers there, on tcp://) and `afstream worker` processes started by hand on another, which register with it.
+//
+// "Hosts" are two network namespaces joined by a veth pair (10.200.0.1/24 and 10.200.0.2/24), created by the test
+// (root and iproute2 needed; otherwise those tests are skipped, saying why), and, so that the feature is tested
+// everywhere, 127.0.0.1 for both. The results must equal the in-process runtime's; a remote worker killed with
+// SIGKILL is restarted on its host (`--worker.restart`) or started again by hand once the controller has marked it
+// down, and the job completes with its accuracy. Every wait is bounded; every process started here is killed (its
+// whole process group) and the namespaces are deleted when a test ends, also when it fails.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "tests/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using afs::testing::TempDir;
+using namespace std::chrono_literals;
+
+// The job of process_runtime_test: small enough for CI, watched keys few.
+const std::vector<std::string> kJob = {"--job",      "heavy-hitters", "--hh.keys",  "20000", "--seed", "3",
+                                       "--ft.mode",  "approx",        "--ft.theta", "1e4",   "--ft.l", "10",
+                                       "--ft.gamma", "100",           "--quiet"};
+const std::string kShortJob = "400000";  // items: a run of a second or two
+const std::string kLongJob = "3000000";  // items: long enough to kill a worker in the middle
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// summary.csv (header + one row) as column -> value.
+std::map<std::string, std::string> summary(const fs::path& dir) {
+  std::ifstream f(dir / "summary.csv");
+  std::string header, row;
+  std::getline(f, header);
+  std::getline(f, row);
+  std::map<std::string, std::string> m;
+  std::stringstream hs(header), rs(row);
+  std::string h, v;
+  while (std::getline(hs, h, ',') && std::getline(rs, v, ',')) m[h] = v;
+  return m;
+}
+
+// Runs a shell command quietly; its exit status.
+int sh(const std::string& cmd) {
+  const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// A free tcp port on 127.0.0.1 (bound by ZeroMQ, then released): nothing listens there.
+int free_port() {
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::pull);
+  s.set(zmq::sockopt::linger, 0);
+  s.bind("tcp://127.0.0.1:*");
+  const auto ep = s.get(zmq::sockopt::last_endpoint);
+  return std::stoi(ep.substr(ep.rfind(':') + 1));
+}
+
+// The processes a test starts, each in a process group of its own (a supervisor's workers are in it too), all killed
+// when the test ends.
+class Processes {
+ public:
+  ~Processes() {
+    for (pid_t p : pids_) {
+      ::kill(-p, SIGKILL);
+      ::waitpid(p, nullptr, 0);
+    }
+  }
+
+  // Starts argv (argv[0] looked up on PATH) with stdout and stderr to `log`.
+  pid_t start(const std::vector<std::string>& argv, const fs::path& log) {
+    const pid_t pid = ::fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      std::freopen(log.c_str(), "w", stdout);
+      std::freopen(log.c_str(), "a", stderr);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);
+    pids_.push_back(pid);
+    return pid;
+  }
+
+  // Its exit status, or -1 if it did not exit within `limit` (then it is killed).
+  int wait(pid_t pid, std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    int status = 0;
+    while (Clock::now() < end) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pids_.erase(std::remove(pids_.begin(), pids_.end(), pid), pids_.end());
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return -1;
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// The first match of `pattern` (its group 1) in `log`, waiting up to `limit`; "" if it never shows.
+std::string wait_for(const fs::path& log, const std::string& pattern, std::chrono::milliseconds limit) {
+  const std::regex re(pattern);
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    std::smatch m;
+    const auto text = slurp(log);
+    if (std::regex_search(text, m, re)) return m.size() > 1 ? m[1].str() : m[0].str();
+    std::this_thread::sleep_for(20ms);
+  }
+  return "";
+}
+
+// The child of `parent` (a supervisor's worker), waiting up to `limit`; -1 if none shows.
+pid_t child_of(pid_t parent, std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    const auto children = "/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children";
+    std::ifstream f(children);
+    pid_t child = -1;
+    if (f >> child && child > 0) return child;
+    std::this_thread::sleep_for(20ms);
+  }
+  return -1;
+}
+
+// A host: how to run a program there, and its address.
+struct Host {
+  std::vector<std::string> exec;  // prefix, e.g. {"ip", "netns", "exec", NS}
+  std::string ip;
+  std::vector<std::string> run(std::vector<std::string> argv) const {
+    std::vector<std::string> all = exec;
+    all.insert(all.end(), argv.begin(), argv.end());
+    return all;
+  }
+};
+
+// Two network namespaces joined by a veth pair, named after this process (parallel runs do not collide); removed
+// in the destructor. skip_reason says why they could not be made (the test is then skipped).
+class NamespacePair {
+ public:
+  NamespacePair() {
+    if (::geteuid() != 0) {
+      skip_reason_ = "network namespaces need root (running as uid " + std::to_string(::geteuid()) + ")";
+      return;
+    }
+    if (sh("command -v ip") != 0) {
+      skip_reason_ = "iproute2's ip is not installed (bash .ci/install-deps installs it)";
+      return;
+    }
+    sweep_stale();
+    const std::string id = std::to_string(::getpid());
+    a_ = "afs" + id + "a";
+    b_ = "afs" + id + "b";
+    veth_a_ = "afs" + id + "va";
+    veth_b_ = "afs" + id + "vb";
+    const std::vector<std::string> steps = {
+        "ip netns add " + a_,
+        "ip netns add " + b_,
+        "ip link add " + veth_a_ + " type veth peer name " + veth_b_,
+        "ip link set " + veth_a_ + " netns " + a_,
+        "ip link set " + veth_b_ + " netns " + b_,
+        "ip -n " + a_ + " addr add 10.200.0.1/24 dev " + veth_a_,
+        "ip -n " + b_ + " addr add 10.200.0.2/24 dev " + veth_b_,
+        "ip -n " + a_ + " link set " + veth_a_ + " up",
+        "ip -n " + b_ + " link set " + veth_b_ + " up",
+        "ip -n " + a_ + " link set lo up",
+        "ip -n " + b_ + " link set lo up",
+    };
+    for (const auto& step : steps) {
+      const int rc = sh(step);
+      if (rc != 0) {
+        skip_reason_ = "cannot create network namespaces: `" + step + "` failed (exit status " + std::to_string(rc) +
+                       "; no permission in this container?)";
+        remove();
+        return;
+      }
+    }
+  }
+  ~NamespacePair() { remove(); }
+
+  const std::string& skip_reason() const { return skip_reason_; }
+  Host a() const { return {{"ip", "netns", "exec", a_}, "10.200.0.1"}; }
+  Host b() const { return {{"ip", "netns", "exec", b_}, "10.200.0.2"}; }
+
+ private:
+  void remove() {
+    // Deleting a namespace destroys its end of the veth pair, and so the pair; a pair never moved is deleted here.
+    if (!a_.empty()) sh("ip netns del " + a_);
+    if (!b_.empty()) sh("ip netns del " + b_);
+    if (!veth_a_.empty()) sh("ip link del " + veth_a_);
+  }
+
+  // Namespaces of earlier runs of this test that were killed before their teardown (their pid is gone).
+  static void sweep_stale() {
+    const std::regex mine("^afs([0-9]+)[ab]\\b");
+    std::istringstream list([] {
+      FILE* p = ::popen("ip netns list 2>/dev/null", "r");
+      std::string out;
+      if (p == nullptr) return out;
+      char buf[256];
+      while (std::fgets(buf, sizeof buf, p)) out += buf;
+      ::pclose(p);
+      return out;
+    }());
+    for (std::string line; std::getline(list, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, mine)) continue;
+      const pid_t owner = static_cast<pid_t>(std::stol(m[1].str()));
+      if (owner != ::getpid() && ::kill(owner, 0) != 0 && errno == ESRCH) {
+        sh("ip netns del " + line.substr(0, line.find(' ')));
+      }
+    }
+  }
+
+  std::string a_, b_, veth_a_, veth_b_, skip_reason_;
+};
+
+std::vector<std::string> job_args(const std::string& items) {
+  std::vector<std::string> args = kJob;
+  args.insert(args.end(), {"--items", items});
+  return args;
+}
+
+// The in-process runtime's run of the job, into `out`.
+void reference_run(const std::string& items, const fs::path& out, const fs::path& log) {
+  std::string cmd = "timeout 120 " + std::string(AFS_BINARY) + " run";
+  for (const auto& a : job_args(items)) cmd += " " + a;
+  cmd += " --runtime threads --out " + out.string() + " >" + log.string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(log);
+}
+
+// A job with its controller on host A (workers 0 and 3 started there) and workers 1 and 2 started by hand on host B.
+class AcrossHosts {
+ public:
+  AcrossHosts(Host a, Host b, const fs::path& dir) : a_(std::move(a)), b_(std::move(b)), dir_(dir) {}
+
+  // Starts the controller and waits (bounded) for its report endpoint. extra: more controller options.
+  void start_controller(const std::string& items, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{AFS_BINARY, "controller"};
+    for (const auto& a : job_args(items)) argv.push_back(a);
+    argv.insert(argv.end(), {"--controller.bind", "tcp://" + a_.ip, "--controller.remote-workers", "1,2",
+                             "--controller.register-timeout-ms", "30000", "--process.heartbeat-timeout-ms", "1000",
+                             "--out", (dir_ / "out").string()});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    controller_ = procs_.start(a_.run(argv), log("controller"));
+    ASSERT_GT(controller_, 0);
+    reports_ = wait_for(log("controller"), "reports on (tcp://[0-9.]+:[0-9]+)", 30s);
+    ASSERT_FALSE(reports_.empty()) << "the controller did not print its endpoints: " << slurp(log("controller"));
+  }
+
+  // Starts `afstream worker` for worker `id` on host B; name: its log's name.
+  pid_t start_worker(int id, const std::string& name, bool restart, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{
+        AFS_BINARY, "worker",        "--worker.id",   std::to_string(id), "--worker.controller",
+        reports_,   "--worker.bind", "tcp://" + b_.ip};
+    if (restart) argv.push_back("--worker.restart");
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return procs_.start(b_.run(argv), log(name));
+  }
+
+  // Waits (bounded) for the controller to finish the job; its exit status.
+  int wait_controller() { return procs_.wait(controller_, 90s); }
+  int wait(pid_t pid, std::chrono::milliseconds limit = 30s) { return procs_.wait(pid, limit); }
+
+  fs::path log(const std::string& name) const { return dir_ / (name + ".log"); }
+  fs::path out() const { return dir_ / "out"; }
+  std::string logs() const {
+    std::string s;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().extension() == ".log") s += "--- " + e.path().filename().string() + "\n" + slurp(e.path());
+    }
+    return s;
+  }
+
+ private:
+  Host a_, b_;
+  fs::path dir_;
+  Processes procs_;  // destroyed first: every process is gone before the namespaces are
+  pid_t controller_ = -1;
+  std::string reports_;
+};
+
+// No failures: the same heavy hitters as the in-process runtime. One worker runs under --worker.restart, the other
+// bare; a worker id the job does not have is refused with one line naming it.
+void expect_same_results_as_the_thread_runtime(const Host& a, const Host& b, bool external_backup_server) {
+  TempDir t;
+  ASSERT_NO_FATAL_FAILURE(reference_run(kShortJob, t.path() / "threads", t.path() / "threads.log"));
+  AcrossHosts job(a, b, t.path());
+  std::vector<std::string> extra;
+  Processes server;
+  if (external_backup_server) {
+    // A backup server started by hand on host A, on a port of its choosing.
+    const auto file = t.path() / "store.endpoint";
+    server.start(a.run({AFS_BINARY, "backup-server", "--store", "memory", "--listen", "tcp://" + a.ip + ":0",
+                        "--endpoint-file", file.string()}),
+                 t.path() / "server.txt");
+    const auto store = wait_for(file, "(tcp://[0-9.]+:[0-9]+)", 30s);
+    ASSERT_FALSE(store.empty()) << slurp(t.path() / "server.txt");
+    extra = {"--controller.backup-server", store};
+  }
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kShortJob, extra));
+  const pid_t bad = job.start_worker(9, "bad", false);
+  const pid_t w1 = job.start_worker(1, "w1", true);
+  const pid_t w2 = job.start_worker(2, "w2", false);
+  ASSERT_EQ(job.wait(bad), 2) << job.logs();
+  const auto refused = slurp(job.log("bad"));
+  EXPECT_NE(refused.find("afstream: error: controller at "), std::string::npos) << refused;
+  EXPECT_NE(refused.find("worker.id: no worker 9 in this job (workers are 0..3)"), std::string::npos) << refused;
+  EXPECT_EQ(std::count(refused.begin(), refused.end(), '\n'), 1) << refused;
+
+  ASSERT_EQ(job.wait_controller(), 0) << job.logs();
+  EXPECT_EQ(job.wait(w1), 0) << job.logs();
+  EXPECT_EQ(job.wait(w2), 0) << job.logs();
+  EXPECT_EQ(slurp(job.out() / "heavy_hitters.csv"), slurp(t.path() / "threads" / "heavy_hitters.csv"));
+  const auto threads = summary(t.path() / "threads"), hosts = summary(job.out());
+  for (const char* k : {"precision", "recall", "are", "items", "failures"}) EXPECT_EQ(threads.at(k), hosts.at(k)) << k;
+  EXPECT_NE(slurp(job.log("w1")).find("registered with"), std::string::npos) << job.logs();
+}
+
+// A remote worker running under --worker.restart is killed with SIGKILL: its supervisor starts it again at once, the
+// new process registers, the controller takes it for the next incarnation (and the killed one for failed), and the
+// job completes with the accuracy of a run without failures.
+void expect_a_killed_remote_worker_to_be_restarted(const Host& a, const Host& b) {
+  TempDir t;
+  ASSERT_NO_FATAL_FAILURE(reference_run(kLongJob, t.path() / "threads", t.path() / "threads.log"));
+  AcrossHosts job(a, b, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kLongJob));
+  const pid_t w1 = job.start_worker(1, "w1", true);
+  const pid_t w2 = job.start_worker(2, "w2", true);
+  ASSERT_FALSE(wait_for(job.log("w1"), "registered with", 30s).empty()) << job.logs();
+  std::this_thread::sleep_for(700ms);
+  const pid_t victim = child_of(w1, 10s);
+  ASSERT_GT(victim, 0) << job.logs();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+
+  ASSERT_EQ(job.wait_controller(), 0) << job.logs();
+  EXPECT_EQ(job.wait(w1), 0) << job.logs();
+  EXPECT_EQ(job.wait(w2), 0) << job.logs();
+  EXPECT_NE(slurp(job.log("w1")).find("as incarnation 2"), std::string::npos) << job.logs();
+  const auto failures = slurp(job.out() / "failures.csv");
+  EXPECT_NE(failures.find("\n1,1,"), std::string::npos) << failures;
+  const auto clean = summary(t.path() / "threads"), killed = summary(job.out());
+  EXPECT_EQ(killed.at("recall"), "1");
+  EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
+  EXPECT_EQ(killed.at("items"), clean.at("items"));
+}
+
+const Host kLoopback{{}, "127.0.0.1"};
+
+TEST(MultiHostLoopback, ControllerAndWorkersStartedByHandGiveTheThreadRuntimesResults) {
+  expect_same_results_as_the_thread_runtime(kLoopback, kLoopback, true);
+}
+
+TEST(MultiHostLoopback, KilledRemoteWorkerIsRestartedByItsSupervisor) {
+  expect_a_killed_remote_worker_to_be_restarted(kLoopback, kLoopback);
+}
+
+// Without a supervisor: the controller notices the silence (heartbeat timeout 1 s), marks the worker down and waits;
+// a worker started again by hand registers as its next incarnation.
+TEST(MultiHostLoopback, SilentRemoteWorkerIsMarkedDownAndItsNextIncarnationRegisters) {
+  TempDir t;
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kLongJob));
+  const pid_t w1 = job.start_worker(1, "w1", false);
+  const pid_t w2 = job.start_worker(2, "w2", false);
+  ASSERT_FALSE(wait_for(job.log("w2"), "registered with", 30s).empty()) << job.logs();
+  std::this_thread::sleep_for(700ms);
+  ASSERT_EQ(::kill(w2, SIGKILL), 0);
+  EXPECT_EQ(job.wait(w2, 5s), 128 + SIGKILL);
+  std::this_thread::sleep_for(1500ms);  // past the heartbeat timeout: marked down
+  const pid_t again = job.start_worker(2, "w2-again", false);
+
+  ASSERT_EQ(job.wait_controller(), 0) << job.logs();
+  EXPECT_EQ(job.wait(w1), 0) << job.logs();
+  EXPECT_EQ(job.wait(again), 0) << job.logs();
+  EXPECT_NE(slurp(job.log("w2-again")).find("as incarnation 2"), std::string::npos) << job.logs();
+  // worker 2, first failure, detected after at least the heartbeat timeout of silence.
+  const std::regex row("\n2,1,[^\n]*");
+  std::smatch m;
+  const auto failures = slurp(job.out() / "failures.csv");
+  ASSERT_TRUE(std::regex_search(failures, m, row)) << failures;
+  std::vector<std::string> cols;
+  std::stringstream ss(m[0].str().substr(1));
+  for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+  ASSERT_GE(cols.size(), 12u) << failures;
+  EXPECT_GE(std::stod(cols[11]), 1000.0) << "detect_ms: " << failures;
+  EXPECT_EQ(summary(job.out()).at("recall"), "1");
+}
+
+// A second process registering as a worker that is still running replaces it: the first learns from the directory
+// that it is no longer the current incarnation and stops with one clear error; the job completes.
+TEST(MultiHostLoopback, SecondProcessRegisteringAsTheSameWorkerReplacesTheFirst) {
+  TempDir t;
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kLongJob));
+  const pid_t first = job.start_worker(1, "w1", false);
+  const pid_t w2 = job.start_worker(2, "w2", false);
+  ASSERT_FALSE(wait_for(job.log("w1"), "registered with", 30s).empty()) << job.logs();
+  std::this_thread::sleep_for(700ms);
+  const pid_t second = job.start_worker(1, "w1-second", false);
+
+  EXPECT_EQ(job.wait(first), 2) << job.logs();
+  // Whichever it hears of first: the directory, or the backup server refusing the old incarnation's backups.
+  const auto text = slurp(job.log("w1"));
+  EXPECT_TRUE(text.find("afstream: error: worker 1: replaced by incarnation 2") != std::string::npos ||
+              text.find("worker 1: incarnation 1 is fenced off: incarnation 2 has used the store since") !=
+                  std::string::npos)
+      << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << "registered, then one error line: " << text;
+  ASSERT_EQ(job.wait_controller(), 0) << job.logs();
+  EXPECT_EQ(job.wait(second), 0) << job.logs();
+  EXPECT_EQ(job.wait(w2), 0) << job.logs();
+  EXPECT_NE(slurp(job.out() / "failures.csv").find("\n1,1,"), std::string::npos) << job.logs();
+  EXPECT_EQ(summary(job.out()).at("recall"), "1");
+}
+
+TEST(MultiHostNamespaces, WorkersOnAnotherHostGiveTheThreadRuntimesResults) {
+  NamespacePair hosts;
+  if (!hosts.skip_reason().empty()) GTEST_SKIP() << hosts.skip_reason();
+  expect_same_results_as_the_thread_runtime(hosts.a(), hosts.b(), false);
+}
+
+TEST(MultiHostNamespaces, KilledWorkerOnAnotherHostIsRestartedThere) {
+  NamespacePair hosts;
+  if (!hosts.skip_reason().empty()) GTEST_SKIP() << hosts.skip_reason();
+  expect_a_killed_remote_worker_to_be_restarted(hosts.a(), hosts.b());
+}
+
+// Bad input: one line naming the option, a non-zero status, promptly.
+TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
+  TempDir t;
+  const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
+  struct Case {
+    std::string args;
+    std::vector<std::string> expect;
+  };
+  const std::string job = "--job heavy-hitters --items 1000";
+  const std::vector<Case> cases = {
+      {"worker --worker.id 1 --worker.controller " + nobody + " --worker.controller-timeout-ms 500",
+       {"no answer from the controller at " + nobody, "worker.controller", "500 ms"}},
+      {"worker --worker.id 1 --worker.controller tcp://127.0.0.1:x", {"worker.controller: 'tcp://127.0.0.1:x'"}},
+      {"worker --worker.id 1 --worker.controller " + nobody + " --worker.bind tcp://10.0.0.300",
+       {"worker.bind: 'tcp://10.0.0.300'", "no valid IP address"}},
+      {"worker --worker.id 1 --worker.controller " + nobody + " --worker.bind tcp://0.0.0.0",
+       {"worker.bind: 'tcp://0.0.0.0'", "wildcard"}},
+      {"worker --worker.id 1 --worker.controller " + nobody + " --items 5", {"--items", "worker.*"}},
+      {"worker " + job + " --worker.id 1 --worker.bind tcp://127.0.0.1 --worker.controller " + nobody +
+           " --worker.directory " + nobody + " --worker.store ipc://",
+       {"worker.store: 'ipc://'"}},
+      {"controller " + job + " --controller.bind tcp://0.0.0.0", {"controller.bind: 'tcp://0.0.0.0'", "wildcard"}},
+      {"controller " + job + " --controller.bind 127.0.0.1", {"controller.bind: '127.0.0.1'"}},
+      {"controller " + job + " --controller.remote-workers 1,9",
+       {"controller.remote-workers: no worker 9 in this job (workers are 0..3)"}},
+      {"controller " + job + " --controller.remote-workers one", {"controller.remote-workers"}},
+      {"controller " + job + " --controller.backup-server tcp://127.0.0.1", {"controller.backup-server", "no port"}},
+      {"controller " + job + " --controller.remote-workers 1 --fail.count 1 --fail.target 1",
+       {"fail.target: worker 1 is a remote worker"}},
+  };
+  for (const auto& c : cases) {
+    const auto log = t.path() / "err.txt";
+    const auto start = Clock::now();
+    const int rc =
+        std::system(("timeout 60 " + std::string(AFS_BINARY) + " " + c.args + " >/dev/null 2>" + log.string()).c_str());
+    const auto text = slurp(log);
+    ASSERT_TRUE(WIFEXITED(rc)) << c.args;
+    EXPECT_EQ(WEXITSTATUS(rc), 2) << c.args << "\n" << text;
+    EXPECT_LT(Clock::now() - start, 20s) << c.args;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << c.args << "\n" << text;
+    EXPECT_EQ(text.rfind("afstream: error: ", 0), 0u) << text;
+    for (const auto& e : c.expect) EXPECT_NE(text.find(e), std::string::npos) << c.args << "\n" << text;
+  }
+}
+
+}  // namespace
