@@ -211,6 +211,7 @@ struct RecoveryReportMsg {
   std::int64_t missing_items = -1;
   bool done = false;
   double replay_ms = 0;
+  double residual = 0;
   friend bool operator==(const RecoveryReportMsg&, const RecoveryReportMsg&) = default;
 };
 

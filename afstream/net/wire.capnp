@@ -192,6 +192,7 @@ struct RecoveryReport {
   missingItems @8 :Int64;      # -1: not measured
   done @9 :Bool;               # the recovery is complete (replayed, compensated)
   replayMs @10 :Float64;       # restored to every replayed item processed
+  residual @11 :Float64;       # what the restored (partial) backup left unwritten
 }
 
 # The controller's view of every worker, broadcast whenever it changes (and periodically).

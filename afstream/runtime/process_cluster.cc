@@ -461,6 +461,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         rec.replay_ms = r->recovery.replay_ms;
         rec.replayed_items = r->recovery.replayed_items;
         rec.missing_items = r->recovery.missing_items;
+        rec.residual = r->recovery.residual;
         result.failures.push_back(rec);
         s.pending.reset();
       }

@@ -132,7 +132,8 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
              rec->replayed_items,
              rec->missing_items,
              true,
-             rec->replay_ms};
+             rec->replay_ms,
+             rec->residual};
       }
       return m;
     };

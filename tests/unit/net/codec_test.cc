@@ -594,10 +594,15 @@ namespace {
 
 // Worker process <-> controller messages (afstream/runtime/process_cluster.h).
 TEST(NetCodecCluster, WorkerReportsRoundTrip) {
-  WorkerReportMsg status{ReportKind::kStatus, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11}, {}, {}};
-  WorkerReportMsg hello{ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75}};
-  WorkerReportMsg finished{
-      ReportKind::kFinished, {}, std::vector<std::uint8_t>(10000, 0x5a), {2, 1, 0, 0, 1, 0, 0, 0, 0, true, 0}};
+  WorkerReportMsg status{ReportKind::kStatus, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11}, {}, {}, {}, {}};
+  WorkerReportMsg hello{
+      ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}};
+  WorkerReportMsg finished{ReportKind::kFinished,
+                           {},
+                           std::vector<std::uint8_t>(10000, 0x5a),
+                           {2, 1, 0, 0, 1, 0, 0, 0, 0, true, 0, 0},
+                           {},
+                           {}};
   WorkerReportMsg announcing = hello;
   announcing.data_endpoint = "tcp://10.200.0.2:41234";
   announcing.ack_endpoint = "tcp://10.200.0.2:41235";
@@ -642,7 +647,9 @@ TEST(NetCodecCluster, AssignmentRoundTrips) {
 
 TEST(NetCodecCluster, DirectoryRoundTripsAndPrefixesThrow) {
   const Message m{
-      .sender = 0, .epoch = 0, .body = DirectoryMsg{{{0, 1, true, false}, {1, 3, false, false}, {2, 1, true, true}}}};
+      .sender = 0,
+      .epoch = 0,
+      .body = DirectoryMsg{{{0, 1, true, false, {}, {}}, {1, 3, false, false, {}, {}}, {2, 1, true, true, {}, {}}}}};
   const auto frame = encode(m);
   EXPECT_EQ(decode(frame), m);
   for (std::size_t len = 0; len < frame.size(); len += 8) {
