@@ -3,7 +3,7 @@
 # same rounds (modes interleaved, so machine noise hits all of them alike), and accuracy without failures and with
 # 10 failures of all workers, at the paper's two threshold settings. Medians over ROUNDS.
 #
-#   experiments/hh_table.sh [afstream-binary]      (ROUNDS=5 ITEMS=10000000 SKEW=0.9 by default)
+#   experiments/hh_table.sh [afstream-binary]      (ROUNDS=5 ITEMS=10000000 SKEW=0.9 RUNTIME=threads by default)
 #
 # Writes experiments/results/hh/summary.csv (one row per run) and experiments/results/hh/table.md.
 set -euo pipefail
@@ -11,6 +11,7 @@ AFS=${1:-build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
 SKEW=${SKEW:-0.9}
+RUNTIME=${RUNTIME:-threads}  # the engine without process hand-offs; experiments/ has the process runtime's tables
 OUT=${OUT:-experiments/results/hh}
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
@@ -31,7 +32,7 @@ for round in $(seq 1 "$ROUNDS"); do
       [ "$name" = none ] && [ "$fails" -gt 0 ] && continue
       echo "round $round: $name, $fails failures" >&2
       # shellcheck disable=SC2086
-      "$AFS" run --job heavy-hitters --items "$ITEMS" --hh.skew "$SKEW" --seed "$round" --quiet $args \
+      "$AFS" run --runtime "$RUNTIME" --job heavy-hitters --items "$ITEMS" --hh.skew "$SKEW" --seed "$round" --quiet $args \
         --fail.count "$fails" --fail.target all --out "$RUNS/$round" >/dev/null
       tail -n 1 "$RUNS/$round/summary.csv" | sed "s/^/$name,$round,/" >>"$OUT/rows.tmp"
     done
