@@ -56,6 +56,9 @@ struct ProcessCluster::Impl {
     bool up = false;
     bool finished = false;  // reported finished for good
     bool exited = false;    // and its process exited normally
+    // Its process exited with status 0 before its finished report was read: the report is on its way (a worker
+    // exits 0 only after sending it, and its socket lingers to deliver it). Since when it has been awaited.
+    std::optional<Clock::time_point> exited_clean_at;
     std::vector<std::uint64_t> failures;
     net::WorkerStatusMsg status;  // latest report of the current incarnation
     net::WorkerStatusMsg before;  // totals of earlier incarnations (counters restart with each process)
@@ -468,7 +471,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       if (r->kind == net::ReportKind::kFinished) {
         s.finished = true;
         s.final_state = r->final_state;
-        if (s.remote) s.exited = true;  // not ours to wait for: it exits on its own
+        if (s.remote || s.exited_clean_at) s.exited = true;  // exits on its own / has already exited
         changed = true;
       }
     }
@@ -492,6 +495,12 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         }
         continue;
       }
+      if (s.exited_clean_at && !s.finished && Clock::now() - *s.exited_clean_at > im.options.heartbeat_timeout) {
+        s.exited_clean_at.reset();  // exited 0 but its finished report never came: a failure after all
+        im.fail(w, im.source_items(), false, result);
+        changed = true;
+        continue;
+      }
       if (s.pid <= 0) continue;
       int status = 0;
       const pid_t got = ::waitpid(s.pid, &status, WNOHANG);
@@ -501,6 +510,9 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           // It had finished for good (everything it sent acknowledged, its upstream done): nothing to redo, even
           // if it died while lingering.
           s.exited = true;
+        } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+          // Finished, and its finished report not read yet (a loaded machine): wait for the report, not a restart.
+          s.exited_clean_at = Clock::now();
         } else {
           im.fail(w, im.source_items(), false, result);
           changed = true;
