@@ -62,6 +62,12 @@ void TrackedArray<T>::mark_backed_up() {
   moved_.clear();
 }
 
+// The residual watched from now on: rounded down for integer counters, so the bound stays the residual asked for.
+template <typename T>
+typename TrackedArray<T>::Mag TrackedArray<T>::watched(double residual) {
+  return std::is_same_v<T, double> ? static_cast<Mag>(residual) : static_cast<Mag>(std::floor(residual));
+}
+
 template <typename T>
 double TrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
   const bool partial = metric() == Metric::MaxAbs && residual > 0 && watch_ != std::numeric_limits<Mag>::max() &&
@@ -70,8 +76,7 @@ double TrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
     write_delta(w);
     mark_backed_up();
     if (metric() == Metric::MaxAbs && residual > 0) {
-      // Watch the requested residual from now on (rounded down for integer counters, so the bound stays residual).
-      watch_ = std::is_same_v<T, double> ? static_cast<Mag>(residual) : static_cast<Mag>(std::floor(residual));
+      watch_ = watched(residual);
     }
     return 0;
   }
@@ -84,29 +89,13 @@ double TrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
     base_[i] = values_[i];
     moved_[k++] = i;
   }
-  detail::write_container_header(w, tag() | detail::kTagDelta, values_.size());
-  auto& buf = w.buffer();
-  const std::size_t off = buf.size();
-  buf.resize(off + 2 * sizeof(std::uint64_t) + k * (sizeof(std::uint32_t) + sizeof(T)));
-  std::uint8_t* idx_out = buf.data() + off;
-  const std::uint64_t count = k;
-  std::memcpy(idx_out, &count, sizeof count);
-  idx_out += sizeof count;
-  std::uint8_t* val_out = idx_out + k * sizeof(std::uint32_t);
-  std::memcpy(val_out, &count, sizeof count);
-  val_out += sizeof count;
-  for (std::size_t j = 0; j < k; ++j) {
-    const std::uint32_t i = moved_[j];
-    std::memcpy(idx_out, &i, sizeof i);
-    idx_out += sizeof i;
-    std::memcpy(val_out, &values_[i], sizeof(T));
-    val_out += sizeof(T);
-  }
+  write_delta_entries(w, k, [&](auto&& f) {
+    for (std::size_t j = 0; j < k; ++j) f(moved_[j]);
+  });
   moved_.clear();
   div_.reset_to(watch_);
-  const Mag requested = std::is_same_v<T, double> ? static_cast<Mag>(residual) : static_cast<Mag>(std::floor(residual));
   const double left = static_cast<double>(watch_);
-  watch_ = requested;  // <= the old watch_: slots now within the old one are within the new one once they cross it
+  watch_ = watched(residual);  // >= the old watch_ (else this delta were whole): every slot is within it
   return left;
 }
 
@@ -122,11 +111,12 @@ void TrackedArray<T>::write_full(ByteWriter& w) const {
   w.put_array<T>(values_);
 }
 
+// The delta layout: header (tag, version, n), then the same bytes as put_array<u32>(indices) followed by
+// put_gathered(values, indices), written in one pass over the k indices for_each_index(f) yields.
 template <typename T>
-void TrackedArray<T>::write_delta(ByteWriter& w) const {
-  const std::size_t k = dirty_count();
+template <typename F>
+void TrackedArray<T>::write_delta_entries(ByteWriter& w, std::size_t k, F&& for_each_index) const {
   detail::write_container_header(w, tag() | detail::kTagDelta, values_.size());
-  // The same layout as put_array<u32>(indices) then put_gathered(values, indices), written in one pass.
   auto& buf = w.buffer();
   const std::size_t off = buf.size();
   buf.resize(off + 2 * sizeof(std::uint64_t) + k * (sizeof(std::uint32_t) + sizeof(T)));
@@ -137,12 +127,17 @@ void TrackedArray<T>::write_delta(ByteWriter& w) const {
   std::uint8_t* val_out = idx_out + k * sizeof(std::uint32_t);
   std::memcpy(val_out, &count, sizeof count);
   val_out += sizeof count;
-  for_each_dirty([&](std::uint32_t i) {
+  for_each_index([&](std::uint32_t i) {
     std::memcpy(idx_out, &i, sizeof i);
     idx_out += sizeof i;
     std::memcpy(val_out, &values_[i], sizeof(T));
     val_out += sizeof(T);
   });
+}
+
+template <typename T>
+void TrackedArray<T>::write_delta(ByteWriter& w) const {
+  write_delta_entries(w, dirty_count(), [&](auto&& f) { for_each_dirty(f); });
 }
 
 template <typename T>

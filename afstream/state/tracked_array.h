@@ -121,6 +121,8 @@ class TrackedArray {
   static std::uint16_t tag();
   template <typename F>
   void for_each_dirty(F&& f) const;  // f(index) for every slot changed since the last backup
+  template <typename F>
+  void write_delta_entries(ByteWriter& w, std::size_t k, F&& for_each_index) const;  // the k slots it yields
 
   std::vector<T> values_;
   std::vector<T> base_;                     // the values at the last backup
@@ -131,6 +133,7 @@ class TrackedArray {
   // Partial deltas: the residual watched since the last partial delta (none: the largest magnitude, never crossed),
   // and the slots that moved past it since then (may repeat a slot that crossed back and forth).
   Mag watch_ = std::numeric_limits<Mag>::max();
+  static Mag watched(double residual);
   std::vector<std::uint32_t> moved_;
   detail::DivergenceTracker<T> div_;
 };
