@@ -282,6 +282,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   rc.setMissingItems(v.missing_items);
   rc.setDone(v.done);
   rc.setReplayMs(v.replay_ms);
+  rc.setFirstItemMs(v.first_item_ms);
   return state_->finish();
 }
 
@@ -674,7 +675,7 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   auto rc = r.getRecovery();
   m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),
                 rc.getAlpha(),        rc.getRestoreMs(), rc.getRecoveredMs(), rc.getReplayedItems(),
-                rc.getMissingItems(), rc.getDone(),      rc.getReplayMs()};
+                rc.getMissingItems(), rc.getDone(),      rc.getReplayMs(),    rc.getFirstItemMs()};
   return m;
 }
 

@@ -46,8 +46,9 @@ struct RemoteStoreOptions {
   std::chrono::milliseconds backoff_max{1000};          // the pause doubles per attempt up to this
   std::chrono::milliseconds deadline{10000};            // a call gives up this long after it began
   // Largest request this client sends and largest reply it accepts (the server has the same limit, in
-  // BackupServerOptions). A put whose request would be larger throws RuntimeError without sending anything.
-  std::size_t max_message_bytes = std::size_t{64} << 20;
+  // BackupServerOptions; both default to net::kDefaultStoreMaxMessageBytes, 1 GiB). A put whose request would be
+  // larger throws RuntimeError without sending anything.
+  std::size_t max_message_bytes = std::size_t{1} << 30;
 };
 
 // What the client did, for tests and metrics (DESIGN 8: nothing is dropped without a counter).
