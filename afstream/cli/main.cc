@@ -287,7 +287,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
               << ", \"item_backups\": " << m.item_backups << ", \"backup_bytes\": " << m.backup_bytes
               << ", \"divergence\": " << m.divergence << ", \"unbacked\": " << m.unbacked
               << ", \"unacked\": " << m.unacked << ", \"failures\": " << m.failures
-              << ", \"last_recovery_ms\": " << m.last_recovery_ms << "}\n";
+              << ", \"last_recovery_ms\": " << m.last_recovery_ms << ", \"store_bytes\": " << m.store_bytes << "}\n";
     }
     if (!opts.quiet && m.t >= 1.0) {
       std::fprintf(stderr,
@@ -367,12 +367,12 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     f << "\n";
     std::ofstream ff(opts.out_dir + "/failures.csv");
     ff << "worker,failure_count,at_items,theta,l,gamma,divergence_at_crash,lost_items,lost_outputs,replayed_items,"
-          "missing_items,residual,detect_ms,restore_ms,replay_ms,recovery_ms\n";
+          "missing_items,residual,detect_ms,restore_ms,replay_ms,recovery_ms,first_item_ms\n";
     for (const auto& r : result.failures) {
       ff << r.worker << ',' << r.failure_count << ',' << r.at_items << ',' << r.theta << ',' << r.l << ',' << r.gamma
          << ',' << r.divergence_at_crash << ',' << r.lost_items << ',' << r.lost_outputs << ',' << r.replayed_items
          << ',' << r.missing_items << ',' << r.residual << ',' << r.detect_ms << ',' << r.restore_ms << ','
-         << r.replay_ms << ',' << r.recovery_ms << '\n';
+         << r.replay_ms << ',' << r.recovery_ms << ',' << r.first_item_ms << '\n';
     }
   }
   return 0;

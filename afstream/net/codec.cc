@@ -296,6 +296,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   rc.setDone(v.done);
   rc.setReplayMs(v.replay_ms);
   rc.setResidual(v.residual);
+  rc.setFirstItemMs(v.first_item_ms);
   if (!report.data_endpoint.empty()) r.setDataEndpoint(as_text(report.data_endpoint));
   if (!report.ack_endpoint.empty()) r.setAckEndpoint(as_text(report.ack_endpoint));
   return state_->finish();
@@ -728,7 +729,7 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   auto rc = r.getRecovery();
   m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),
                 rc.getAlpha(),        rc.getRestoreMs(), rc.getRecoveredMs(), rc.getReplayedItems(),
-                rc.getMissingItems(), rc.getDone(),      rc.getReplayMs(),    rc.getResidual()};
+                rc.getMissingItems(), rc.getDone(),      rc.getReplayMs(),    rc.getResidual(), rc.getFirstItemMs()};
   m.data_endpoint = from_text(r.getDataEndpoint());
   m.ack_endpoint = from_text(r.getAckEndpoint());
   return m;

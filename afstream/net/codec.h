@@ -27,6 +27,13 @@ inline constexpr std::uint16_t kWireVersion = 2;
 // Default largest frame a decoder accepts: 64 MiB (Cap'n Proto's own default traversal limit).
 inline constexpr std::size_t kDefaultMaxMessageBytes = std::size_t{64} << 20;
 
+// Default largest backup-store request or reply (BackupServerOptions, RemoteStoreOptions): 1 GiB. A put carries a
+// whole full snapshot (8 bytes per Count-Min counter), and a state-chain reply the full snapshot and the deltas after
+// it, which the workers' compaction keeps below about six times the state (a full one once the deltas weigh four
+// times as much): 64 MiB failed the first full backup of a 1e7-counter state. One record can never exceed Cap'n
+// Proto's limit for a Data field (2^29 - 1 bytes).
+inline constexpr std::size_t kDefaultStoreMaxMessageBytes = std::size_t{1} << 30;
+
 // Limits for decoding untrusted frames. The reader's traversal limit is max_message_bytes / 8 words (each
 // object is read once, so a valid frame never exceeds it) and its nesting limit is nesting_limit.
 struct DecodeLimits {
@@ -212,6 +219,7 @@ struct RecoveryReportMsg {
   bool done = false;
   double replay_ms = 0;
   double residual = 0;
+  double first_item_ms = -1;
   friend bool operator==(const RecoveryReportMsg&, const RecoveryReportMsg&) = default;
 };
 

@@ -193,6 +193,8 @@ struct RecoveryReport {
   done @9 :Bool;               # the recovery is complete (replayed, compensated)
   replayMs @10 :Float64;       # restored to every replayed item processed
   residual @11 :Float64;       # what the restored (partial) backup left unwritten
+  firstItemMs @12 :Float64 = -1;  # process start to the first item processed from upstream after the recovery
+                                  # (sources: produced); -1: none (the input had ended)
 }
 
 # The controller's view of every worker, broadcast whenever it changes (and periodically).

@@ -37,7 +37,7 @@ namespace afs {
 struct BackupServerOptions {
   // Largest request accepted and reply sent (clients have the same limit in RemoteStoreOptions). ZeroMQ itself
   // drops the connection of a peer sending a frame over twice this size, so such frames are never read.
-  std::size_t max_message_bytes = net::kDefaultMaxMessageBytes;
+  std::size_t max_message_bytes = net::kDefaultStoreMaxMessageBytes;
   std::size_t dedupe_sessions = 4096;           // sessions whose last put is remembered
   std::chrono::milliseconds poll_interval{50};  // how often run() looks at `stop`
 };

@@ -25,6 +25,9 @@ struct MetricsSample {
   std::uint64_t unacked = 0;
   std::uint64_t failures = 0;
   double last_recovery_ms = 0;
+  // Process runtime with the RocksDB store: bytes on disk in the backup server's directory (files of the store, its
+  // write-ahead log and its info logs); 0 otherwise.
+  std::uint64_t store_bytes = 0;
 };
 
 struct RunResult {

@@ -38,7 +38,10 @@ struct FailureRecord {
                                    // by the plan or seen exiting)
   double restore_ms = 0;           // fetch + restore of the state chain
   double replay_ms = 0;            // restored to every replayed item processed
-  double recovery_ms = 0;          // kill to first processed item (or to restored, if nothing was left)
+  double recovery_ms = 0;          // kill to restored and replayed (process runtime: kill to the restarted worker's
+                                   // hello, which follows the restore and precedes the replay)
+  double first_item_ms = -1;       // kill to the first item processed from upstream after the recovery (sources:
+                                   // produced), i.e. restored, replayed and reconnected; -1: none (input had ended)
   std::uint64_t replayed_items = 0;
   std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known
   double residual = 0;              // what the restored backup left unwritten (a partial delta's residual)

@@ -30,6 +30,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Bytes in the regular files under dir (0 if it cannot be read). Files a running RocksDB deletes between listing
+// and measuring are skipped.
+std::uint64_t directory_bytes(const std::string& dir) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code fec;
+    if (!it->is_regular_file(fec) || fec) continue;
+    const auto size = it->file_size(fec);
+    if (!fec) total += size;
+  }
+  return total;
+}
+
 template <typename T>
 std::string join(const std::vector<T>& v) {
   std::string s;
@@ -65,6 +79,7 @@ struct ProcessCluster::Impl {
     Clock::time_point last_report;
     std::optional<FailureRecord> pending;  // killed, not yet reported recovered
     bool said_hello = false;               // the pending one's incarnation is up (recovery_ms is set)
+    double hello_ms = 0;                   // its process start to its hello, as it measured it
     Clock::time_point killed_at;
     std::vector<std::uint8_t> final_state;
     std::string data_endpoint, ack_endpoint;  // as the current incarnation announced them in its hello
@@ -449,6 +464,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         changed = true;
         if (s.pending) {
           s.pending->recovery_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.killed_at).count();
+          s.hello_ms = r->recovery.recovered_ms;
           s.said_hello = true;
         }
       }
@@ -462,6 +478,9 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         rec.alpha = r->recovery.alpha;
         rec.restore_ms = r->recovery.restore_ms;
         rec.replay_ms = r->recovery.replay_ms;
+        // The worker measured from its start; the kill was recovery_ms - hello_ms before that.
+        rec.first_item_ms =
+            r->recovery.first_item_ms < 0 ? -1 : rec.recovery_ms - s.hello_ms + r->recovery.first_item_ms;
         rec.replayed_items = r->recovery.replayed_items;
         rec.missing_items = r->recovery.missing_items;
         rec.residual = r->recovery.residual;
@@ -563,6 +582,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       sample.unacked = t.unacked;
       sample.failures = result.failures.size();
       sample.last_recovery_ms = result.failures.empty() ? 0 : result.failures.back().recovery_ms;
+      if (durable) sample.store_bytes = directory_bytes(im.dir + "/backups");
       on_sample(sample);
       last_sample = Clock::now();
       last_items = items_now;

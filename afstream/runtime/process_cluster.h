@@ -5,7 +5,10 @@
 // heartbeat, finished); kills them for real (SIGKILL) on the failure plan, at source positions; detects a failure by
 // process exit or a missed heartbeat; restarts the worker with its failure count; and broadcasts which incarnation
 // of every worker is up, and where, so that its peers reconnect and resend. Recovery time is measured from the kill
-// to the restarted worker's hello (state restored, log replayed, sockets bound).
+// to the restarted worker's hello (state restored, sockets bound; the logged items are replayed after it), and to
+// the first item it processed from upstream (FailureRecord::first_item_ms). With the RocksDB store the backup
+// server's directory is in the private directory; its size on disk is in every metrics sample
+// (MetricsSample::store_bytes).
 //
 // Across hosts, the workers in options.remote_workers are not started here: each is started by hand on its host and
 // registers (registration.h). The controller cannot start or kill a process there, so for those it detects a failure

@@ -173,6 +173,7 @@ void Worker::run() {
         if (source_offset_ < source_size_ && unacked_total() < window()) produce();
         if (source_offset_ >= source_size_ && !inputs_done_) {
           inputs_done_ = true;
+          if (awaiting_live_item_) on_live_item(true);
           finish_outputs();
         }
       } else {
@@ -181,6 +182,7 @@ void Worker::run() {
             std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.ended; })) {
           inputs_done_ = true;
           if (awaiting_first_item_) mark_recovered();
+          if (awaiting_live_item_) on_live_item(true);
           measure_loss();
           op_->finish(*emitter_);
           finish_outputs();
@@ -302,6 +304,7 @@ void Worker::restore() {
     if (crash_in_) {
       crash_in_->record.recovery_ms = 0;
       awaiting_first_item_ = true;
+      awaiting_live_item_ = true;
     }
     return;
   }
@@ -404,6 +407,7 @@ void Worker::restore() {
     crash_in_->record.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     restored_at_ = Clock::now();
     awaiting_first_item_ = true;
+    awaiting_live_item_ = true;
   }
 }
 
@@ -553,7 +557,24 @@ void Worker::compensate() {
     // Always: the compensation (even of nothing) is part of the state, and a later recovery must not repeat it.
     backup_state(true);
   }
-  set_recovered(rec);
+  compensated_ = true;
+  maybe_complete_recovery();
+}
+
+// The first item after the recovery that came from upstream (not from the log; a source: the first batch it
+// produced) is about to be processed: restored, replayed and reconnected (FailureRecord::first_item_ms). ended: the
+// input ended without one.
+void Worker::on_live_item(bool ended) {
+  awaiting_live_item_ = false;
+  if (!crash_in_) return;
+  if (!ended) crash_in_->record.first_item_ms = ms_since(crash_in_->killed_at);
+  set_recovered(crash_in_->record);
+  maybe_complete_recovery();
+}
+
+void Worker::maybe_complete_recovery() {
+  if (!compensated_ || awaiting_live_item_) return;
+  set_recovered(crash_in_->record);
   recovery_complete_.store(true, std::memory_order_release);
 }
 
@@ -792,6 +813,7 @@ std::size_t Worker::process_some(std::size_t budget) {
         }
       }
     }
+    if (awaiting_live_item_ && replay_remaining_ == 0 && !ci.end_of_stream) on_live_item(false);
     process_one(ci);
     queue_.pop_front();
     if (replay_remaining_ > 0 && --replay_remaining_ == 0 && awaiting_first_item_) mark_recovered();
@@ -881,6 +903,7 @@ void Worker::produce() {
   buf.resize(n);
   const auto got = source_->read(source_offset_, buf.data(), n);
   for (std::size_t i = 0; i < got; ++i) emit(buf[i].key, buf[i].value, buf[i].time);
+  if (awaiting_live_item_ && got > 0) on_live_item(false);
   const auto before = source_offset_;
   source_offset_ += got;
   if (source_offset_ > produced_high_) {  // items produced again after a rewind or a restart count once

@@ -132,7 +132,8 @@ class Worker {
   // After a crash: what this incarnation lost (read once run() returned).
   CrashInfo take_crash_info() { return std::move(crash_out_); }
   // After a recovery: the record of the failure it recovered from, completed with recovery measurements.
-  // True once the recovery is complete (replayed, loss measured, compensated): recovered_from() is final.
+  // True once the recovery is complete (replayed, loss measured, compensated, and the first item from upstream
+  // processed or the input ended): recovered_from() is final.
   bool recovery_complete() const { return recovery_complete_.load(std::memory_order_acquire); }
   // Safe to call from another thread while run() is in progress (the process runtime reports it).
   std::optional<FailureRecord> recovered_from() const {
@@ -224,6 +225,8 @@ class Worker {
   }
   void on_crash();
   void mark_recovered();
+  void on_live_item(bool ended);
+  void maybe_complete_recovery();
   bool logs_every_item() const;
   void measure_loss();
   void compensate();
@@ -256,6 +259,8 @@ class Worker {
     recovered_ = r;
   }
   bool awaiting_first_item_ = false;
+  bool awaiting_live_item_ = false;  // recovered incarnation: no item from upstream processed yet (first_item_ms)
+  bool compensated_ = false;         // compensate() ran; the recovery completes once awaiting_live_item_ is false too
   Clock::time_point restored_at_{};  // end of restore(), for FailureRecord::replay_ms
 
   std::unique_ptr<Operator> op_;

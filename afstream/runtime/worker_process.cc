@@ -84,17 +84,18 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   if (gate) ctx.gate = &*gate;
   for (int i = 0; i < n; ++i) ctx.counters.push_back(std::make_unique<WorkerCounters>());
 
+  // The origin of every duration this process reports (the controller adds its kill-to-start time).
+  const auto started = Clock::now();
   std::optional<CrashInfo> crash;
   if (!options.failures.empty()) {
     CrashInfo c;
     c.record.worker = options.worker;
     c.record.failure_count = static_cast<int>(options.failures.size());
-    c.killed_at = Clock::now();
+    c.killed_at = started;
     c.observed = false;
     crash = std::move(c);
   }
   Worker worker(ctx, options.worker, options.epoch, options.failures, std::move(crash));
-  const auto started = Clock::now();
 
   std::atomic<bool> done{false};
   std::atomic<bool> lost{false};
@@ -133,7 +134,8 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
              rec->missing_items,
              true,
              rec->replay_ms,
-             rec->residual};
+             rec->residual,
+             rec->first_item_ms};
       }
       return m;
     };

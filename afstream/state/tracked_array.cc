@@ -158,27 +158,40 @@ void TrackedArray<T>::read_full(ByteReader& r) {
 }
 
 template <typename T>
-void TrackedArray<T>::apply_delta(ByteReader& r) {
+typename TrackedArray<T>::Delta TrackedArray<T>::read_delta(ByteReader& r) const {
   const char* what = detail::container_tag_name(tag() | detail::kTagDelta);
   const std::uint64_t n = detail::read_container_header(r, tag() | detail::kTagDelta);
   if (n != values_.size()) {
     throw FormatError(std::string(what) + ": written for " + std::to_string(n) + " slots but this array has " +
                       std::to_string(values_.size()));
   }
-  const std::vector<std::uint32_t> idx = r.get_array<std::uint32_t>(what);
-  const std::vector<T> v = r.get_array<T>(what);
-  if (idx.size() != v.size()) {
-    throw FormatError(std::string(what) + ": " + std::to_string(idx.size()) + " indices but " +
-                      std::to_string(v.size()) + " values");
+  Delta d{r.get_array<std::uint32_t>(what), r.get_array<T>(what)};
+  if (d.indices.size() != d.values.size()) {
+    throw FormatError(std::string(what) + ": " + std::to_string(d.indices.size()) + " indices but " +
+                      std::to_string(d.values.size()) + " values");
   }
-  for (const std::uint32_t i : idx) {
+  for (const std::uint32_t i : d.indices) {
     if (i >= n) {
       throw FormatError(std::string(what) + ": slot index " + std::to_string(i) + " out of range (size " +
                         std::to_string(n) + ")");
     }
   }
-  for (std::size_t k = 0; k < idx.size(); ++k) values_[idx[k]] = v[k];
+  return d;
+}
+
+template <typename T>
+void TrackedArray<T>::apply_delta(const Delta& d) {
+  assert(d.indices.size() == d.values.size());
+  for (std::size_t k = 0; k < d.indices.size(); ++k) {
+    assert(d.indices[k] < values_.size());
+    values_[d.indices[k]] = d.values[k];
+  }
   mark_backed_up();
+}
+
+template <typename T>
+void TrackedArray<T>::apply_delta(ByteReader& r) {
+  apply_delta(read_delta(r));
 }
 
 template <typename T>

@@ -92,6 +92,15 @@ class TrackedArray {
   void read_full(ByteReader& r);
   // Apply a write_delta payload (same all-or-nothing contract as read_full); afterwards the array counts as backed up.
   void apply_delta(ByteReader& r);
+  // The same in two steps, for an operator that restores several containers all or nothing without copying this
+  // one: read_delta reads and checks a write_delta payload (FormatError on bad input, the array unchanged), and
+  // apply_delta(const Delta&) applies it (it cannot fail) in O(changed slots).
+  struct Delta {
+    std::vector<std::uint32_t> indices;  // all < size()
+    std::vector<T> values;
+  };
+  Delta read_delta(ByteReader& r) const;
+  void apply_delta(const Delta& d);
 
   // Brute-force distance to another array of the same size in metric() (MaxAbs: max |a_i - b_i|, L1: sum, L2: sqrt
   // of the sum of squares). O(n). Throws std::invalid_argument if the sizes differ.

@@ -46,8 +46,9 @@ struct RemoteStoreOptions {
   std::chrono::milliseconds backoff_max{1000};          // the pause doubles per attempt up to this
   std::chrono::milliseconds deadline{10000};            // a call gives up this long after it began
   // Largest request this client sends and largest reply it accepts (the server has the same limit, in
-  // BackupServerOptions). A put whose request would be larger throws RuntimeError without sending anything.
-  std::size_t max_message_bytes = std::size_t{64} << 20;
+  // BackupServerOptions; both default to net::kDefaultStoreMaxMessageBytes, 1 GiB). A put whose request would be
+  // larger throws RuntimeError without sending anything.
+  std::size_t max_message_bytes = std::size_t{1} << 30;
   // The incarnation (epoch) of the worker this client serves, sent with every request: once an incarnation has used
   // the server, it refuses requests from older ones (RuntimeError, "stale incarnation"), so that a worker replaced
   // while still running cannot write into its successor's backups. 0: none (never refused).

@@ -92,6 +92,34 @@ TEST(ProcessRuntime, SigkillOfAllWorkersOnThePlanKeepsTheResults) {
   EXPECT_EQ(killed.at("recall"), "1");
   EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
   EXPECT_GT(std::stod(killed.at("recovery_ms_median")), 0.0);
+  // Every restarted worker downstream of the source processes its first item from upstream only after its hello
+  // (its peers learn of it from the controller's broadcast): first_item_ms >= recovery_ms, or -1 if its input ended.
+  std::ifstream f(t.path() / "killed" / "failures.csv");
+  std::string line;
+  std::getline(f, line);
+  auto split = [](const std::string& l) {
+    std::vector<std::string> cols;
+    std::stringstream ls(l);
+    for (std::string c; std::getline(ls, c, ',');) cols.push_back(c);
+    return cols;
+  };
+  const auto header = split(line);
+  const auto column = [&](const char* name) {
+    return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  const std::size_t recovery_at = column("recovery_ms"), first_at = column("first_item_ms");
+  ASSERT_LT(first_at, header.size()) << line;
+  ASSERT_LT(recovery_at, header.size()) << line;
+  int measured = 0;
+  while (std::getline(f, line)) {
+    const auto cols = split(line);
+    ASSERT_EQ(cols.size(), header.size()) << line;
+    const double recovery = std::stod(cols[recovery_at]), first = std::stod(cols[first_at]);
+    if (cols[0] == "0" || first < 0) continue;  // the source produces as soon as it is restored
+    EXPECT_GE(first, recovery) << line;
+    ++measured;
+  }
+  EXPECT_GE(measured, 1);
 }
 
 // A failure domain (a named group killed together) at a time since the start, and a seeded random schedule.

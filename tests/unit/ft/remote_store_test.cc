@@ -251,6 +251,14 @@ TEST(RemoteStore, RequestOverTheLimitIsRefusedWithoutSending) {
   EXPECT_EQ(server.received().size(), 1u);
 }
 
+// Client and server agree on the default limit, and it holds a full backup of a 1e7-counter Count-Min (80 MB) and
+// a chain of about six of them.
+TEST(RemoteStore, DefaultMessageLimitMatchesTheServersAndHoldsLargeStates) {
+  EXPECT_EQ(RemoteStoreOptions{}.max_message_bytes, BackupServerOptions{}.max_message_bytes);
+  EXPECT_EQ(RemoteStoreOptions{}.max_message_bytes, net::kDefaultStoreMaxMessageBytes);
+  EXPECT_GE(RemoteStoreOptions{}.max_message_bytes, std::size_t{6} * 80'000'000);
+}
+
 // A put issued while no server listens completes once one does, here at another endpoint (set_endpoint while the
 // call is retrying).
 TEST(RemoteStore, CallInProgressSwitchesToANewEndpoint) {
