@@ -729,7 +729,8 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   auto rc = r.getRecovery();
   m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),
                 rc.getAlpha(),        rc.getRestoreMs(), rc.getRecoveredMs(), rc.getReplayedItems(),
-                rc.getMissingItems(), rc.getDone(),      rc.getReplayMs(),    rc.getResidual(), rc.getFirstItemMs()};
+                rc.getMissingItems(), rc.getDone(),      rc.getReplayMs(),    rc.getResidual(),
+                rc.getFirstItemMs()};
   m.data_endpoint = from_text(r.getDataEndpoint());
   m.ack_endpoint = from_text(r.getAckEndpoint());
   return m;
