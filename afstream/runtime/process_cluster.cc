@@ -532,6 +532,12 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
           // Finished, and its finished report not read yet (a loaded machine): wait for the report, not a restart.
           s.exited_clean_at = Clock::now();
+        } else if (WIFEXITED(status)) {
+          // It stopped on an error it reported itself (a state over the store's message limit, a store that stayed
+          // unreachable past its deadline, bad options): a restart would meet it again. The thread runtime also
+          // ends the run on a worker's error.
+          throw RuntimeError("controller: worker " + std::to_string(w) + " stopped with exit status " +
+                             std::to_string(WEXITSTATUS(status)) + " (its error is in the log above)");
         } else {
           im.fail(w, im.source_items(), false, result);
           changed = true;

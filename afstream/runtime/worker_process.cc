@@ -98,6 +98,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   Worker worker(ctx, options.worker, options.epoch, options.failures, std::move(crash));
 
   std::atomic<bool> done{false};
+  std::atomic<bool> failed{false};  // run() threw: the link thread must not report it finished
   std::atomic<bool> lost{false};
   std::atomic<std::uint32_t> replaced_by{0};  // a newer incarnation of this worker, seen in the directory
   std::vector<std::uint8_t> final_state;      // written by the main thread before done is set
@@ -177,6 +178,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         hello_sent = true;
       }
       if (done.load()) {
+        if (failed.load()) return;  // an error is not the end of its stream: it exits non-zero, the controller sees
         net::WorkerReportMsg fin;
         fin.kind = net::ReportKind::kFinished;
         fin.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
@@ -213,6 +215,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     worker.run();
   } catch (...) {
     worker.kill();
+    failed.store(true);
     done.store(true);
     link.join();
     if (replaced_by.load() != 0) throw replaced();  // the cause (a store call may have been refused first)
