@@ -554,8 +554,20 @@ void Worker::compensate() {
     info.residual_by_failure = residual_by_failure_;
     if (!residual_by_failure_.empty()) rec.residual = residual_by_failure_.back();
     op_->on_recovered(info);
-    // Always: the compensation (even of nothing) is part of the state, and a later recovery must not repeat it.
-    backup_state(true);
+    // Always a backup: the compensation (even of nothing), and how many failures it covers, are part of the state,
+    // so that a later recovery neither repeats nor loses it. Taken as at an R-state check: after any pending one,
+    // written asynchronously (the first items flow while a big state is written), waited for at once only if the
+    // compensation moved the state more than theta (proofs/general-bounds.md, R-state and R-recover).
+    if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
+    pending_state_ticket_ = 0;
+    const double d = op_->divergence();
+    if (d > schedule_.current().theta) {
+      backup_state(true);
+    } else {
+      backup_state(false);
+      pending_state_ticket_ = last_state_ticket_;
+      pending_divergence_ = d;
+    }
   }
   compensated_ = true;
   maybe_complete_recovery();

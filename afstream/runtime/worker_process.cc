@@ -145,7 +145,8 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     bool hello_sent = false;
     for (;;) {
       zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0}};
-      zmq::poll(items, 1, std::chrono::milliseconds(10));
+      // Until the hello is out, look often: the worker's restore may end any moment, and its peers wait for it.
+      zmq::poll(items, 1, std::chrono::milliseconds(hello_sent ? 10 : 1));
       zmq::message_t m;
       while (sub.recv(m, zmq::recv_flags::dontwait)) {
         try {

@@ -78,9 +78,16 @@ CountMinHeavyHitters::CountMinHeavyHitters(const Params& p)
       watch_from_(phi_ - p.get_double("watch-margin", 0)),
       counters_(hash_.size(), Metric::MaxAbs),
       candidates_(Metric::NewKeys) {
-  if (!(phi_ > 0)) throw ConfigError("hh.phi: expected a count > 0, got " + std::to_string(phi_));
-  if (watch_from_ > phi_) throw ConfigError("watch-margin: expected >= 0");
-  if (max_weight_ < 1) throw ConfigError("max-weight: expected >= 1, got " + std::to_string(max_weight_));
+  validate(p);
+}
+
+void CountMinHeavyHitters::validate(const Params& p) {
+  (void)make_hash(p);  // the sketch's shape
+  const double phi = p.get_double("phi", 1000);
+  if (!(phi > 0)) throw ConfigError("hh.phi: expected a count > 0, got " + std::to_string(phi));
+  if (p.get_double("watch-margin", 0) < 0) throw ConfigError("watch-margin: expected >= 0");
+  const auto max_weight = p.get_int("max-weight", 1);
+  if (max_weight < 1) throw ConfigError("max-weight: expected >= 1, got " + std::to_string(max_weight));
 }
 
 void CountMinHeavyHitters::process(const Item& item, Emitter& out) {

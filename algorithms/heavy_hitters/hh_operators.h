@@ -58,6 +58,8 @@ std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& sour
 class CountMinHeavyHitters final : public Operator {
  public:
   explicit CountMinHeavyHitters(const Params& p);
+  // Throws ConfigError for the parameters the constructor rejects, without allocating the counters.
+  static void validate(const Params& p);
 
   void process(const Item& item, Emitter& out) override;
   void finish(Emitter& out) override;
