@@ -25,6 +25,7 @@ struct MetricsSample {
   std::uint64_t unacked = 0;
   std::uint64_t failures = 0;
   double last_recovery_ms = 0;
+  std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused so far, the client's key not authorized
 };
 
 struct RunResult {
@@ -37,6 +38,7 @@ struct RunResult {
   std::uint64_t duplicates_dropped = 0;
   std::uint64_t gaps = 0;
   std::uint64_t bad_messages = 0;
+  std::uint64_t unauthorized_connections = 0;  // CURVE (process runtime on tcp): refused, the key not authorized
 };
 
 class Cluster {
