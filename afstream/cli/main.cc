@@ -1,7 +1,9 @@
 // The afstream program: the only layer that talks to people. Subcommands:
 //   afstream run --job NAME [options]   run a job on the embedded local cluster (workers as threads)
+//   afstream controller / worker        a job across hosts (tcp://)
 //   afstream list                       jobs, operators and sources
 //   afstream backup-server [options]    serve a backup store (RocksDB or memory) to workers over ZeroMQ
+//   afstream keygen --out DIR           a CURVE keypair for jobs across hosts (NAME.key, NAME.pub)
 // Errors become one line on stderr and a non-zero exit status.
 #include <signal.h>
 #include <unistd.h>
@@ -19,6 +21,8 @@
 
 #include "afstream/cli/options.h"
 #include "afstream/core/errors.h"
+#include "afstream/net/curve.h"
+#include "afstream/net/endpoint.h"
 #include "afstream/runtime/backup_server.h"
 #include "afstream/runtime/file_source.h"
 #include "afstream/runtime/local_cluster.h"
@@ -75,7 +79,8 @@ void usage() {
                "  worker [options]                 one worker process (started by a controller, or by hand on\n"
                "                                   another host: --worker.id ID --worker.controller ENDPOINT)\n"
                "  list                             jobs, operators and sources\n"
-               "  backup-server [options]          serve a backup store (RocksDB or memory) to workers over ZeroMQ\n\n"
+               "  backup-server [options]          serve a backup store (RocksDB or memory) to workers over ZeroMQ\n"
+               "  keygen --out DIR [--name NAME]   write a CURVE keypair (NAME.key, NAME.pub) for jobs across hosts\n\n"
                "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
 }
 
@@ -121,8 +126,20 @@ int cmd_backup_server(int argc, const char* const* argv) {
     store = std::make_unique<afs::RocksDbStore>(args.store_path, afs::RocksDbStoreOptions{args.store_sync});
     what = "rocksdb " + args.store_path + (args.store_sync ? " (sync)" : "");
   }
-  afs::BackupServer server(args.listen, std::move(store));
+  afs::BackupServerOptions server_options;
+  server_options.curve = args.curve.config;
+  server_options.on_refused = [](const afs::ZapRefusal& r) {
+    std::cerr << "afstream backup-server: refused a connection from " << r.address << ": its key " << r.key
+              << " is not in net.curve-authorized" << std::endl;
+  };
+  afs::BackupServer server(args.listen, std::move(store), server_options);
   std::cerr << "afstream backup-server: store " << what << "\n";
+  if (args.curve.config) {
+    std::cerr << "afstream backup-server: CURVE "
+              << (afs::net::is_tcp(server.bound_endpoint()) ? "on" : "off (it applies to tcp:// only)")
+              << ", public key " << args.curve.config->keys.public_key << ", " << args.curve.config->authorized.size()
+              << " keys let in\n";
+  }
   std::cerr << "afstream backup-server: listening on " << server.bound_endpoint() << std::endl;
   if (!args.endpoint_file.empty()) {
     // Written whole, then renamed: a reader never sees half an endpoint.
@@ -136,8 +153,8 @@ int cmd_backup_server(int argc, const char* const* argv) {
   const auto c = server.counters();
   std::cerr << "afstream backup-server: stopped after " << c.requests << " requests (" << c.bad_frames
             << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
-            << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations)"
-            << std::endl;
+            << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations, "
+            << c.unauthorized_connections << " connections refused for their key)" << std::endl;
   return 0;  // the server, then the store (RocksDB: flushed and closed), are destroyed on the way out
 }
 
@@ -248,8 +265,16 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
       popts.backup_server = c.backup_server;
       popts.register_timeout = std::chrono::milliseconds(c.register_timeout_ms);
       // The job's options as given (on the command line or in a job file), so that a worker on another host needs
-      // no copy of the job file.
-      popts.worker_args = afs::cli::effective_args(vm, {"controller.", "config", "help", "out"});
+      // no copy of the job file. Not the CURVE key files: each host has its own (the workers started here get the
+      // controller's, popts.curve_args).
+      popts.worker_args = afs::cli::effective_args(vm, {"controller.", "config", "help", "out", "net.curve-"});
+      popts.curve = opts.curve.config;
+      popts.curve_args = opts.curve.args;
+      popts.backup_server_key = c.backup_server_key;
+      popts.on_refused = [](const afs::ZapRefusal& r) {
+        std::cerr << "afstream controller: refused a connection from " << r.address << ": its key " << r.key
+                  << " is not in net.curve-authorized" << std::endl;
+      };
       std::vector<int> local;
       for (int w = 0; w < topology.worker_count(); ++w) {
         if (std::find(c.remote_workers.begin(), c.remote_workers.end(), w) == c.remote_workers.end()) {
@@ -264,12 +289,22 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
         };
         std::cerr << "afstream controller: reports on " << e.reports << ", directory on " << e.directory
                   << ", backup server on " << e.store << "\n";
+        if (!e.key.empty()) {
+          std::cerr << "afstream controller: CURVE on, public key '" << e.key << "' (backup server '" << e.store_key
+                    << "')\n";
+        }
         std::cerr << "afstream controller: starting workers " << ids(local) << " here; waiting for remote workers "
                   << ids(remote) << "\n";
         if (!remote.empty()) {
           std::cerr << "afstream controller: start each remote worker on its host with:\n  afstream worker "
                        "--worker.id ID --worker.controller "
-                    << e.reports << " --worker.bind tcp://ITS_IP --worker.restart\n";
+                    << e.reports << " --worker.bind tcp://ITS_IP";
+          if (!e.key.empty()) {
+            // Quoted: Z85 keys hold characters the shell would take ($, &, <, >, *, ...), never a quote.
+            std::cerr << " --net.curve-secret ITS.key --net.curve-authorized DIR --worker.controller-key='" << e.key
+                      << "'";
+          }
+          std::cerr << " --worker.restart\n";
         }
         std::cerr << std::flush;
       };
@@ -287,7 +322,8 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
               << ", \"item_backups\": " << m.item_backups << ", \"backup_bytes\": " << m.backup_bytes
               << ", \"divergence\": " << m.divergence << ", \"unbacked\": " << m.unbacked
               << ", \"unacked\": " << m.unacked << ", \"failures\": " << m.failures
-              << ", \"last_recovery_ms\": " << m.last_recovery_ms << ", \"store_bytes\": " << m.store_bytes << "}\n";
+              << ", \"last_recovery_ms\": " << m.last_recovery_ms << ", \"store_bytes\": " << m.store_bytes
+              << ", \"unauthorized_connections\": " << m.unauthorized_connections << "}\n";
     }
     if (!opts.quiet && m.t >= 1.0) {
       std::fprintf(stderr,
@@ -349,6 +385,10 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
             << num(static_cast<double>(result.backup_bytes) / 1e6) << " MB\n";
   std::cout << "  delivery: " << result.duplicates_dropped << " duplicates dropped, " << result.gaps
             << " items never received (gaps), " << result.bad_messages << " bad messages\n";
+  if (controller && opts.curve.config) {
+    std::cout << "  security: CURVE on tcp, " << result.unauthorized_connections
+              << " connections refused (key not in net.curve-authorized)\n";
+  }
   if (!rec.empty())
     std::cout << "  recovery: median " << num(median(rec)) << " ms over " << rec.size() << " recoveries\n";
   std::cout << " ";
@@ -400,7 +440,8 @@ int run_worker(int argc, const char* const* argv) {
         "worker.restart: only for a worker that registers (no --job): each new process must get its "
         "incarnation from the controller");
   }
-  const auto wopts = afs::cli::parse_worker(vm);
+  auto wopts = afs::cli::parse_worker(vm);
+  wopts.curve = opts.curve.config;
   const auto reg = registry();
   const auto topology = job->topology(vm, opts.config);
   afs::run_worker_process(topology, reg, opts.config, wopts);
@@ -411,7 +452,7 @@ int run_worker(int argc, const char* const* argv) {
 // the job is, then runs as a worker started by the controller would.
 int run_registering_worker(int argc, const char* const* argv) {
   const auto r = afs::cli::parse_registering_worker(argc, argv);
-  const auto a = afs::register_worker(r.worker, r.controller, r.controller_timeout);
+  const auto a = afs::register_worker(r.worker, r.controller, r.controller_timeout, r.curve);
   std::vector<std::string> args{"worker"};
   args.insert(args.end(), a.job_args.begin(), a.job_args.end());
   args.insert(args.end(), r.given.begin(), r.given.end());
@@ -422,6 +463,7 @@ int run_registering_worker(int argc, const char* const* argv) {
   if (!r.has_directory) args.insert(args.end(), {"--worker.directory", a.directory});
   if (!r.has_store) args.insert(args.end(), {"--worker.store", a.store});
   if (!r.has_heartbeat) args.insert(args.end(), {"--worker.heartbeat-ms", std::to_string(a.heartbeat_ms)});
+  if (r.curve && !r.has_store_key && !a.store_key.empty()) args.push_back("--worker.store-key=" + a.store_key);
   std::cerr << "afstream worker: worker " << r.worker << " registered with " << r.controller << " as incarnation "
             << a.epoch << std::endl;
   std::vector<const char*> argv2;
@@ -460,15 +502,35 @@ int cmd_worker(int argc, const char* const* argv) {
     if (a == "--help" || a == "-h") {
       std::cout << "usage: afstream worker --worker.id ID --worker.controller tcp://HOST:PORT [--worker.bind tcp://IP] "
                    "[--worker.restart]\n"
+                   "       [--net.curve-secret FILE --net.curve-authorized DIR --worker.controller-key KEY]\n"
                    "       (a worker started by hand: registers, and gets the job from its controller)\n"
                    "   or: afstream worker --job NAME [job options] --worker.* ... (as a controller starts one)\n\n"
-                << afs::cli::worker_options() << "\n";
+                << afs::cli::worker_options() << "\n"
+                << afs::cli::curve_options() << "\n";
       return 0;
     }
     if (a == "--worker.restart") return run_supervised_worker(argc, argv);
   }
   if (find_job_name(argc, argv).empty()) return run_registering_worker(argc, argv);
   return run_worker(argc, argv);
+}
+
+// `afstream keygen`: a CURVE keypair as two files (afstream/net/curve.h). The public key goes to stdout.
+int cmd_keygen(int argc, const char* const* argv) {
+  po::variables_map vm;
+  const auto k = afs::cli::parse_keygen(argc, argv, vm);
+  if (vm.count("help")) {
+    std::cout << "usage: afstream keygen --out DIR [--name NAME]\n\n" << afs::cli::keygen_options() << "\n";
+    return 0;
+  }
+  const auto keys = afs::net::generate_curve_keypair();
+  const auto files = afs::net::write_curve_keypair(k.out, k.name, keys);
+  std::cerr << "afstream keygen: wrote " << files.secret_file << " (the secret key: keep it on this host, mode 0600; "
+            << "give it to this host's processes with --net.curve-secret) and " << files.public_file
+            << " (the public key: copy it into the net.curve-authorized directory of every host of the job)"
+            << std::endl;
+  std::cout << keys.public_key << "\n";
+  return 0;
 }
 
 int main(int argc, char** argv) {
@@ -483,7 +545,9 @@ int main(int argc, char** argv) {
     if (cmd == "list") return cmd_list();
     if (cmd == "backup-server") return cmd_backup_server(argc - 1, argv + 1);
     if (cmd == "worker") return cmd_worker(argc - 1, argv + 1);
-    throw ConfigError("unknown command '" + cmd + "' (expected run, controller, worker, list or backup-server)");
+    if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
+    throw ConfigError("unknown command '" + cmd +
+                      "' (expected run, controller, worker, list, backup-server or keygen)");
   } catch (const std::exception& e) {
     std::cerr << "afstream: error: " << e.what() << "\n";
     return 2;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -25,6 +26,43 @@ constexpr Alias kAliases[] = {
     {"ft.unacked-items-max", "ft.gamma"},
 };
 }  // namespace
+
+po::options_description curve_options() {
+  po::options_description o(
+      "CURVE options (authentication and encryption of tcp:// connections, for jobs across hosts; the same on every "
+      "process of a job; ipc:// and inproc:// are left as they are)");
+  o.add_options()("net.curve-secret", po::value<std::string>(),
+                  "FILE: this process's keypair, the NAME.key written by `afstream keygen` (mode 0600); turns CURVE "
+                  "on, with net.curve-authorized")(
+      "net.curve-authorized", po::value<std::string>(),
+      "DIR|FILE: the public keys allowed to connect (a NAME.pub, or a directory of them: the keys of every host "
+      "of the job); a process always lets in its own key too");
+  return o;
+}
+
+CurveArgs parse_curve(const po::variables_map& vm) {
+  CurveArgs c;
+  const bool secret = vm.count("net.curve-secret") > 0, authorized = vm.count("net.curve-authorized") > 0;
+  if (!secret && !authorized) return c;
+  if (!secret || !authorized) {
+    throw ConfigError(std::string(secret ? "net.curve-authorized" : "net.curve-secret") +
+                      ": missing; CURVE needs both net.curve-secret (this process's keypair) and net.curve-authorized "
+                      "(the public keys let in)");
+  }
+  if (!net::curve_available()) {
+    throw ConfigError("net.curve-secret: this libzmq has no CURVE support (it was built without libsodium)");
+  }
+  namespace fs = std::filesystem;
+  const auto secret_file = fs::absolute(vm["net.curve-secret"].as<std::string>()).lexically_normal().string();
+  const auto authorized_path = fs::absolute(vm["net.curve-authorized"].as<std::string>()).lexically_normal().string();
+  net::CurveConfig config;
+  config.keys = net::read_curve_secret_file(secret_file, "net.curve-secret");
+  config.authorized = net::read_curve_authorized(authorized_path, "net.curve-authorized");
+  config.authorized.insert(config.keys.public_key);  // whoever holds this process's secret key is this job's own
+  c.config = std::move(config);
+  c.args = {"--net.curve-secret=" + secret_file, "--net.curve-authorized=" + authorized_path};
+  return c;
+}
 
 po::options_description run_options() {
   po::options_description o("run options");
@@ -83,6 +121,7 @@ po::options_description run_options() {
       "fail.at", po::value<std::string>()->default_value(""),
       "failure points: comma-separated item counts, fractions of the input (0.25), or times since the start (500ms, "
       "2s)");
+  o.add(curve_options());
   return o;
 }
 
@@ -108,7 +147,12 @@ po::options_description worker_options() {
       "worker.controller-timeout-ms", po::value<int>()->default_value(10000),
       "stop when the controller has been silent this long (ms)")(
       "worker.store-deadline-ms", po::value<int>()->default_value(10000),
-      "stop when the backup server has not answered a call for this long (ms; retried with backoff until then)");
+      "stop when the backup server has not answered a call for this long (ms; retried with backoff until then)")(
+      "worker.controller-key", po::value<std::string>(),
+      "CURVE: the controller's public key, a NAME.pub file or the key itself (40 characters, as `afstream "
+      "controller` prints it)")(
+      "worker.store-key", po::value<std::string>(),
+      "CURVE: the backup server's public key (file or key); a registering worker gets it from the controller");
   return o;
 }
 
@@ -156,6 +200,13 @@ WorkerProcessOptions parse_worker(const po::variables_map& vm) {
   if (hb <= 0 || timeout <= 0) throw ConfigError("worker.heartbeat-ms and worker.controller-timeout-ms: expected > 0");
   w.heartbeat = std::chrono::milliseconds(hb);
   w.controller_timeout = std::chrono::milliseconds(timeout);
+  const bool curve = vm.count("net.curve-secret") > 0;
+  for (const char* key : {"worker.controller-key", "worker.store-key"}) {
+    if (!vm.count(key)) continue;
+    if (!curve) throw ConfigError(std::string(key) + ": only with CURVE (net.curve-secret, net.curve-authorized)");
+    (key == std::string("worker.controller-key") ? w.controller_key : w.store_key) =
+        net::read_curve_public_key(vm[key].as<std::string>(), key);
+  }
   return w;
 }
 
@@ -242,6 +293,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (r.heartbeat_ms <= 0 || r.heartbeat_timeout_ms <= r.heartbeat_ms) {
     throw ConfigError("process.heartbeat-ms and process.heartbeat-timeout-ms: expected 0 < interval < timeout");
   }
+  if (!vm.count("help")) r.curve = parse_curve(vm);
   return r;
 }
 
@@ -257,6 +309,7 @@ po::options_description backup_server_options() {
       "store.sync", po::bool_switch(), "rocksdb: fsync every put (survives a machine crash, slower)")(
       "endpoint-file", po::value<std::string>(),
       "once listening, write the endpoint (with the port chosen for port 0) to this file");
+  o.add(curve_options());
   return o;
 }
 
@@ -291,7 +344,36 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
   } else {
     throw ConfigError("store: expected memory or rocksdb, got '" + a.store + "'");
   }
+  if (!vm.count("help")) a.curve = parse_curve(vm);
   return a;
+}
+
+po::options_description keygen_options() {
+  po::options_description o("keygen options");
+  o.add_options()("help,h", "show this help")("out", po::value<std::string>(),
+                                              "directory to write the keypair in (created if missing)")(
+      "name", po::value<std::string>()->default_value("afstream"),
+      "file name: NAME.key (the secret key file, mode 0600) and NAME.pub (the public key file)");
+  return o;
+}
+
+KeygenArgs parse_keygen(int argc, const char* const* argv, po::variables_map& vm) {
+  try {
+    po::store(po::command_line_parser(argc, argv).options(keygen_options()).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(e.what());
+  }
+  KeygenArgs k;
+  if (vm.count("help")) return k;
+  if (!vm.count("out")) throw ConfigError("keygen: missing --out DIR (where to write NAME.key and NAME.pub)");
+  k.out = vm["out"].as<std::string>();
+  if (k.out.empty()) throw ConfigError("out: expected a directory");
+  k.name = vm["name"].as<std::string>();
+  if (k.name.empty() || k.name.find('/') != std::string::npos || k.name[0] == '.') {
+    throw ConfigError("name: '" + k.name + "' is not a file name (no '/', not starting with '.')");
+  }
+  return k;
 }
 
 po::options_description controller_options() {
@@ -305,6 +387,8 @@ po::options_description controller_options() {
       "--worker.controller ENDPOINT --worker.bind tcp://THEIR_IP --worker.restart`); they register")(
       "controller.backup-server", po::value<std::string>()->default_value(""),
       "tcp://HOST:PORT of a backup server started by hand (`afstream backup-server`); default: start one here")(
+      "controller.backup-server-key", po::value<std::string>(),
+      "CURVE: the public key of that backup server (its NAME.pub, or the key itself)")(
       "controller.register-timeout-ms", po::value<int>()->default_value(300000),
       "give up when a remote worker has not registered this long after the start or its failure (ms)");
   return o;
@@ -331,6 +415,21 @@ ControllerArgs parse_controller(const po::variables_map& vm, int worker_count) {
   }
   c.backup_server = vm["controller.backup-server"].as<std::string>();
   if (!c.backup_server.empty()) net::check_connect_endpoint(c.backup_server, "controller.backup-server");
+  if (vm.count("controller.backup-server-key")) {
+    if (c.backup_server.empty()) {
+      throw ConfigError(
+          "controller.backup-server-key: only with controller.backup-server (a backup server started "
+          "by hand)");
+    }
+    if (!vm.count("net.curve-secret")) {
+      throw ConfigError("controller.backup-server-key: only with CURVE (net.curve-secret, net.curve-authorized)");
+    }
+    c.backup_server_key = net::read_curve_public_key(vm["controller.backup-server-key"].as<std::string>(),
+                                                     "controller.backup-server-key");
+  } else if (vm.count("net.curve-secret") && net::is_tcp(c.backup_server)) {
+    throw ConfigError("controller.backup-server-key: needed with net.curve-secret to reach the backup server at " +
+                      c.backup_server + " (its public key: the NAME.pub of the key it serves with)");
+  }
   c.register_timeout_ms = vm["controller.register-timeout-ms"].as<int>();
   if (c.register_timeout_ms <= 0) throw ConfigError("controller.register-timeout-ms: expected > 0");
   return c;
@@ -338,6 +437,7 @@ ControllerArgs parse_controller(const po::variables_map& vm, int worker_count) {
 
 RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv) {
   po::options_description desc = worker_options();
+  desc.add(curve_options());
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
@@ -345,7 +445,7 @@ RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv
   } catch (const po::error& e) {
     throw ConfigError(std::string(e.what()) +
                       " (a worker given no --job takes the job's options from its controller: give only worker.* "
-                      "options)");
+                      "and net.curve-* options)");
   }
   RegisteringWorkerArgs r;
   if (!vm.count("worker.id")) throw ConfigError("worker: missing --worker.id");
@@ -374,6 +474,25 @@ RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv
   const int timeout = vm["worker.controller-timeout-ms"].as<int>();
   if (timeout <= 0) throw ConfigError("worker.controller-timeout-ms: expected > 0");
   r.controller_timeout = std::chrono::milliseconds(timeout);
+  const auto curve = parse_curve(vm);
+  r.has_store_key = vm.count("worker.store-key") > 0;
+  if (curve.config) {
+    if (!vm.count("worker.controller-key")) {
+      throw ConfigError(
+          "worker.controller-key: missing; with CURVE (net.curve-secret) a worker needs the controller's public "
+          "key (its NAME.pub, or the key `afstream controller` prints)");
+    }
+    r.curve = net::CurveClient{
+        curve.config->keys,
+        net::read_curve_public_key(vm["worker.controller-key"].as<std::string>(), "worker.controller-key")};
+    if (r.has_store_key) (void)net::read_curve_public_key(vm["worker.store-key"].as<std::string>(), "worker.store-key");
+  } else {
+    for (const char* key : {"worker.controller-key", "worker.store-key"}) {
+      if (vm.count(key)) {
+        throw ConfigError(std::string(key) + ": only with CURVE (net.curve-secret, net.curve-authorized)");
+      }
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--worker.restart") r.given.emplace_back(argv[i]);
   }

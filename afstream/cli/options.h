@@ -1,18 +1,32 @@
 // The single place where the command line's options are declared (DESIGN 7): dotted names that mean what they
 // say, the paper's letters as aliases, the same keys in a job file (INI) and on the command line (command line
-// wins). Turns them into a RunConfig; also the options of `afstream backup-server`.
+// wins). Turns them into a RunConfig; also the options of `afstream backup-server`. The CURVE options (net.curve-*)
+// are one group, declared once here and given to every subcommand that opens sockets.
 #pragma once
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "afstream/net/curve.h"
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/job.h"
 #include "afstream/runtime/worker_process.h"
 
 namespace afs::cli {
+
+// CURVE on tcp:// (afstream/net/curve.h): net.curve-secret FILE (this process's keypair) and net.curve-authorized
+// DIR|FILE (the public keys let in; a process always lets in its own key too). Part of run_options() (run,
+// controller, worker) and backup_server_options().
+boost::program_options::options_description curve_options();
+struct CurveArgs {
+  std::optional<net::CurveConfig> config;  // unset: CURVE off
+  std::vector<std::string> args;           // the two options, with absolute paths, to pass on to processes started here
+};
+// Reads and checks the key files. Throws ConfigError naming the option and the file.
+CurveArgs parse_curve(const boost::program_options::variables_map& vm);
 
 struct RunOptions {
   std::string job;
@@ -29,6 +43,7 @@ struct RunOptions {
   std::string process_store = "rocksdb";                          // runtime processes: the backup server's store
   int heartbeat_ms = 100;
   int heartbeat_timeout_ms = 5000;
+  CurveArgs curve;
   RunConfig config;
 };
 
@@ -42,18 +57,20 @@ boost::program_options::options_description run_options();
 RunOptions parse_run(int argc, const char* const* argv, const Job* job, boost::program_options::variables_map& vm,
                      const boost::program_options::options_description* extra = nullptr);
 
-// `afstream worker`: the options its controller passes (worker.*), on top of run's and the job's.
+// `afstream worker`: the options its controller passes (worker.*), on top of run's and the job's. parse_worker
+// leaves WorkerProcessOptions::curve to the caller (RunOptions::curve) and reads the servers' keys.
 boost::program_options::options_description worker_options();
 WorkerProcessOptions parse_worker(const boost::program_options::variables_map& vm);
 
 // `afstream worker` with no --job: a worker started by hand that registers with its controller and takes the job's
-// options from it (afstream/runtime/registration.h). Only worker.* options are accepted.
+// options from it (afstream/runtime/registration.h). Only worker.* and net.curve-* options are accepted.
 struct RegisteringWorkerArgs {
   int worker = 0;
   std::string controller;  // checked
   std::chrono::milliseconds controller_timeout{10000};
-  std::vector<std::string> given;  // the worker.* options as given (passed on to the worker it becomes)
-  bool has_bind = false, has_directory = false, has_store = false, has_heartbeat = false;
+  std::vector<std::string> given;  // the options as given (passed on to the worker it becomes)
+  bool has_bind = false, has_directory = false, has_store = false, has_heartbeat = false, has_store_key = false;
+  std::optional<net::CurveClient> curve;  // CURVE: this worker's keypair and the controller's public key
 };
 RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv);
 
@@ -62,7 +79,8 @@ boost::program_options::options_description controller_options();
 struct ControllerArgs {
   std::string bind;  // tcp://IP[:PORT], checked
   std::vector<int> remote_workers;
-  std::string backup_server;  // "" or a checked endpoint
+  std::string backup_server;      // "" or a checked endpoint
+  std::string backup_server_key;  // CURVE: its public key (Z85), "" if not given
   int register_timeout_ms = 300000;
 };
 // worker_count: to check the remote workers' ids.
@@ -80,6 +98,7 @@ struct BackupServerArgs {
   std::string store_path;         // rocksdb: the store's directory (created if missing)
   bool store_sync = false;        // rocksdb: fsync every put
   std::string endpoint_file;      // written with the bound endpoint once listening (port 0: the one chosen)
+  CurveArgs curve;
 };
 
 boost::program_options::options_description backup_server_options();
@@ -87,6 +106,14 @@ boost::program_options::options_description backup_server_options();
 // Parses argv (after the subcommand); throws ConfigError naming the bad option or value (unknown option, unknown
 // store, rocksdb without store.path, store.path or store.sync with the memory store).
 BackupServerArgs parse_backup_server(int argc, const char* const* argv, boost::program_options::variables_map& vm);
+
+// `afstream keygen`: where to write a keypair (NAME.key, NAME.pub).
+struct KeygenArgs {
+  std::string out;
+  std::string name = "afstream";
+};
+boost::program_options::options_description keygen_options();
+KeygenArgs parse_keygen(int argc, const char* const* argv, boost::program_options::variables_map& vm);
 
 // key = value lines of every option that has a value, for printing and for <out>/config.ini.
 std::string effective_config(const boost::program_options::variables_map& vm);

@@ -261,7 +261,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   check_list_size(report.final_state.size(), "a final state of", "bytes");
   auto r = state_
                ->envelope(64 + blob_words(report.final_state.size()) + blob_words(report.data_endpoint.size() + 1) +
-                              blob_words(report.ack_endpoint.size() + 1),
+                              blob_words(report.ack_endpoint.size() + 1) + blob_words(report.curve_key.size() + 1),
                           sender, epoch)
                .initWorkerReport();
   r.setKind(static_cast<wire::WorkerReport::Kind>(static_cast<std::uint16_t>(report.kind)));
@@ -279,6 +279,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   st.setUnacked(s.unacked);
   st.setDivergence(s.divergence);
   st.setSourceOffset(s.source_offset);
+  st.setUnauthorizedConnections(s.unauthorized_connections);
   if (!report.final_state.empty()) {
     r.setFinalState(capnp::Data::Reader(report.final_state.data(), report.final_state.size()));
   }
@@ -299,6 +300,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   rc.setFirstItemMs(v.first_item_ms);
   if (!report.data_endpoint.empty()) r.setDataEndpoint(as_text(report.data_endpoint));
   if (!report.ack_endpoint.empty()) r.setAckEndpoint(as_text(report.ack_endpoint));
+  if (!report.curve_key.empty()) r.setCurveKey(as_text(report.curve_key));
   return state_->finish();
 }
 
@@ -307,7 +309,8 @@ std::span<const std::uint8_t> Encoder::encode_directory(std::uint32_t sender, st
   check_list_size(directory.peers.size(), "a directory of", "workers");
   std::size_t words = 16;
   for (const auto& p : directory.peers) {
-    words += 5 + blob_words(p.data_endpoint.size() + 1) + blob_words(p.ack_endpoint.size() + 1);
+    words += 6 + blob_words(p.data_endpoint.size() + 1) + blob_words(p.ack_endpoint.size() + 1) +
+             blob_words(p.curve_key.size() + 1);
   }
   auto d = state_->envelope(words, sender, epoch).initDirectory();
   auto list = d.initPeers(static_cast<unsigned>(directory.peers.size()));
@@ -320,6 +323,7 @@ std::span<const std::uint8_t> Encoder::encode_directory(std::uint32_t sender, st
     out.setFinished(p.finished);
     if (!p.data_endpoint.empty()) out.setDataEndpoint(as_text(p.data_endpoint));
     if (!p.ack_endpoint.empty()) out.setAckEndpoint(as_text(p.ack_endpoint));
+    if (!p.curve_key.empty()) out.setCurveKey(as_text(p.curve_key));
   }
   return state_->finish();
 }
@@ -330,7 +334,7 @@ std::span<const std::uint8_t> Encoder::encode_assignment(std::uint32_t sender, s
   check_list_size(assignment.job_args.size(), "an assignment with", "job arguments");
   std::size_t words = kStoreOverheadWords + assignment.failures.size() + assignment.job_args.size() +
                       blob_words(assignment.directory.size() + 1) + blob_words(assignment.store.size() + 1) +
-                      blob_words(assignment.error.size() + 1);
+                      blob_words(assignment.error.size() + 1) + blob_words(assignment.store_key.size() + 1);
   for (const auto& a : assignment.job_args) words += blob_words(a.size() + 1);
   auto m = state_->envelope(words, sender, epoch).initAssignment();
   m.setWorker(assignment.worker);
@@ -347,6 +351,7 @@ std::span<const std::uint8_t> Encoder::encode_assignment(std::uint32_t sender, s
   m.setStore(as_text(assignment.store));
   m.setHeartbeatMs(assignment.heartbeat_ms);
   m.setError(as_text(assignment.error));
+  if (!assignment.store_key.empty()) m.setStoreKey(as_text(assignment.store_key));
   return state_->finish();
 }
 
@@ -722,9 +727,19 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   }
   m.kind = static_cast<ReportKind>(kind);
   auto st = r.getStatus();
-  m.status = {st.getItemsIn(),     st.getItemsOut(),          st.getStateBackups(), st.getItemBackups(),
-              st.getBackupBytes(), st.getDuplicatesDropped(), st.getGaps(),         st.getBadMessages(),
-              st.getUnbacked(),    st.getUnacked(),           st.getDivergence(),   st.getSourceOffset()};
+  m.status = {st.getItemsIn(),
+              st.getItemsOut(),
+              st.getStateBackups(),
+              st.getItemBackups(),
+              st.getBackupBytes(),
+              st.getDuplicatesDropped(),
+              st.getGaps(),
+              st.getBadMessages(),
+              st.getUnbacked(),
+              st.getUnacked(),
+              st.getDivergence(),
+              st.getSourceOffset(),
+              st.getUnauthorizedConnections()};
   m.final_state = to_vector(r.getFinalState());
   auto rc = r.getRecovery();
   m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),
@@ -733,6 +748,7 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
                 rc.getFirstItemMs()};
   m.data_endpoint = from_text(r.getDataEndpoint());
   m.ack_endpoint = from_text(r.getAckEndpoint());
+  m.curve_key = from_text(r.getCurveKey());
   return m;
 }
 
@@ -746,6 +762,7 @@ AssignmentMsg read_assignment(wire::Assignment::Reader r) {
   m.store = from_text(r.getStore());
   m.heartbeat_ms = r.getHeartbeatMs();
   m.error = from_text(r.getError());
+  m.store_key = from_text(r.getStoreKey());
   return m;
 }
 
@@ -783,7 +800,7 @@ void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits
         DirectoryMsg d;
         for (auto p : env.getDirectory().getPeers()) {
           d.peers.push_back({p.getWorker(), p.getEpoch(), p.getUp(), p.getFinished(), from_text(p.getDataEndpoint()),
-                             from_text(p.getAckEndpoint())});
+                             from_text(p.getAckEndpoint()), from_text(p.getCurveKey())});
         }
         out.body = std::move(d);
         return;

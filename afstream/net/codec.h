@@ -206,6 +206,7 @@ struct WorkerStatusMsg {
   std::uint64_t duplicates_dropped = 0, gaps = 0, bad_messages = 0, unbacked = 0, unacked = 0;
   double divergence = 0;
   std::uint64_t source_offset = 0;
+  std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused (the client's key not authorized)
   friend bool operator==(const WorkerStatusMsg&, const WorkerStatusMsg&) = default;
 };
 
@@ -230,6 +231,7 @@ struct WorkerReportMsg {
   RecoveryReportMsg recovery;
   std::string data_endpoint;  // hello: the endpoints this incarnation bound (where its peers reach it)
   std::string ack_endpoint;
+  std::string curve_key;  // hello: the CURVE public key (Z85) its sockets serve with; "": CURVE off
   friend bool operator==(const WorkerReportMsg&, const WorkerReportMsg&) = default;
 };
 
@@ -238,6 +240,7 @@ struct PeerStateMsg {
   bool up = false, finished = false;
   std::string data_endpoint;  // as announced in the incarnation's hello (empty before it)
   std::string ack_endpoint;
+  std::string curve_key;  // as announced: the CURVE public key its sockets serve with ("": CURVE off)
   friend bool operator==(const PeerStateMsg&, const PeerStateMsg&) = default;
 };
 
@@ -250,6 +253,7 @@ struct AssignmentMsg {
   std::string store;                    // the backup server's endpoint
   std::uint32_t heartbeat_ms = 0;
   std::string error;
+  std::string store_key;  // the backup server's CURVE public key ("": CURVE off)
   friend bool operator==(const AssignmentMsg&, const AssignmentMsg&) = default;
 };
 

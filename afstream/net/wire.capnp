@@ -11,6 +11,11 @@
 # and the controller's Directory carries them (PeerState); a worker started by hand registers (WorkerReport kind
 # register) and gets its Assignment. A version-1 worker would connect to the endpoints of its ipc:// prefix scheme
 # instead of the announced ones, so version 1 and 2 do not talk.
+#
+# Still version 2, with fields added for CURVE on tcp (afstream/net/curve.h): the public key each worker incarnation's
+# sockets serve with (WorkerReport.curveKey in the hello, PeerState.curveKey in the Directory), the backup server's
+# (Assignment.storeKey), and the connections a worker refused (WorkerStatus.unauthorizedConnections). A reader
+# without them sees empty keys and zeros, which is what a job without CURVE sends.
 @0x8f9c61cf0b7a1162;
 
 using Cxx = import "/capnp/c++.capnp";
@@ -155,6 +160,7 @@ struct WorkerReport {
   recovery @3 :RecoveryReport;         # hello and status of a recovered incarnation: the failure it recovered from
   dataEndpoint @4 :Text;               # hello: where this incarnation receives items (what it bound, e.g. tcp://IP:PORT)
   ackEndpoint @5 :Text;                # hello: where it receives acknowledgements
+  curveKey @6 :Text;                   # hello: the CURVE public key its data and ack sockets serve with (Z85; "": none)
 
   enum Kind {
     unset @0;     # never sent; a decoder rejects it
@@ -178,6 +184,7 @@ struct WorkerStatus {
   unacked @9 :UInt64;
   divergence @10 :Float64;
   sourceOffset @11 :UInt64;    # sources: furthest position produced
+  unauthorizedConnections @12 :UInt64;  # CURVE: connections refused, the client's key not authorized
 }
 
 struct RecoveryReport {
@@ -209,6 +216,7 @@ struct PeerState {
   finished @3 :Bool;
   dataEndpoint @4 :Text;  # where this incarnation receives items, as it announced them (empty until its hello)
   ackEndpoint @5 :Text;   # where it receives acknowledgements
+  curveKey @6 :Text;      # the CURVE public key its sockets serve with, as announced (Z85; "": none)
 }
 
 # The controller's answer to a registering worker: which incarnation it is, what it needs to know of the failures of
@@ -223,4 +231,5 @@ struct Assignment {
   store @5 :Text;             # the backup server's endpoint
   heartbeatMs @6 :UInt32;     # status report interval
   error @7 :Text;
+  storeKey @8 :Text;          # the backup server's CURVE public key (Z85; "": CURVE off)
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -12,6 +13,8 @@
 #include <zmq.hpp>
 
 #include "afstream/core/errors.h"
+#include "afstream/net/endpoint.h"
+#include "afstream/runtime/gatekeeper.h"
 
 namespace afs {
 
@@ -51,6 +54,7 @@ struct BackupServer::Impl {
   };
 
   zmq::context_t context{1};
+  std::optional<Gatekeeper> gatekeeper;  // CURVE on tcp://: who may connect (bound before the socket)
   zmq::socket_t socket{context, zmq::socket_type::router};
   net::Encoder encoder;
   net::Message message;  // the request being served (its storage is reused)
@@ -84,6 +88,10 @@ BackupServer::BackupServer(std::string endpoint, std::unique_ptr<BackupStore> st
     const auto cap = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 2);
     socket.set(zmq::sockopt::maxmsgsize,
                static_cast<std::int64_t>(std::min<std::uint64_t>(2 * std::uint64_t{options_.max_message_bytes}, cap)));
+    if (options_.curve && net::is_tcp(endpoint)) {
+      impl_->gatekeeper.emplace(impl_->context, options_.curve->authorized);
+      net::make_curve_server(socket, options_.curve->keys);
+    }
     socket.bind(zmq_bind_address(endpoint));
     bound_endpoint_ = socket.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
@@ -95,8 +103,13 @@ BackupServer::BackupServer(std::string endpoint, std::unique_ptr<BackupStore> st
 BackupServer::~BackupServer() = default;
 
 BackupServerCounters BackupServer::counters() const {
-  return BackupServerCounters{requests_.load(),     bad_frames_.load(), duplicates_.load(),
-                              store_errors_.load(), unroutable_.load(), stale_.load()};
+  return BackupServerCounters{requests_.load(),
+                              bad_frames_.load(),
+                              duplicates_.load(),
+                              store_errors_.load(),
+                              unroutable_.load(),
+                              stale_.load(),
+                              impl_->gatekeeper ? impl_->gatekeeper->unauthorized() : 0};
 }
 
 void BackupServer::run(const std::atomic<bool>& stop) {
@@ -127,6 +140,9 @@ void BackupServer::run(const std::atomic<bool>& stop) {
   };
 
   while (!stop.load(std::memory_order_relaxed)) {
+    if (impl_->gatekeeper && options_.on_refused) {
+      for (const auto& r : impl_->gatekeeper->new_refusals()) options_.on_refused(r);
+    }
     zmq::pollitem_t item{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0};
     try {
       zmq::poll(&item, 1, options_.poll_interval);

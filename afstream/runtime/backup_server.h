@@ -20,16 +20,24 @@
 // refused (kind stale incarnation; counted in stale_incarnations): a worker replaced while it still runs cannot
 // write into the backups its successor restored from. The server remembers this while it runs; after a restart
 // the next request of the current incarnation establishes it again.
+//
+// CURVE (BackupServerOptions::curve, on a tcp:// endpoint): the socket serves with the given keypair and lets in
+// only clients whose public key is authorized (afstream/runtime/gatekeeper.h); refusals are counted
+// (unauthorized_connections) and each refused key is reported once to on_refused.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "afstream/net/codec.h"
+#include "afstream/net/curve.h"
+#include "afstream/runtime/gatekeeper.h"
 #include "afstream/store/backup_store.h"
 
 namespace afs {
@@ -40,16 +48,21 @@ struct BackupServerOptions {
   std::size_t max_message_bytes = net::kDefaultStoreMaxMessageBytes;
   std::size_t dedupe_sessions = 4096;           // sessions whose last put is remembered
   std::chrono::milliseconds poll_interval{50};  // how often run() looks at `stop`
+  // CURVE on a tcp:// endpoint: the server's keypair and the client keys let in. Unset (or ipc://): no CURVE.
+  std::optional<net::CurveConfig> curve;
+  // Called from run() once for each client key refused (CURVE), e.g. to log it.
+  std::function<void(const ZapRefusal&)> on_refused;
 };
 
 // What the server did; each readable at any time from any thread.
 struct BackupServerCounters {
-  std::uint64_t requests = 0;            // store requests decoded (and answered, unless duplicates)
-  std::uint64_t bad_frames = 0;          // frames that were not a decodable store request
-  std::uint64_t duplicates = 0;          // puts and drops received again after being applied (not re-applied)
-  std::uint64_t store_errors = 0;        // requests the store failed (answered with an error)
-  std::uint64_t unroutable_replies = 0;  // replies dropped because their client was gone or not reading
-  std::uint64_t stale_incarnations = 0;  // requests refused: a newer incarnation of their worker came since
+  std::uint64_t requests = 0;                  // store requests decoded (and answered, unless duplicates)
+  std::uint64_t bad_frames = 0;                // frames that were not a decodable store request
+  std::uint64_t duplicates = 0;                // puts and drops received again after being applied (not re-applied)
+  std::uint64_t store_errors = 0;              // requests the store failed (answered with an error)
+  std::uint64_t unroutable_replies = 0;        // replies dropped because their client was gone or not reading
+  std::uint64_t stale_incarnations = 0;        // requests refused: a newer incarnation of their worker came since
+  std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused, the client's key not authorized
 };
 
 class BackupServer {

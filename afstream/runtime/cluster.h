@@ -28,6 +28,7 @@ struct MetricsSample {
   // Process runtime with the RocksDB store: bytes on disk in the backup server's directory (files of the store, its
   // write-ahead log and its info logs); 0 otherwise.
   std::uint64_t store_bytes = 0;
+  std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused so far, the client's key not authorized
 };
 
 struct RunResult {
@@ -40,6 +41,7 @@ struct RunResult {
   std::uint64_t duplicates_dropped = 0;
   std::uint64_t gaps = 0;
   std::uint64_t bad_messages = 0;
+  std::uint64_t unauthorized_connections = 0;  // CURVE (process runtime on tcp): refused, the key not authorized
 };
 
 class Cluster {

@@ -20,6 +20,8 @@ struct WorkerCounters {
   std::atomic<double> divergence{0};
   std::atomic<std::uint64_t> unbacked{0};
   std::atomic<std::uint64_t> unacked{0};
+  // CURVE on tcp://: connections to the worker's sockets refused, the client's key not authorized (process runtime)
+  std::atomic<std::uint64_t> unauthorized_connections{0};
 };
 
 struct FailureRecord {

@@ -83,6 +83,7 @@ struct ProcessCluster::Impl {
     Clock::time_point killed_at;
     std::vector<std::uint8_t> final_state;
     std::string data_endpoint, ack_endpoint;  // as the current incarnation announced them in its hello
+    std::string curve_key;                    // CURVE: the key its sockets serve with, as announced
     // Remote workers (started by hand, registering): whether a process holds the current incarnation, which
     // registration (routing id; empty if it came with --job and said hello) it was given to, and since when the
     // next one has been awaited.
@@ -104,6 +105,9 @@ struct ProcessCluster::Impl {
   ControllerEndpoints bound;           // where the controller, its directory and the backup server are
   std::optional<net::TcpAddress> tcp;  // options.bind, parsed (tcp mode)
   std::string store_listen;            // what the backup server it starts listens on
+
+  // CURVE: on tcp:// only.
+  bool curve() const { return tcp && options.curve; }
 
   Impl(const Topology& t, const Registry& r, RunConfig c, ProcessClusterOptions o)
       : topology(t), registry(r), config(std::move(c)), options(std::move(o)) {}
@@ -133,6 +137,11 @@ struct ProcessCluster::Impl {
       args.push_back("--worker.failures");
       args.push_back(join(s.failures));
     }
+    if (curve()) {
+      args.insert(args.end(), options.curve_args.begin(), options.curve_args.end());
+      // --key=value: a Z85 key may start with '-'.
+      args.insert(args.end(), {"--worker.controller-key=" + bound.key, "--worker.store-key=" + bound.store_key});
+    }
     s.pid = spawn(options.program, args);
     s.up = false;
     s.last_report = Clock::now();
@@ -142,7 +151,8 @@ struct ProcessCluster::Impl {
     net::DirectoryMsg d;
     for (std::size_t w = 0; w < workers.size(); ++w) {
       const auto& s = workers[w];
-      d.peers.push_back({static_cast<std::uint32_t>(w), s.epoch, s.up, s.finished, s.data_endpoint, s.ack_endpoint});
+      d.peers.push_back(
+          {static_cast<std::uint32_t>(w), s.epoch, s.up, s.finished, s.data_endpoint, s.ack_endpoint, s.curve_key});
     }
     return d;
   }
@@ -156,6 +166,7 @@ struct ProcessCluster::Impl {
     a.duplicates_dropped += b.duplicates_dropped;
     a.gaps += b.gaps;
     a.bad_messages += b.bad_messages;
+    a.unauthorized_connections += b.unauthorized_connections;
   }
 
   net::WorkerStatusMsg totals() const {
@@ -207,6 +218,7 @@ struct ProcessCluster::Impl {
     s.up = false;
     s.data_endpoint.clear();
     s.ack_endpoint.clear();
+    s.curve_key.clear();
     ++s.epoch;
     if (s.remote) {
       s.assigned = false;
@@ -253,6 +265,7 @@ struct ProcessCluster::Impl {
     a.job_args = options.worker_args;
     a.directory = bound.directory;
     a.store = bound.store;
+    a.store_key = bound.store_key;
     a.heartbeat_ms = static_cast<std::uint32_t>(options.heartbeat.count());
     return a;
   }
@@ -273,6 +286,7 @@ struct ProcessCluster::Impl {
       args.push_back("--store.path");
       args.push_back(dir + "/backups");
     }
+    if (curve()) args.insert(args.end(), options.curve_args.begin(), options.curve_args.end());
     if (!tcp) {
       server = spawn(options.program, args);
       return;
@@ -345,6 +359,10 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   }
   if (!im.options.backup_server.empty()) {
     net::check_connect_endpoint(im.options.backup_server, "controller.backup-server");
+    if (im.curve() && net::is_tcp(im.options.backup_server) && im.options.backup_server_key.empty()) {
+      throw ConfigError("controller.backup-server-key: needed with net.curve-secret to reach the backup server at " +
+                        im.options.backup_server + " (its public key: the NAME.pub of the key it serves with)");
+    }
   }
   for (int w : im.options.remote_workers) {
     if (w < 0 || w >= n) {
@@ -374,10 +392,20 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   im.dir = tmpl;
 
   zmq::context_t zmq(1);
+  // CURVE: who may connect is decided from the first connection on (bound before the sockets, destroyed after them).
+  std::optional<Gatekeeper> gate;
+  if (im.curve()) gate.emplace(zmq, im.options.curve->authorized);
   zmq::socket_t reports(zmq, zmq::socket_type::router);
   reports.set(zmq::sockopt::linger, 0);
   zmq::socket_t pub(zmq, zmq::socket_type::pub);
   pub.set(zmq::sockopt::linger, 0);
+  if (im.curve()) {
+    net::make_curve_server(reports, im.options.curve->keys);
+    net::make_curve_server(pub, im.options.curve->keys);
+    im.bound.key = im.options.curve->keys.public_key;
+    // The backup server it starts serves with the same keypair (it gets the same key files).
+    im.bound.store_key = im.options.backup_server.empty() ? im.bound.key : im.options.backup_server_key;
+  }
   if (im.tcp) {
     const auto port = [&](int offset) {
       return net::TcpAddress{im.tcp->host, static_cast<std::uint16_t>(im.tcp->port ? im.tcp->port + offset : 0)}
@@ -420,9 +448,14 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   auto last_broadcast = t0;
   std::uint64_t last_items = 0;
   net::Message msg;
+  // Connections refused for their key: the controller's own and every worker's (incarnations added up).
+  auto unauthorized = [&] { return (gate ? gate->unauthorized() : 0) + im.totals().unauthorized_connections; };
 
   for (;;) {
     const auto now = Clock::now();
+    if (gate && im.options.on_refused) {
+      for (const auto& r : gate->new_refusals()) im.options.on_refused(r);
+    }
     if (now - t0 > im.options.run_timeout) throw RuntimeError("process runtime: the job did not finish in time");
     zmq::pollitem_t items[] = {{static_cast<void*>(reports), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 1, std::chrono::milliseconds(5));
@@ -461,6 +494,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         s.up = true;
         s.data_endpoint = r->data_endpoint;
         s.ack_endpoint = r->ack_endpoint;
+        s.curve_key = r->curve_key;
         changed = true;
         if (s.pending) {
           s.pending->recovery_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.killed_at).count();
@@ -505,12 +539,19 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
                   std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
           changed = true;
         } else if (!s.assigned && Clock::now() - s.awaiting_since > im.options.register_timeout) {
-          throw RuntimeError("controller: remote worker " + std::to_string(w) + " did not register within " +
-                             std::to_string(im.options.register_timeout.count()) +
-                             " ms (controller.register-timeout-ms); start it on its host with `afstream worker "
-                             "--worker.id " +
-                             std::to_string(w) + " --worker.controller " + im.bound.reports +
-                             " --worker.bind tcp://ITS_IP --worker.restart`");
+          const auto refused = unauthorized();
+          throw RuntimeError(
+              "controller: remote worker " + std::to_string(w) + " did not register within " +
+              std::to_string(im.options.register_timeout.count()) +
+              " ms (controller.register-timeout-ms); start it on its host with `afstream worker --worker.id " +
+              std::to_string(w) + " --worker.controller " + im.bound.reports + " --worker.bind tcp://ITS_IP" +
+              (im.curve() ? " --net.curve-secret ITS.key --net.curve-authorized DIR --worker.controller-key='" +
+                                im.bound.key + "'"
+                          : std::string()) +
+              " --worker.restart`" +
+              (refused > 0 ? "; " + std::to_string(refused) +
+                                 " connections were refused meanwhile, their key not in net.curve-authorized"
+                           : std::string()));
         }
         continue;
       }
@@ -589,6 +630,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       sample.failures = result.failures.size();
       sample.last_recovery_ms = result.failures.empty() ? 0 : result.failures.back().recovery_ms;
       if (durable) sample.store_bytes = directory_bytes(im.dir + "/backups");
+      sample.unauthorized_connections = unauthorized();
       on_sample(sample);
       last_sample = Clock::now();
       last_items = items_now;
@@ -608,6 +650,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   result.duplicates_dropped = t.duplicates_dropped;
   result.gaps = t.gaps;
   result.bad_messages += t.bad_messages;
+  result.unauthorized_connections = unauthorized();
 
   if (im.server > 0) {
     ::kill(im.server, SIGTERM);

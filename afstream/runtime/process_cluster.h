@@ -15,6 +15,13 @@
 // by missed heartbeats (or by a new process registering as the same worker), marks the worker down, and waits for
 // its next incarnation to register (`afstream worker --worker.restart` starts one whenever the worker dies); their
 // recovery time runs from the detection to the new incarnation's hello.
+//
+// CURVE (options.curve, with a tcp:// bind): the report and directory sockets serve with the controller's keypair and
+// let in only the authorized keys (gatekeeper.h); the backup server it starts and the workers it starts get the same
+// key files (options.curve_args), the controller's public key and the backup server's; the directory carries the key
+// each worker incarnation serves with, and an assignment the backup server's. Connections refused for their key are
+// counted (RunResult::unauthorized_connections: the controller's and every worker's) and each refused key is
+// reported once to options.on_refused.
 #pragma once
 
 #include <sys/types.h>
@@ -22,13 +29,16 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
+#include "afstream/net/curve.h"
 #include "afstream/runtime/cluster.h"
 #include "afstream/runtime/config.h"
+#include "afstream/runtime/gatekeeper.h"
 
 namespace afs {
 
@@ -38,6 +48,8 @@ struct ControllerEndpoints {
   std::string reports;    // ROUTER: the workers' reports and registrations (worker.controller)
   std::string directory;  // PUB: the directory (worker.directory)
   std::string store;      // the backup server (worker.store)
+  std::string key;        // CURVE: the controller's public key (worker.controller-key); "" without CURVE
+  std::string store_key;  // CURVE: the backup server's public key; "" without CURVE
 };
 
 struct ProcessClusterOptions {
@@ -63,6 +75,16 @@ struct ProcessClusterOptions {
   std::chrono::milliseconds register_timeout{std::chrono::minutes(5)};
   // Called once the sockets are bound and the backup server listens, before any worker is started.
   std::function<void(const ControllerEndpoints&)> on_ready;
+
+  // CURVE on tcp:// (only with a tcp bind; ignored for ipc://): the controller's keypair and the keys let in.
+  std::optional<net::CurveConfig> curve;
+  // The options that gave `curve` (--net.curve-secret=FILE, --net.curve-authorized=PATH), passed to the backup server
+  // and the workers it starts on this host (which so serve with the same keypair).
+  std::vector<std::string> curve_args;
+  // CURVE with a backup server started by hand (backup_server): its public key (Z85).
+  std::string backup_server_key;
+  // Called from run() once for each client key the controller refused (CURVE), e.g. to log it.
+  std::function<void(const ZapRefusal&)> on_refused;
 };
 
 struct ProcessRunInfo {

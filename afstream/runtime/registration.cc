@@ -1,6 +1,7 @@
 // A worker started by hand asks the controller for its assignment (registration.h).
 #include "afstream/runtime/registration.h"
 
+#include <cstring>
 #include <random>
 #include <zmq.hpp>
 
@@ -8,7 +9,47 @@
 
 namespace afs {
 
-net::AssignmentMsg register_worker(int worker, const std::string& controller, std::chrono::milliseconds timeout) {
+namespace {
+
+// How the handshakes with the controller went (a ZeroMQ socket monitor, read between polls).
+struct HandshakeWatch {
+  zmq::socket_t events;
+  int failures = 0;        // handshakes that failed for another reason than the key
+  int refused_status = 0;  // the ZAP status code with which the controller refused this worker's key (400), or 0
+
+  HandshakeWatch(zmq::context_t& zmq, zmq::socket_t& watched, const std::string& name)
+      : events(zmq, zmq::socket_type::pair) {
+    const int kinds =
+        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor(watched.handle(), name.c_str(), kinds) != 0) {
+      throw RuntimeError(std::string("registration: cannot monitor the socket: ") + zmq_strerror(zmq_errno()));
+    }
+    events.set(zmq::sockopt::linger, 0);
+    events.connect(name);
+  }
+
+  void read() {
+    zmq::message_t event, address;
+    while (events.recv(event, zmq::recv_flags::dontwait)) {
+      if (event.more()) (void)events.recv(address, zmq::recv_flags::dontwait);
+      if (event.size() < 6) continue;
+      std::uint16_t kind = 0;
+      std::int32_t value = 0;
+      std::memcpy(&kind, event.data(), sizeof kind);
+      std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof value);
+      if (kind == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+        refused_status = value;
+      } else {
+        ++failures;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+net::AssignmentMsg register_worker(int worker, const std::string& controller, std::chrono::milliseconds timeout,
+                                   const std::optional<net::CurveClient>& curve) {
   using Clock = std::chrono::steady_clock;
   zmq::context_t zmq(1);
   zmq::socket_t socket(zmq, zmq::socket_type::dealer);
@@ -18,6 +59,8 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
   const auto nonce = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
   socket.set(zmq::sockopt::routing_id, "w" + std::to_string(worker) + "-r" + std::to_string(nonce));
   socket.set(zmq::sockopt::linger, 0);
+  if (curve) net::make_curve_client(socket, *curve);
+  HandshakeWatch watch(zmq, socket, "inproc://afs-registration-" + std::to_string(nonce));
   try {
     socket.connect(controller);
   } catch (const zmq::error_t& e) {
@@ -39,6 +82,15 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
     }
     zmq::pollitem_t items[] = {{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 1, std::chrono::milliseconds(50));
+    watch.read();
+    if (watch.refused_status != 0) {
+      throw ConfigError("controller at " + controller + " refused worker " + std::to_string(worker) +
+                        ": its CURVE public key " + (curve ? curve->keys.public_key : std::string("(none)")) +
+                        " is not in the controller's net.curve-authorized (ZAP status " +
+                        std::to_string(watch.refused_status) +
+                        "); add this worker's public key file (NAME.pub) there, or give net.curve-secret the key "
+                        "that is");
+    }
     zmq::message_t reply;
     while (socket.recv(reply, zmq::recv_flags::dontwait)) {
       try {
@@ -55,8 +107,17 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
       return *a;
     }
   }
+  std::string handshakes;
+  if (watch.failures > 0) {
+    handshakes = "; " + std::to_string(watch.failures) + " handshakes with it failed (" +
+                 (curve ? std::string("is worker.controller-key the controller's public key, and does the controller "
+                                      "have CURVE on, net.curve-secret?")
+                        : std::string("does the controller require CURVE? then give net.curve-secret, "
+                                      "net.curve-authorized and worker.controller-key")) +
+                 ")";
+  }
   throw RuntimeError("worker " + std::to_string(worker) + ": no answer from the controller at " + controller +
-                     " (worker.controller) within " + std::to_string(timeout.count()) + " ms" +
+                     " (worker.controller) within " + std::to_string(timeout.count()) + " ms" + handshakes +
                      (bad_reply.empty() ? std::string() : "; its reply did not decode: " + bad_reply));
 }
 

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "afstream/net/codec.h"
+#include "afstream/net/curve.h"
 
 namespace afs {
 
@@ -17,6 +19,11 @@ namespace afs {
 // every second. Throws RuntimeError naming the endpoint (and the option worker.controller) if no answer comes within
 // `timeout`, ConfigError with the controller's message if it refuses (no such worker, not a remote one, ...).
 // Never prints or exits.
-net::AssignmentMsg register_worker(int worker, const std::string& controller, std::chrono::milliseconds timeout);
+//
+// curve: connect as a CURVE client (this worker's keypair, the controller's public key). A controller that refuses
+// the key (not in its net.curve-authorized) is a ConfigError at once, naming the key; handshakes that keep failing
+// (the wrong controller key, or CURVE on one side only) are named in the error at the timeout.
+net::AssignmentMsg register_worker(int worker, const std::string& controller, std::chrono::milliseconds timeout,
+                                   const std::optional<net::CurveClient>& curve = std::nullopt);
 
 }  // namespace afs

@@ -41,6 +41,12 @@ PeerEndpoints PeerDirectory::endpoints(int worker) const {
   return slots_[worker].at;
 }
 
+PeerEndpoints PeerDirectory::endpoints(int worker, std::uint32_t epoch) const {
+  std::lock_guard lock(mu_);
+  const auto& s = slots_[worker];
+  return s.endpoints_epoch == epoch ? s.at : PeerEndpoints{};
+}
+
 void PeerDirectory::set_up(int worker, std::uint32_t epoch, PeerEndpoints at) {
   {
     std::lock_guard lock(mu_);
@@ -218,13 +224,21 @@ void Worker::run() {
 }
 
 void Worker::setup_sockets() {
-  // tcp:// endpoints do not name the incarnation: the gate lets in only peers that mean this one.
+  // tcp:// endpoints do not name the incarnation: only peers that mean this one get in (gatekeeper.h). With CURVE,
+  // by the keypair made for this incarnation (peers learn its public key from the directory), else by the PLAIN
+  // user name the gatekeeper admits.
   const bool tcp = ctx_.directory->binds_tcp();
+  net::CurveKeypair incarnation_keys;
   if (tcp) {
     if (ctx_.gate == nullptr) {
-      throw RuntimeError("worker " + std::to_string(id_) + ": binding tcp:// needs an incarnation gate");
+      throw RuntimeError("worker " + std::to_string(id_) + ": binding tcp:// needs a gatekeeper");
     }
-    ctx_.gate->admit(id_, epoch_);
+    if (ctx_.curve) {
+      incarnation_keys = net::generate_curve_keypair();
+      bound_.key = incarnation_keys.public_key;
+    } else {
+      ctx_.gate->admit(id_, epoch_);
+    }
   }
   // Data and acknowledgements arrive on separate sockets, so acks are read even when the data queue is full.
   for (bool acks : {false, true}) {
@@ -232,7 +246,11 @@ void Worker::setup_sockets() {
     sock = std::make_unique<zmq::socket_t>(*ctx_.zmq, zmq::socket_type::pull);
     sock->set(zmq::sockopt::linger, 0);
     sock->set(zmq::sockopt::rcvhwm, 4096);
-    if (tcp) IncarnationGate::guard(*sock);
+    if (tcp && ctx_.curve) {
+      net::make_curve_server(*sock, incarnation_keys);
+    } else if (tcp) {
+      Gatekeeper::guard(*sock);
+    }
     const auto endpoint = ctx_.directory->bind_endpoint(id_, epoch_, acks);
     try {
       sock->bind(endpoint);
@@ -251,9 +269,19 @@ zmq::socket_t& Worker::socket_to(int worker, bool acks) {
     slot.second->set(zmq::sockopt::linger, 0);
     slot.second->set(zmq::sockopt::sndhwm, 4096);
     // Empty when the directory has moved on to a newer incarnation meanwhile: the socket stays unconnected (sends
-    // to it fail) until refresh_peers() learns the new one and replaces it.
-    const auto endpoint = ctx_.directory->endpoint(worker, e, acks);
-    if (net::is_tcp(endpoint)) IncarnationGate::present(*slot.second, worker, e);
+    // to it fail) until refresh_peers() learns the new one and replaces it. So it does, with CURVE, when the peer
+    // announced no key (it does not speak CURVE: nothing would get through).
+    const auto at = ctx_.directory->endpoints(worker, e);
+    auto endpoint = acks ? at.acks : at.data;
+    if (net::is_tcp(endpoint)) {
+      if (!ctx_.curve) {
+        Gatekeeper::present(*slot.second, worker, e);
+      } else if (at.key.empty()) {
+        endpoint.clear();
+      } else {
+        net::make_curve_client(*slot.second, {*ctx_.curve, at.key});
+      }
+    }
     if (!endpoint.empty()) slot.second->connect(endpoint);
     slot.first = e;
   }

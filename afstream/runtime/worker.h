@@ -31,8 +31,9 @@
 #include "afstream/ft/backup_writer.h"
 #include "afstream/ft/records.h"
 #include "afstream/net/codec.h"
+#include "afstream/net/curve.h"
 #include "afstream/runtime/config.h"
-#include "afstream/runtime/incarnation_gate.h"
+#include "afstream/runtime/gatekeeper.h"
 #include "afstream/runtime/metrics.h"
 #include "afstream/runtime/ring.h"
 #include "afstream/store/backup_store.h"
@@ -41,10 +42,12 @@ namespace afs {
 
 using Clock = std::chrono::steady_clock;
 
-// The endpoints a worker incarnation bound: where its peers send it items and acknowledgements.
+// The endpoints a worker incarnation bound: where its peers send it items and acknowledgements; with CURVE on tcp://
+// also the public key they serve with (made for this incarnation: gatekeeper.h).
 struct PeerEndpoints {
   std::string data;
   std::string acks;
+  std::string key;  // Z85; "": no CURVE
   friend bool operator==(const PeerEndpoints&, const PeerEndpoints&) = default;
 };
 
@@ -68,6 +71,9 @@ class PeerDirectory {
   std::string endpoint(int worker, std::uint32_t epoch, bool acks) const;
   // The endpoints its current incarnation announced (empty before any).
   PeerEndpoints endpoints(int worker) const;
+  // The endpoints (and CURVE key) incarnation `epoch` of `worker` announced, or all empty unless that is its
+  // current, announced incarnation.
+  PeerEndpoints endpoints(int worker, std::uint32_t epoch) const;
   std::uint32_t epoch(int worker) const { return slots_[worker].epoch.load(std::memory_order_acquire); }
   bool up(int worker) const { return slots_[worker].up.load(std::memory_order_acquire); }
   // Incarnation `epoch` of `worker` is up and reached at `at`.
@@ -112,7 +118,10 @@ struct ClusterContext {
   PeerDirectory* directory = nullptr;
   std::vector<std::unique_ptr<WorkerCounters>> counters;               // per worker, survive crashes
   std::vector<std::atomic<std::uint64_t>>* source_progress = nullptr;  // per worker: max source offset reached
-  IncarnationGate* gate = nullptr;  // needed when the directory binds tcp:// (incarnation_gate.h)
+  Gatekeeper* gate = nullptr;  // needed when the directory binds tcp:// (gatekeeper.h)
+  // CURVE on tcp://: this process's keypair, its identity when it connects to peers; each incarnation's sockets serve
+  // with a keypair of their own. nullptr: CURVE off (tcp:// sockets are fenced by PLAIN user names).
+  const net::CurveKeypair* curve = nullptr;
 };
 
 class Worker {

@@ -9,7 +9,8 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/net/codec.h"
-#include "afstream/runtime/incarnation_gate.h"
+#include "afstream/net/endpoint.h"
+#include "afstream/runtime/gatekeeper.h"
 #include "afstream/runtime/worker.h"
 #include "afstream/state/snapshot.h"
 #include "afstream/store/remote_store.h"
@@ -32,6 +33,7 @@ net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_off
   s.unacked = c.unacked.load();
   s.divergence = c.divergence.load();
   s.source_offset = source_offset;
+  s.unauthorized_connections = c.unauthorized_connections.load();
   return s;
 }
 
@@ -45,7 +47,7 @@ std::uint32_t apply_directory(const net::DirectoryMsg& d, int self, PeerDirector
     if (w == self || w < 0) continue;
     if (p.up) {
       if (!directory.up(w) || directory.epoch(w) != p.epoch) {
-        directory.set_up(w, p.epoch, {p.data_endpoint, p.ack_endpoint});
+        directory.set_up(w, p.epoch, {p.data_endpoint, p.ack_endpoint, p.curve_key});
       }
     } else if (directory.up(w)) {
       directory.set_down(w);
@@ -63,14 +65,29 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   if (options.worker < 0 || options.worker >= n) {
     throw ConfigError("worker.id: expected 0.." + std::to_string(n - 1) + ", got " + std::to_string(options.worker));
   }
+  const auto& curve = options.curve;
+  // CURVE applies to tcp:// endpoints; each needs the public key of the server behind it.
+  if (curve && net::is_tcp(options.controller) && options.controller_key.empty()) {
+    throw ConfigError("worker.controller-key: needed with net.curve-secret to reach the controller at " +
+                      options.controller + " (its public key, as `afstream controller` prints it)");
+  }
+  if (curve && net::is_tcp(options.store) && options.store_key.empty()) {
+    throw ConfigError("worker.store-key: needed with net.curve-secret to reach the backup server at " + options.store);
+  }
+  auto client_of = [&](const std::string& endpoint, const std::string& server_key) -> std::optional<net::CurveClient> {
+    if (!curve || !net::is_tcp(endpoint)) return std::nullopt;
+    return net::CurveClient{curve->keys, server_key};
+  };
   zmq::context_t zmq(1);
   PeerDirectory directory(options.bind, n);
-  // On tcp:// the incarnation is not in the endpoint's name: the gate lets in only peers that mean this one.
-  std::optional<IncarnationGate> gate;
-  if (directory.binds_tcp()) gate.emplace(zmq);
+  // On tcp:// the incarnation is not in the endpoint's name: the gatekeeper lets in only peers that mean this one
+  // (and, with CURVE, only authorized keys). It answers before any socket binds.
+  std::optional<Gatekeeper> gate;
+  if (directory.binds_tcp()) gate.emplace(zmq, curve ? curve->authorized : std::set<std::string>{});
   RemoteStoreOptions store_options;
   store_options.deadline = options.store_deadline;
   store_options.incarnation = options.epoch;  // the backup server fences off older incarnations
+  store_options.curve = client_of(options.store, options.store_key);
   RemoteStore store(options.store, store_options);
   std::vector<std::atomic<std::uint64_t>> progress(static_cast<std::size_t>(n));
   ClusterContext ctx;
@@ -82,6 +99,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   ctx.directory = &directory;
   ctx.source_progress = &progress;
   if (gate) ctx.gate = &*gate;
+  if (curve && directory.binds_tcp()) ctx.curve = &curve->keys;
   for (int i = 0; i < n; ++i) ctx.counters.push_back(std::make_unique<WorkerCounters>());
 
   // The origin of every duration this process reports (the controller adds its kill-to-start time).
@@ -107,10 +125,13 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     zmq::socket_t report(zmq, zmq::socket_type::dealer);
     report.set(zmq::sockopt::routing_id, "w" + std::to_string(options.worker) + "-e" + std::to_string(options.epoch));
     report.set(zmq::sockopt::linger, 2000);
+    if (auto c = client_of(options.controller, options.controller_key)) net::make_curve_client(report, *c);
     report.connect(options.controller);
     zmq::socket_t sub(zmq, zmq::socket_type::sub);
     sub.set(zmq::sockopt::subscribe, "");
     sub.set(zmq::sockopt::linger, 0);
+    // The directory is the controller's too (same keypair).
+    if (auto c = client_of(options.directory, options.controller_key)) net::make_curve_client(sub, *c);
     sub.connect(options.directory);
     net::Encoder encoder;
     net::Message msg;
@@ -166,6 +187,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
       }
       const auto now = Clock::now();
       const auto offset = progress[static_cast<std::size_t>(options.worker)].load();
+      if (gate) ctx.counters[static_cast<std::size_t>(options.worker)]->unauthorized_connections = gate->unauthorized();
       if (!hello_sent && directory.up(options.worker)) {
         net::WorkerReportMsg hello;
         hello.kind = net::ReportKind::kHello;
@@ -175,6 +197,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         const auto bound = directory.endpoints(options.worker);
         hello.data_endpoint = bound.data;
         hello.ack_endpoint = bound.acks;
+        hello.curve_key = bound.key;
         send(hello);
         hello_sent = true;
       }

@@ -11,15 +11,23 @@
 // stops the worker with RuntimeError, and so does a directory that shows a newer incarnation of this worker (another
 // process registered as it: this one has been replaced); an unreachable backup server does so through RemoteStore's
 // deadline.
+//
+// CURVE (WorkerProcessOptions::curve): every tcp:// socket of the process is a CURVE socket. It connects to the
+// controller (reports and directory) with controller_key, to the backup server with store_key and to its peers with
+// the key each incarnation announced (carried by the directory); its own data and acknowledgement sockets serve with
+// a keypair made for this incarnation, announced in the hello, and let in only the keys in curve->authorized
+// (gatekeeper.h).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
+#include "afstream/net/curve.h"
 #include "afstream/runtime/config.h"
 
 namespace afs {
@@ -29,7 +37,7 @@ struct WorkerProcessOptions {
   std::uint32_t epoch = 1;              // incarnation: 1 + earlier failures
   std::vector<std::uint64_t> failures;  // items this worker had processed at each earlier failure
   // Where this worker binds (PeerDirectory): an ipc:// prefix (prefix + "w<id>-e<epoch>-data|acks") or tcp://IP
-  // (ports chosen by the operating system; the sockets are fenced by incarnation, incarnation_gate.h).
+  // (ports chosen by the operating system; the sockets are fenced by incarnation, gatekeeper.h).
   std::string bind;
   std::string controller;  // the controller's report endpoint (ZeroMQ ROUTER)
   std::string directory;   // the controller's directory endpoint (ZeroMQ PUB)
@@ -37,6 +45,11 @@ struct WorkerProcessOptions {
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds controller_timeout{10000};
   std::chrono::milliseconds store_deadline{10000};  // a backup server call gives up (RuntimeError) after this
+  // CURVE on tcp:// (net.curve-secret, net.curve-authorized): this process's keypair and the keys let in. Applies to
+  // the tcp:// endpoints only (ipc:// stays as it is).
+  std::optional<net::CurveConfig> curve;
+  std::string controller_key;  // CURVE: the controller's public key (Z85), needed when `controller` is tcp://
+  std::string store_key;       // CURVE: the backup server's public key (Z85), needed when `store` is tcp://
 };
 
 // Runs the worker until its stream is finished for good. Throws RuntimeError if the controller goes silent or the

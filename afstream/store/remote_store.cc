@@ -15,6 +15,7 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/net/codec.h"
+#include "afstream/net/endpoint.h"
 
 namespace afs {
 
@@ -80,10 +81,12 @@ struct RemoteStore::Impl {
 
   ~Impl() { idle.clear(); }  // close every socket before the context
 
-  // A connected DEALER socket; throws zmq::error_t if ZeroMQ rejects the endpoint.
-  std::unique_ptr<zmq::socket_t> connect(const std::string& to) {
+  // A connected DEALER socket (a CURVE client on tcp:// when options.curve is set); throws zmq::error_t if ZeroMQ
+  // rejects the endpoint.
+  std::unique_ptr<zmq::socket_t> connect(const std::string& to, const RemoteStoreOptions& options) {
     auto s = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
     s->set(zmq::sockopt::linger, 0);  // a dropped socket discards what it still holds (the retry resends it)
+    if (options.curve && net::is_tcp(to)) net::make_curve_client(*s, *options.curve);
     s->connect(to);
     return s;
   }
@@ -160,7 +163,7 @@ net::StoreReplyMsg RemoteStore::Impl::call(const RemoteStoreOptions& options, ne
     if (!lane->socket || lane->connected_to != to) {
       lane->socket.reset();
       try {
-        lane->socket = connect(to);
+        lane->socket = connect(to, options);
       } catch (const zmq::error_t& e) {
         throw RuntimeError("backup server " + to + ": cannot connect for " + what + ": " + e.what());
       }
@@ -214,8 +217,12 @@ net::StoreReplyMsg RemoteStore::Impl::call(const RemoteStoreOptions& options, ne
     }
   }
   ++timeouts;
-  throw RuntimeError("backup server " + (to.empty() ? current_endpoint() : to) + ": no reply to " + what + " after " +
-                     format_duration(options.deadline));
+  if (to.empty()) to = current_endpoint();
+  throw RuntimeError("backup server " + to + ": no reply to " + what + " after " + format_duration(options.deadline) +
+                     (options.curve && net::is_tcp(to)
+                          ? " (with CURVE: is this process's key in the server's net.curve-authorized, and the "
+                            "server's public key the one given?)"
+                          : ""));
 }
 
 namespace {
@@ -247,7 +254,7 @@ void RemoteStore::set_endpoint(std::string endpoint) {
   // Connect one socket now, so that a malformed endpoint is reported here rather than at the first put.
   auto lane = impl_->acquire();
   try {
-    lane->socket = impl_->connect(endpoint);
+    lane->socket = impl_->connect(endpoint, options_);
   } catch (const zmq::error_t& e) {
     impl_->release(std::move(lane));
     throw ConfigError("backup server endpoint '" + endpoint + "': " + e.what() +

@@ -32,9 +32,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "afstream/net/curve.h"
 #include "afstream/store/backup_store.h"
 
 namespace afs {
@@ -53,6 +55,9 @@ struct RemoteStoreOptions {
   // the server, it refuses requests from older ones (RuntimeError, "stale incarnation"), so that a worker replaced
   // while still running cannot write into its successor's backups. 0: none (never refused).
   std::uint32_t incarnation = 0;
+  // CURVE on tcp:// (afstream/net/curve.h): this client's keypair and the server's public key. Unset, or an ipc://
+  // endpoint: no CURVE. A server that refuses the key never answers: calls end at the deadline, saying so.
+  std::optional<net::CurveClient> curve;
 };
 
 // What the client did, for tests and metrics (DESIGN 8: nothing is dropped without a counter).

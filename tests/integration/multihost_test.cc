@@ -5,10 +5,13 @@
 // (root and iproute2 needed; otherwise those tests are skipped, saying why), and, so that the feature is tested
 // everywhere, 127.0.0.1 for both. The results must equal the in-process runtime's; a remote worker killed with
 // SIGKILL is restarted on its host (`--worker.restart`) or started again by hand once the controller has marked it
-// down, and the job completes with its accuracy. Every wait is bounded; every process started here is killed (its
-// whole process group) and the namespaces are deleted when a test ends, also when it fails.
+// down, and the job completes with its accuracy. With CURVE (keys from `afstream keygen`) the job gives the same
+// results, and a worker whose key is not authorized cannot join: it stops with one clear error, and the controller
+// counts the refusal. Every wait is bounded; every process started here is killed (its whole process group) and the
+// namespaces are deleted when a test ends, also when it fails.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -348,14 +351,16 @@ void expect_same_results_as_the_thread_runtime(const Host& a, const Host& b, boo
 
 // A remote worker running under --worker.restart is killed with SIGKILL: its supervisor starts it again at once, the
 // new process registers, the controller takes it for the next incarnation (and the killed one for failed), and the
-// job completes with the accuracy of a run without failures.
-void expect_a_killed_remote_worker_to_be_restarted(const Host& a, const Host& b) {
-  TempDir t;
-  ASSERT_NO_FATAL_FAILURE(reference_run(kLongJob, t.path() / "threads", t.path() / "threads.log"));
-  AcrossHosts job(a, b, t.path());
-  ASSERT_NO_FATAL_FAILURE(job.start_controller(kLongJob));
-  const pid_t w1 = job.start_worker(1, "w1", true);
-  const pid_t w2 = job.start_worker(2, "w2", true);
+// job completes with the accuracy of a run without failures. dir: a directory for the run; extra: more options of
+// the controller and of the workers started by hand (CURVE keys).
+void expect_a_killed_remote_worker_to_be_restarted(const Host& a, const Host& b, const fs::path& dir,
+                                                   const std::vector<std::string>& controller_extra = {},
+                                                   const std::vector<std::string>& worker_extra = {}) {
+  ASSERT_NO_FATAL_FAILURE(reference_run(kLongJob, dir / "threads", dir / "threads.log"));
+  AcrossHosts job(a, b, dir);
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kLongJob, controller_extra));
+  const pid_t w1 = job.start_worker(1, "w1", true, worker_extra);
+  const pid_t w2 = job.start_worker(2, "w2", true, worker_extra);
   ASSERT_FALSE(wait_for(job.log("w1"), "registered with", 30s).empty()) << job.logs();
   std::this_thread::sleep_for(700ms);
   const pid_t victim = child_of(w1, 10s);
@@ -368,7 +373,7 @@ void expect_a_killed_remote_worker_to_be_restarted(const Host& a, const Host& b)
   EXPECT_NE(slurp(job.log("w1")).find("as incarnation 2"), std::string::npos) << job.logs();
   const auto failures = slurp(job.out() / "failures.csv");
   EXPECT_NE(failures.find("\n1,1,"), std::string::npos) << failures;
-  const auto clean = summary(t.path() / "threads"), killed = summary(job.out());
+  const auto clean = summary(dir / "threads"), killed = summary(job.out());
   EXPECT_EQ(killed.at("recall"), "1");
   EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
   EXPECT_EQ(killed.at("items"), clean.at("items"));
@@ -381,7 +386,8 @@ TEST(MultiHostLoopback, ControllerAndWorkersStartedByHandGiveTheThreadRuntimesRe
 }
 
 TEST(MultiHostLoopback, KilledRemoteWorkerIsRestartedByItsSupervisor) {
-  expect_a_killed_remote_worker_to_be_restarted(kLoopback, kLoopback);
+  TempDir t;
+  expect_a_killed_remote_worker_to_be_restarted(kLoopback, kLoopback, t.path());
 }
 
 // Without a supervisor: the controller notices the silence (heartbeat timeout 1 s), marks the worker down and waits;
@@ -458,7 +464,8 @@ TEST(MultiHostNamespaces, WorkersOnAnotherHostGiveTheThreadRuntimesResults) {
 TEST(MultiHostNamespaces, KilledWorkerOnAnotherHostIsRestartedThere) {
   NamespacePair hosts;
   if (!hosts.skip_reason().empty()) GTEST_SKIP() << hosts.skip_reason();
-  expect_a_killed_remote_worker_to_be_restarted(hosts.a(), hosts.b());
+  TempDir t;
+  expect_a_killed_remote_worker_to_be_restarted(hosts.a(), hosts.b(), t.path());
 }
 
 // Bad input: one line naming the option, a non-zero status, promptly.
@@ -490,6 +497,208 @@ TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
       {"controller " + job + " --controller.backup-server tcp://127.0.0.1", {"controller.backup-server", "no port"}},
       {"controller " + job + " --controller.remote-workers 1 --fail.count 1 --fail.target 1",
        {"fail.target: worker 1 is a remote worker"}},
+  };
+  for (const auto& c : cases) {
+    const auto log = t.path() / "err.txt";
+    const auto start = Clock::now();
+    const int rc =
+        std::system(("timeout 60 " + std::string(AFS_BINARY) + " " + c.args + " >/dev/null 2>" + log.string()).c_str());
+    const auto text = slurp(log);
+    ASSERT_TRUE(WIFEXITED(rc)) << c.args;
+    EXPECT_EQ(WEXITSTATUS(rc), 2) << c.args << "\n" << text;
+    EXPECT_LT(Clock::now() - start, 20s) << c.args;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << c.args << "\n" << text;
+    EXPECT_EQ(text.rfind("afstream: error: ", 0), 0u) << text;
+    for (const auto& e : c.expect) EXPECT_NE(text.find(e), std::string::npos) << c.args << "\n" << text;
+  }
+}
+
+// --- CURVE -------------------------------------------------------------------------------------------------------
+
+// Keys made with `afstream keygen`, as a user would: host A (controller, backup server, workers 0 and 3), host B
+// (workers 1 and 2), and an intruder; `authorized` holds A's and B's public keys.
+struct Keys {
+  fs::path dir, a, b, intruder, authorized;
+  std::string intruder_public;
+};
+
+Keys make_keys(const fs::path& dir) {
+  Keys k;
+  k.dir = dir / "keys";
+  k.authorized = k.dir / "authorized";
+  fs::create_directories(k.dir);
+  for (const char* name : {"hostA", "hostB", "intruder"}) {
+    const auto out = k.dir / name;
+    const std::string cmd = "timeout 30 " + std::string(AFS_BINARY) + " keygen --out " + out.string() + " --name " +
+                            name + " >" + (out.string() + ".stdout") + " 2>" + (out.string() + ".stderr");
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(out.string() + ".stderr");
+  }
+  k.a = k.dir / "hostA" / "hostA.key";
+  k.b = k.dir / "hostB" / "hostB.key";
+  k.intruder = k.dir / "intruder" / "intruder.key";
+  k.intruder_public = slurp(k.dir / "intruder.stdout");
+  if (!k.intruder_public.empty() && k.intruder_public.back() == '\n') k.intruder_public.pop_back();
+  fs::create_directories(k.authorized);
+  fs::copy_file(k.dir / "hostA" / "hostA.pub", k.authorized / "hostA.pub");
+  fs::copy_file(k.dir / "hostB" / "hostB.pub", k.authorized / "hostB.pub");
+  return k;
+}
+
+std::vector<std::string> curve(const fs::path& secret, const Keys& k) {
+  return {"--net.curve-secret", secret.string(), "--net.curve-authorized", k.authorized.string()};
+}
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST(MultiHostCurve, KeygenWritesTheSecretKeyForItsOwnerOnlyAndPrintsThePublicKey) {
+  TempDir t;
+  const auto k = make_keys(t.path());
+  struct stat st {};
+  ASSERT_EQ(::stat(k.a.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((k.dir / "hostA" / "hostA.pub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  EXPECT_EQ(k.intruder_public.size(), 40u) << k.intruder_public;
+  EXPECT_NE(slurp(k.dir / "intruder" / "intruder.pub").find("public-key = \"" + k.intruder_public + "\""),
+            std::string::npos);
+  EXPECT_NE(slurp(k.dir / "hostA.stderr").find("hostA.key"), std::string::npos);
+}
+
+// CURVE on every tcp socket of the job (the controller's, the backup server it starts, every worker's): the same
+// heavy hitters as the in-process runtime, and nothing refused. A worker without CURVE cannot register at all.
+TEST(MultiHostCurve, JobWithCurveGivesTheThreadRuntimesResults) {
+  TempDir t;
+  const auto k = make_keys(t.path());
+  ASSERT_NO_FATAL_FAILURE(reference_run(kShortJob, t.path() / "threads", t.path() / "threads.log"));
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kShortJob, curve(k.a, k)));
+  // The line the controller prints for the other hosts carries its public key, quoted for the shell.
+  const auto key = wait_for(job.log("controller"), "--worker.controller-key='([^']+)'", 10s);
+  ASSERT_EQ(key.size(), 40u) << job.logs();
+  const pid_t plain = job.start_worker(1, "plain", false, {"--worker.controller-timeout-ms", "1500"});
+  const auto member = curve(k.b, k) + std::vector<std::string>{"--worker.controller-key=" + key};
+  const pid_t w1 = job.start_worker(1, "w1", true, member);
+  const pid_t w2 = job.start_worker(2, "w2", false, member);
+
+  EXPECT_EQ(job.wait(plain, 20s), 2) << job.logs();
+  const auto refused = slurp(job.log("plain"));
+  EXPECT_NE(refused.find("no answer from the controller"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("does the controller require CURVE?"), std::string::npos) << refused;
+  ASSERT_EQ(job.wait_controller(), 0) << job.logs();
+  EXPECT_EQ(job.wait(w1), 0) << job.logs();
+  EXPECT_EQ(job.wait(w2), 0) << job.logs();
+  EXPECT_EQ(slurp(job.out() / "heavy_hitters.csv"), slurp(t.path() / "threads" / "heavy_hitters.csv"));
+  const auto threads = summary(t.path() / "threads"), hosts = summary(job.out());
+  for (const char* c : {"precision", "recall", "are", "items", "failures"}) EXPECT_EQ(threads.at(c), hosts.at(c)) << c;
+  const auto controller = slurp(job.log("controller"));
+  EXPECT_NE(controller.find("afstream backup-server: CURVE on"), std::string::npos) << controller;
+  EXPECT_NE(controller.find("security: CURVE on tcp, 0 connections refused"), std::string::npos) << controller;
+}
+
+// A worker whose key is not in the controller's net.curve-authorized is refused: it stops with one clear line
+// naming its key within its controller timeout, the controller logs and counts the refusal, and the job completes
+// with the authorized workers. The backup server here is started by hand, with CURVE too.
+TEST(MultiHostCurve, WorkerWithAnUnauthorizedKeyCannotJoin) {
+  TempDir t;
+  const auto k = make_keys(t.path());
+  const auto a_public = k.dir / "hostA" / "hostA.pub";
+  Processes server;
+  const auto file = t.path() / "store.endpoint";
+  server.start(std::vector<std::string>{AFS_BINARY, "backup-server", "--store", "memory", "--listen",
+                                        "tcp://127.0.0.1:0", "--endpoint-file", file.string()} +
+                   curve(k.a, k),
+               t.path() / "server.txt");
+  const auto store = wait_for(file, "(tcp://[0-9.]+:[0-9]+)", 30s);
+  ASSERT_FALSE(store.empty()) << slurp(t.path() / "server.txt");
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(
+      kShortJob, curve(k.a, k) + std::vector<std::string>{"--controller.backup-server", store,
+                                                          "--controller.backup-server-key", a_public.string()}));
+
+  const auto start = Clock::now();
+  const pid_t intruder =
+      job.start_worker(1, "intruder", true,
+                       curve(k.intruder, k) + std::vector<std::string>{"--worker.controller-key", a_public.string(),
+                                                                       "--worker.controller-timeout-ms", "5000"});
+  EXPECT_EQ(job.wait(intruder, 20s), 2) << job.logs();
+  EXPECT_LT(Clock::now() - start, 6s) << "within its controller timeout";
+  const auto text = slurp(job.log("intruder"));
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_EQ(text.rfind("afstream: error: controller at tcp://127.0.0.1:", 0), 0u) << text;
+  EXPECT_NE(text.find("refused worker 1: its CURVE public key " + k.intruder_public +
+                      " is not in the controller's net.curve-authorized"),
+            std::string::npos)
+      << text;
+  EXPECT_FALSE(wait_for(job.log("controller"), "refused a connection from 127.0.0.1: its key (.+) is not", 5s).empty())
+      << job.logs();
+
+  const auto member = curve(k.b, k) + std::vector<std::string>{"--worker.controller-key", a_public.string()};
+  const pid_t w1 = job.start_worker(1, "w1", false, member);
+  const pid_t w2 = job.start_worker(2, "w2", false, member);
+  ASSERT_EQ(job.wait_controller(), 0) << job.logs();
+  EXPECT_EQ(job.wait(w1), 0) << job.logs();
+  EXPECT_EQ(job.wait(w2), 0) << job.logs();
+  const auto controller = slurp(job.log("controller"));
+  EXPECT_NE(controller.find("its key " + k.intruder_public + " is not in net.curve-authorized"), std::string::npos)
+      << controller;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(controller, m, std::regex("security: CURVE on tcp, ([0-9]+) connections refused")))
+      << controller;
+  EXPECT_GE(std::stoi(m[1].str()), 1) << controller;
+  const auto result = summary(job.out());
+  EXPECT_EQ(result.at("items"), kShortJob);
+  EXPECT_EQ(result.at("recall"), "1");
+}
+
+// With CURVE, a killed remote worker's next incarnation serves with a new keypair; its peers learn the new key from
+// the directory, reconnect, resend, and the job completes with the accuracy of a run without failures.
+TEST(MultiHostCurve, KilledRemoteWorkerIsRestartedWithANewIncarnationKey) {
+  TempDir t;
+  const auto k = make_keys(t.path());
+  expect_a_killed_remote_worker_to_be_restarted(
+      kLoopback, kLoopback, t.path(), curve(k.a, k),
+      curve(k.b, k) + std::vector<std::string>{"--worker.controller-key", (k.dir / "hostA" / "hostA.pub").string()});
+}
+
+// Bad CURVE options: one line naming the option (and the file), a non-zero status, promptly.
+TEST(MultiHostCurve, BadKeyOptionsAreOneClearLineNamingTheOption) {
+  TempDir t;
+  const auto k = make_keys(t.path());
+  const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
+  const std::string job = "--job heavy-hitters --items 1000";
+  const std::string keys = " --net.curve-secret " + k.a.string() + " --net.curve-authorized " + k.authorized.string();
+  const auto a_public = (k.dir / "hostA" / "hostA.pub").string();
+  const auto open_key = t.path() / "open.key";
+  fs::copy_file(k.a, open_key);
+  fs::permissions(open_key, fs::perms::others_read, fs::perm_options::add);
+  struct Case {
+    std::string args;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {"controller " + job + " --net.curve-secret " + k.a.string(), {"net.curve-authorized: missing"}},
+      {"controller " + job + " --net.curve-secret " + a_public + " --net.curve-authorized " + k.authorized.string(),
+       {"net.curve-secret: '" + a_public + "' has no secret-key"}},
+      {"controller " + job + " --net.curve-secret " + open_key.string() + " --net.curve-authorized " +
+           k.authorized.string(),
+       {"net.curve-secret: '" + open_key.string() + "'", "chmod 600"}},
+      {"controller " + job + keys + " --controller.backup-server " + nobody,
+       {"controller.backup-server-key: needed with net.curve-secret"}},
+      {"worker --worker.id 1 --worker.controller " + nobody + keys, {"worker.controller-key: missing"}},
+      {"worker --worker.id 1 --worker.controller " + nobody + keys + " --worker.controller-key nonsense",
+       {"worker.controller-key: 'nonsense' is neither a public key file"}},
+      {"worker --worker.id 1 --worker.controller " + nobody + " --worker.controller-key " + a_public,
+       {"worker.controller-key: only with CURVE"}},
+      {"backup-server --store memory --net.curve-secret " + (t.path() / "missing.key").string() +
+           " --net.curve-authorized " + k.authorized.string(),
+       {"net.curve-secret: '" + (t.path() / "missing.key").string() + "' cannot be read: No such file or directory"}},
+      {"backup-server --store memory --net.curve-secret " + k.a.string() + " --net.curve-authorized " +
+           (t.path() / "none").string(),
+       {"net.curve-authorized: '" + (t.path() / "none").string() + "' cannot be read"}},
+      {"keygen", {"keygen: missing --out DIR"}},
   };
   for (const auto& c : cases) {
     const auto log = t.path() / "err.txt";

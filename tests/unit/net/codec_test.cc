@@ -594,18 +594,20 @@ namespace {
 
 // Worker process <-> controller messages (afstream/runtime/process_cluster.h).
 TEST(NetCodecCluster, WorkerReportsRoundTrip) {
-  WorkerReportMsg status{ReportKind::kStatus, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11}, {}, {}, {}, {}};
+  WorkerReportMsg status{ReportKind::kStatus, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11, 12}, {}, {}, {}, {}, {}};
   WorkerReportMsg hello{
-      ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}};
+      ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}, {}};
   WorkerReportMsg finished{ReportKind::kFinished,
                            {},
                            std::vector<std::uint8_t>(10000, 0x5a),
                            {2, 1, 0, 0, 1, 0, 0, 0, 0, true, 0, 0},
                            {},
+                           {},
                            {}};
   WorkerReportMsg announcing = hello;
   announcing.data_endpoint = "tcp://10.200.0.2:41234";
   announcing.ack_endpoint = "tcp://10.200.0.2:41235";
+  announcing.curve_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";  // with CURVE on tcp
   WorkerReportMsg registering;
   registering.kind = ReportKind::kRegister;
   for (const auto& r : {status, hello, finished, announcing, registering}) {
@@ -617,11 +619,14 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
 // Directories carry each incarnation's announced endpoints; workers that have not said hello yet have none.
 TEST(NetCodecCluster, DirectoryCarriesAnnouncedEndpoints) {
   DirectoryMsg d;
-  d.peers.push_back({0, 1, true, false, "ipc:///tmp/afs-x/w0-e1-data", "ipc:///tmp/afs-x/w0-e1-acks"});
-  d.peers.push_back({1, 2, false, false, "", ""});
-  d.peers.push_back({2, 7, true, true, "tcp://[::1]:40000", "tcp://[::1]:40001"});
-  for (int i = 3; i < 40; ++i) {  // long enough to need more than the encoder's first estimate would hold
-    d.peers.push_back({static_cast<std::uint32_t>(i), 1, true, false, std::string(100, 'd'), std::string(90, 'a')});
+  d.peers.push_back({0, 1, true, false, "ipc:///tmp/afs-x/w0-e1-data", "ipc:///tmp/afs-x/w0-e1-acks", ""});
+  d.peers.push_back({1, 2, false, false, "", "", ""});
+  d.peers.push_back({2, 7, true, true, "tcp://[::1]:40000", "tcp://[::1]:40001", ""});
+  d.peers.push_back({3, 2, true, false, "tcp://10.0.0.2:4000", "tcp://10.0.0.2:4001",
+                     "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7"});  // CURVE: the key its sockets serve with
+  for (int i = 4; i < 40; ++i) {  // long enough to need more than the encoder's first estimate would hold
+    d.peers.push_back({static_cast<std::uint32_t>(i), 1, true, false, std::string(100, 'd'), std::string(90, 'a'),
+                       std::string(40, 'k')});
   }
   const Message m{.sender = 0, .epoch = 0, .body = d};
   EXPECT_EQ(decode(encode(m)), m);
@@ -636,10 +641,12 @@ TEST(NetCodecCluster, AssignmentRoundTrips) {
   granted.directory = "tcp://10.200.0.1:5001";
   granted.store = "tcp://10.200.0.1:5002";
   granted.heartbeat_ms = 100;
+  AssignmentMsg curve = granted;
+  curve.store_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
   AssignmentMsg refused;
   refused.worker = 9;
   refused.error = "worker.id: no worker 9 in this job (workers are 0..3)";
-  for (const auto& a : {granted, refused}) {
+  for (const auto& a : {granted, curve, refused}) {
     const Message m{.sender = 0, .epoch = 0, .body = a};
     EXPECT_EQ(decode(encode(m)), m);
   }
@@ -649,7 +656,8 @@ TEST(NetCodecCluster, DirectoryRoundTripsAndPrefixesThrow) {
   const Message m{
       .sender = 0,
       .epoch = 0,
-      .body = DirectoryMsg{{{0, 1, true, false, {}, {}}, {1, 3, false, false, {}, {}}, {2, 1, true, true, {}, {}}}}};
+      .body = DirectoryMsg{
+          {{0, 1, true, false, {}, {}, {}}, {1, 3, false, false, {}, {}, {}}, {2, 1, true, true, {}, {}, {}}}}};
   const auto frame = encode(m);
   EXPECT_EQ(decode(frame), m);
   for (std::size_t len = 0; len < frame.size(); len += 8) {

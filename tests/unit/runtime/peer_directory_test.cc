@@ -26,19 +26,22 @@ TEST(PeerDirectory, PeersAreReachedAtWhatTheirCurrentIncarnationAnnounced) {
   EXPECT_EQ(d.endpoint(1, 0, false), "") << "nothing announced yet";
   EXPECT_EQ(d.endpoint(1, 1, false), "");
   const auto v0 = d.version();
-  d.set_up(1, 1, {"tcp://10.0.0.2:4000", "tcp://10.0.0.2:4001"});
+  d.set_up(1, 1, {"tcp://10.0.0.2:4000", "tcp://10.0.0.2:4001", ""});
   EXPECT_GT(d.version(), v0);
   EXPECT_TRUE(d.up(1));
   EXPECT_EQ(d.epoch(1), 1u);
   EXPECT_EQ(d.endpoint(1, 1, false), "tcp://10.0.0.2:4000");
   EXPECT_EQ(d.endpoint(1, 1, true), "tcp://10.0.0.2:4001");
-  EXPECT_EQ((d.endpoints(1)), (PeerEndpoints{"tcp://10.0.0.2:4000", "tcp://10.0.0.2:4001"}));
+  EXPECT_EQ((d.endpoints(1)), (PeerEndpoints{"tcp://10.0.0.2:4000", "tcp://10.0.0.2:4001", ""}));
   d.set_down(1);
   EXPECT_FALSE(d.up(1));
-  d.set_up(1, 2, {"tcp://10.0.0.3:5000", "tcp://10.0.0.3:5001"});
+  const std::string key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";  // CURVE: the key incarnation 2 serves with
+  d.set_up(1, 2, {"tcp://10.0.0.3:5000", "tcp://10.0.0.3:5001", key});
   // A socket for the replaced incarnation gets no endpoint (it would reach whoever holds that port now).
   EXPECT_EQ(d.endpoint(1, 1, false), "");
   EXPECT_EQ(d.endpoint(1, 2, false), "tcp://10.0.0.3:5000");
+  EXPECT_EQ(d.endpoints(1, 1), PeerEndpoints{}) << "nor a key";
+  EXPECT_EQ(d.endpoints(1, 2), (PeerEndpoints{"tcp://10.0.0.3:5000", "tcp://10.0.0.3:5001", key}));
   EXPECT_EQ(d.endpoint(0, 1, false), "") << "another worker is unaffected";
 }
 
