@@ -164,6 +164,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     auto last_heard = Clock::now();
     auto last_status = Clock::time_point{};
     bool hello_sent = false;
+    bool recovery_reported = false;
     for (;;) {
       zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0}};
       // Until the hello is out, look often: the worker's restore may end any moment, and its peers wait for it.
@@ -211,7 +212,11 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         send(fin);
         return;  // linger delivers it
       }
-      if (now - last_status >= options.heartbeat) {
+      // A status at once when the recovery completes, not at the next heartbeat: on a short run the next failure
+      // may come first, and the controller would record this one without its details.
+      const bool recovery_news = !recovery_reported && worker.recovery_complete();
+      if (recovery_news) recovery_reported = true;
+      if (recovery_news || now - last_status >= options.heartbeat) {
         net::WorkerReportMsg st;
         st.kind = net::ReportKind::kStatus;
         st.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
