@@ -29,12 +29,17 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "tests/run_output.h"
 #include "tests/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using afs::testing::column_of;
+using afs::testing::slurp;
+using afs::testing::split_csv;
+using afs::testing::summary;
 using afs::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -44,26 +49,6 @@ const std::vector<std::string> kJob = {"--job",      "heavy-hitters", "--hh.keys
                                        "--ft.gamma", "100",           "--quiet"};
 const std::string kShortJob = "400000";  // items: a run of a second or two
 const std::string kLongJob = "3000000";  // items: long enough to kill a worker in the middle
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// summary.csv (header + one row) as column -> value.
-std::map<std::string, std::string> summary(const fs::path& dir) {
-  std::ifstream f(dir / "summary.csv");
-  std::string header, row;
-  std::getline(f, header);
-  std::getline(f, row);
-  std::map<std::string, std::string> m;
-  std::stringstream hs(header), rs(row);
-  std::string h, v;
-  while (std::getline(hs, h, ',') && std::getline(rs, v, ',')) m[h] = v;
-  return m;
-}
 
 // Runs a shell command quietly; its exit status.
 int sh(const std::string& cmd) {
@@ -414,17 +399,11 @@ TEST(MultiHostLoopback, SilentRemoteWorkerIsMarkedDownAndItsNextIncarnationRegis
   std::smatch m;
   const auto failures = slurp(job.out() / "failures.csv");
   ASSERT_TRUE(std::regex_search(failures, m, row)) << failures;
-  auto split = [](const std::string& line) {
-    std::vector<std::string> cols;
-    std::stringstream ss(line);
-    for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
-    return cols;
-  };
-  const auto header = split(failures.substr(0, failures.find('\n')));
-  const auto cols = split(m[0].str().substr(1));
-  const auto at = std::find(header.begin(), header.end(), "detect_ms") - header.begin();
-  ASSERT_LT(static_cast<std::size_t>(at), cols.size()) << failures;
-  EXPECT_GE(std::stod(cols[static_cast<std::size_t>(at)]), 1000.0) << "detect_ms: " << failures;
+  const auto header = split_csv(failures.substr(0, failures.find('\n')));
+  const auto cols = split_csv(m[0].str().substr(1));
+  const std::size_t at = column_of(header, "detect_ms");
+  ASSERT_LT(at, cols.size()) << failures;
+  EXPECT_GE(std::stod(cols[at]), 1000.0) << "detect_ms: " << failures;
   EXPECT_EQ(summary(job.out()).at("recall"), "1");
 }
 

@@ -16,12 +16,17 @@
 #include <thread>
 #include <vector>
 
+#include "tests/run_output.h"
 #include "tests/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
+using afs::testing::column_of;
+using afs::testing::slurp;
+using afs::testing::split_csv;
+using afs::testing::summary;
 using afs::testing::TempDir;
 
 // A job small enough for CI, with thresholds that keep the watched keys few (phi far above the watch margin).
@@ -33,26 +38,6 @@ int run_afstream(const std::string& args, const fs::path& log) {
   const std::string cmd = "timeout 120 " + std::string(AFS_BINARY) + " run " + args + " >" + log.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// summary.csv (header + one row) as column -> value.
-std::map<std::string, std::string> summary(const fs::path& dir) {
-  std::ifstream f(dir / "summary.csv");
-  std::string header, row;
-  std::getline(f, header);
-  std::getline(f, row);
-  std::map<std::string, std::string> m;
-  std::stringstream hs(header), rs(row);
-  std::string h, v;
-  while (std::getline(hs, h, ',') && std::getline(rs, v, ',')) m[h] = v;
-  return m;
 }
 
 int data_lines(const fs::path& csv) {
@@ -97,22 +82,13 @@ TEST(ProcessRuntime, SigkillOfAllWorkersOnThePlanKeepsTheResults) {
   std::ifstream f(t.path() / "killed" / "failures.csv");
   std::string line;
   std::getline(f, line);
-  auto split = [](const std::string& l) {
-    std::vector<std::string> cols;
-    std::stringstream ls(l);
-    for (std::string c; std::getline(ls, c, ',');) cols.push_back(c);
-    return cols;
-  };
-  const auto header = split(line);
-  const auto column = [&](const char* name) {
-    return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
-  };
-  const std::size_t recovery_at = column("recovery_ms"), first_at = column("first_item_ms");
+  const auto header = split_csv(line);
+  const std::size_t recovery_at = column_of(header, "recovery_ms"), first_at = column_of(header, "first_item_ms");
   ASSERT_LT(first_at, header.size()) << line;
   ASSERT_LT(recovery_at, header.size()) << line;
   int measured = 0;
   while (std::getline(f, line)) {
-    const auto cols = split(line);
+    const auto cols = split_csv(line);
     ASSERT_EQ(cols.size(), header.size()) << line;
     const double recovery = std::stod(cols[recovery_at]), first = std::stod(cols[first_at]);
     if (cols[0] == "0" || first < 0) continue;  // the source produces as soon as it is restored

@@ -1,0 +1,47 @@
+// Test helper: reading what `afstream run --out DIR` wrote (whole files, summary.csv as column -> value, CSV rows
+// and columns found by their header name), for the integration tests that run the program.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace afs::testing {
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+inline std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> cols;
+  std::stringstream ls(line);
+  for (std::string c; std::getline(ls, c, ',');) cols.push_back(c);
+  return cols;
+}
+
+// The index of column `name` in a CSV header row; header.size() if it is not there.
+inline std::size_t column_of(const std::vector<std::string>& header, const std::string& name) {
+  return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+}
+
+// summary.csv (header + one row) as column -> value.
+inline std::map<std::string, std::string> summary(const std::filesystem::path& dir) {
+  std::ifstream f(dir / "summary.csv");
+  std::string header, row;
+  std::getline(f, header);
+  std::getline(f, row);
+  const auto h = split_csv(header), v = split_csv(row);
+  std::map<std::string, std::string> m;
+  for (std::size_t i = 0; i < h.size() && i < v.size(); ++i) m[h[i]] = v[i];
+  return m;
+}
+
+}  // namespace afs::testing
