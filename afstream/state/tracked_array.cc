@@ -142,6 +142,11 @@ void TrackedArray<T>::write_delta(ByteWriter& w) const {
 
 template <typename T>
 void TrackedArray<T>::read_full(ByteReader& r) {
+  apply_full(read_full_values(r));
+}
+
+template <typename T>
+std::vector<T> TrackedArray<T>::read_full_values(ByteReader& r) const {
   const char* what = detail::container_tag_name(tag() | detail::kTagFull);
   const std::uint64_t n = detail::read_container_header(r, tag() | detail::kTagFull);
   if (n != values_.size()) {
@@ -153,7 +158,13 @@ void TrackedArray<T>::read_full(ByteReader& r) {
     throw FormatError(std::string(what) + ": header says " + std::to_string(n) + " slots but " +
                       std::to_string(v.size()) + " values follow");
   }
-  values_.swap(v);
+  return v;
+}
+
+template <typename T>
+void TrackedArray<T>::apply_full(std::vector<T>&& values) {
+  assert(values.size() == values_.size());
+  values_.swap(values);
   mark_backed_up();
 }
 

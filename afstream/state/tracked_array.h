@@ -101,6 +101,10 @@ class TrackedArray {
   };
   Delta read_delta(ByteReader& r) const;
   void apply_delta(const Delta& d);
+  // Likewise for read_full: read_full_values reads and checks a write_full payload (the array unchanged), and
+  // apply_full takes the values (size() of them; it cannot fail).
+  std::vector<T> read_full_values(ByteReader& r) const;
+  void apply_full(std::vector<T>&& values);
 
   // Brute-force distance to another array of the same size in metric() (MaxAbs: max |a_i - b_i|, L1: sum, L2: sqrt
   // of the sum of squares). O(n). Throws std::invalid_argument if the sizes differ.

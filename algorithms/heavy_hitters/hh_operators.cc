@@ -152,17 +152,16 @@ double CountMinHeavyHitters::backup_partial_delta(ByteWriter& out, double residu
 }
 
 // All-or-nothing across both containers: restore into copies, then swap.
+// All or nothing without copying the counters (recovery time grows with their size): their part is read and
+// checked first and applied only once the rest has been.
 void CountMinHeavyHitters::restore_full(ByteReader& in) {
-  auto c = counters_;
+  auto values = counters_.read_full_values(in);  // exactly size() = width*depth values, or FormatError
   auto k = candidates_;
   auto m = compensation_;
-  c.read_full(in);
   k.read_full(in);
   m.read_full(in);
   in.expect_end("count-min-hh snapshot");
-  if (c.size() != hash_.size())
-    throw FormatError("count-min-hh snapshot: counter array size does not match width*depth");
-  counters_ = std::move(c);
+  counters_.apply_full(std::move(values));
   candidates_ = std::move(k);
   compensation_ = std::move(m);
   reported_since_backup_ = false;
