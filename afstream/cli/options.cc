@@ -72,8 +72,8 @@ po::options_description run_options() {
       "runtime", po::value<std::string>()->default_value("processes"),
       "processes (the default): every worker a process, with a backup server and a controller that kills and "
       "restarts them for real (ipc://); threads: every worker a thread of this process (ZeroMQ inproc://), the "
-      "same job and results without the processes")(
-      "items", po::value<std::uint64_t>()->default_value(2000000), "items the sources produce in all")(
+      "same job and results without the processes")("items", po::value<std::uint64_t>()->default_value(2000000),
+                                                    "items the sources produce in all")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of every generator")(
       "out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")(
       "quiet,q", po::bool_switch(), "no progress lines")("ft.mode", po::value<std::string>()->default_value("approx"),
