@@ -448,15 +448,33 @@ TEST(MultiHostNamespaces, KilledWorkerOnAnotherHostIsRestartedThere) {
 }
 
 // Bad input: one line naming the option, a non-zero status, promptly.
+// Bad input: `afstream ARGS` exits 2 within 20 s with one line on stderr, "afstream: error: ...", containing every
+// expected fragment.
+struct BadInputCase {
+  std::string args;
+  std::vector<std::string> expect;
+};
+void expect_one_clear_error_line(const TempDir& t, const std::vector<BadInputCase>& cases) {
+  for (const auto& c : cases) {
+    const auto log = t.path() / "err.txt";
+    const auto start = Clock::now();
+    const int rc =
+        std::system(("timeout 60 " + std::string(AFS_BINARY) + " " + c.args + " >/dev/null 2>" + log.string()).c_str());
+    const auto text = slurp(log);
+    ASSERT_TRUE(WIFEXITED(rc)) << c.args;
+    EXPECT_EQ(WEXITSTATUS(rc), 2) << c.args << "\n" << text;
+    EXPECT_LT(Clock::now() - start, 20s) << c.args;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << c.args << "\n" << text;
+    EXPECT_EQ(text.rfind("afstream: error: ", 0), 0u) << text;
+    for (const auto& e : c.expect) EXPECT_NE(text.find(e), std::string::npos) << c.args << "\n" << text;
+  }
+}
+
 TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
   TempDir t;
   const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
-  struct Case {
-    std::string args;
-    std::vector<std::string> expect;
-  };
   const std::string job = "--job heavy-hitters --items 1000";
-  const std::vector<Case> cases = {
+  const std::vector<BadInputCase> cases = {
       {"worker --worker.id 1 --worker.controller " + nobody + " --worker.controller-timeout-ms 500",
        {"no answer from the controller at " + nobody, "worker.controller", "500 ms"}},
       {"worker --worker.id 1 --worker.controller tcp://127.0.0.1:x", {"worker.controller: 'tcp://127.0.0.1:x'"}},
@@ -477,19 +495,7 @@ TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
       {"controller " + job + " --controller.remote-workers 1 --fail.count 1 --fail.target 1",
        {"fail.target: worker 1 is a remote worker"}},
   };
-  for (const auto& c : cases) {
-    const auto log = t.path() / "err.txt";
-    const auto start = Clock::now();
-    const int rc =
-        std::system(("timeout 60 " + std::string(AFS_BINARY) + " " + c.args + " >/dev/null 2>" + log.string()).c_str());
-    const auto text = slurp(log);
-    ASSERT_TRUE(WIFEXITED(rc)) << c.args;
-    EXPECT_EQ(WEXITSTATUS(rc), 2) << c.args << "\n" << text;
-    EXPECT_LT(Clock::now() - start, 20s) << c.args;
-    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << c.args << "\n" << text;
-    EXPECT_EQ(text.rfind("afstream: error: ", 0), 0u) << text;
-    for (const auto& e : c.expect) EXPECT_NE(text.find(e), std::string::npos) << c.args << "\n" << text;
-  }
+  expect_one_clear_error_line(t, cases);
 }
 
 // --- CURVE -------------------------------------------------------------------------------------------------------
@@ -653,11 +659,7 @@ TEST(MultiHostCurve, BadKeyOptionsAreOneClearLineNamingTheOption) {
   const auto open_key = t.path() / "open.key";
   fs::copy_file(k.a, open_key);
   fs::permissions(open_key, fs::perms::others_read, fs::perm_options::add);
-  struct Case {
-    std::string args;
-    std::vector<std::string> expect;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<BadInputCase> cases = {
       {"controller " + job + " --net.curve-secret " + k.a.string(), {"net.curve-authorized: missing"}},
       {"controller " + job + " --net.curve-secret " + a_public + " --net.curve-authorized " + k.authorized.string(),
        {"net.curve-secret: '" + a_public + "' has no secret-key"}},
@@ -679,19 +681,7 @@ TEST(MultiHostCurve, BadKeyOptionsAreOneClearLineNamingTheOption) {
        {"net.curve-authorized: '" + (t.path() / "none").string() + "' cannot be read"}},
       {"keygen", {"keygen: missing --out DIR"}},
   };
-  for (const auto& c : cases) {
-    const auto log = t.path() / "err.txt";
-    const auto start = Clock::now();
-    const int rc =
-        std::system(("timeout 60 " + std::string(AFS_BINARY) + " " + c.args + " >/dev/null 2>" + log.string()).c_str());
-    const auto text = slurp(log);
-    ASSERT_TRUE(WIFEXITED(rc)) << c.args;
-    EXPECT_EQ(WEXITSTATUS(rc), 2) << c.args << "\n" << text;
-    EXPECT_LT(Clock::now() - start, 20s) << c.args;
-    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << c.args << "\n" << text;
-    EXPECT_EQ(text.rfind("afstream: error: ", 0), 0u) << text;
-    for (const auto& e : c.expect) EXPECT_NE(text.find(e), std::string::npos) << c.args << "\n" << text;
-  }
+  expect_one_clear_error_line(t, cases);
 }
 
 }  // namespace
