@@ -6,7 +6,7 @@ set -euo pipefail
 BUILD=${1:-build}
 OUT=${OUT:-experiments/results/bench}
 mkdir -p "$OUT"
-for b in state_benchmark hh_benchmark net_benchmark store_benchmark; do
+for b in state_benchmark hh_benchmark distinct_benchmark net_benchmark store_benchmark; do
   bin="$BUILD/experiments/bench/$b"
   [ -x "$bin" ] || { echo "missing $bin (build first)" >&2; exit 1; }
   echo "== $b" >&2
