@@ -32,6 +32,8 @@
 #include "afstream/runtime/worker_process.h"
 #include "afstream/store/memory_store.h"
 #include "afstream/store/rocksdb_store.h"
+#include "algorithms/distinct/distinct_job.h"
+#include "algorithms/distinct/distinct_operators.h"
 #include "algorithms/heavy_hitters/hh_job.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
 
@@ -46,12 +48,15 @@ namespace {
 
 using afs::ConfigError;
 
-std::map<std::string, afs::JobFactory> jobs() { return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job}}; }
+std::map<std::string, afs::JobFactory> jobs() {
+  return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job}, {"distinct", &afs::distinct::make_distinct_job}};
+}
 
 afs::Registry registry() {
   afs::Registry r;
   afs::register_builtin_sources(r);
   afs::hh::register_heavy_hitters(r);
+  afs::distinct::register_distinct(r);
   return r;
 }
 

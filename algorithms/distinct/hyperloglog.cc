@@ -57,11 +57,11 @@ double HyperLogLog::standard_error(int precision) {
   return 1.04 / std::sqrt(static_cast<double>(std::size_t{1} << precision));
 }
 
-HyperLogLog::Slot HyperLogLog::slot(std::uint64_t key) const {
-  const std::uint64_t h = XXH3_64bits_withSeed(&key, sizeof key, seed_);
-  const std::size_t index = static_cast<std::size_t>(h >> (64 - precision_));
+HyperLogLog::Slot HyperLogLog::slot(std::uint64_t key, int precision, std::uint64_t seed) {
+  const std::uint64_t h = XXH3_64bits_withSeed(&key, sizeof key, seed);
+  const std::size_t index = static_cast<std::size_t>(h >> (64 - precision));
   // The bits after the index, with a guard bit so that the rank is at most 64 - p + 1.
-  const std::uint64_t rest = (h << precision_) | (std::uint64_t{1} << (precision_ - 1));
+  const std::uint64_t rest = (h << precision) | (std::uint64_t{1} << (precision - 1));
   return {index, static_cast<std::uint8_t>(std::countl_zero(rest) + 1)};
 }
 

@@ -43,7 +43,8 @@ class HyperLogLog {
     std::size_t index;
     std::uint8_t rank;
   };
-  Slot slot(std::uint64_t key) const;
+  Slot slot(std::uint64_t key) const { return slot(key, precision_, seed_); }
+  static Slot slot(std::uint64_t key, int precision, std::uint64_t seed);
   void update(std::uint64_t key) {
     const Slot s = slot(key);
     if (registers_[s.index] < s.rank) registers_[s.index] = s.rank;

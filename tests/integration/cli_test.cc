@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/temp_dir.h"
 
@@ -131,11 +133,42 @@ TEST(Cli, ExactModeWithFailuresEqualsNoFailures) {
   EXPECT_GE(lines(read(b.path() / "failures.csv")), 5);
 }
 
+// The distinct-counting job on worker processes: without and with SIGKILLs of all workers, the HyperLogLog estimate
+// stays within three standard errors of the exact number of distinct keys (distinct.csv).
+TEST(Cli, DistinctJobStaysAccurateWithFailures) {
+  for (const std::string fail : {"", " --fail.count 2 --fail.target all"}) {
+    TempDir d;
+    const auto r = run("run --job distinct --items 300000 --distinct.keys 100000 --ft.theta 8 --quiet" + fail +
+                       " --out " + d.path().string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::stringstream csv(read(d.path() / "distinct.csv"));
+    std::string header, row;
+    std::getline(csv, header);
+    std::getline(csv, row);
+    ASSERT_EQ(header, "estimate,exact,relative_error,standard_error");
+    std::vector<double> v;
+    std::stringstream rs(row);
+    for (std::string c; std::getline(rs, c, ',');) v.push_back(std::stod(c));
+    ASSERT_EQ(v.size(), 4u) << row;
+    EXPECT_GT(v[1], 1000) << row;                                 // the exact count is not trivial
+    EXPECT_LE(std::fabs(v[2]), 3 * v[3]) << fail << ": " << row;  // within 3 standard errors
+  }
+}
+
+// Theta is in register ranks for the distinct job: one at or above the largest rank protects nothing and is refused.
+TEST(Cli, DistinctJobRefusesAThetaThatProtectsNothing) {
+  const auto r = run("run --job distinct --items 1000 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("ft.state-divergence-max (Theta): 100000"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--ft.theta 8"), std::string::npos) << r.err;
+}
+
 TEST(Cli, ListAndHelp) {
   auto r = run("list");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("heavy-hitters"), std::string::npos);
   EXPECT_NE(r.out.find("count-min-hh"), std::string::npos);
+  EXPECT_NE(r.out.find("distinct-hll"), std::string::npos);
   r = run("run --job heavy-hitters --help");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("--ft.state-divergence-max"), std::string::npos);
