@@ -4,9 +4,11 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "algorithms/heavy_hitters/count_min.h"
+#include "algorithms/heavy_hitters/space_saving.h"
 #include "algorithms/heavy_hitters/zipf.h"
 
 namespace {
@@ -50,6 +52,18 @@ void BM_CountMinUpdate(benchmark::State& state) {
   set_label(state, cm);
 }
 BENCHMARK(BM_CountMinUpdate)->Args({8000, 4})->Args({0, 0});
+
+// Space-Saving with k counters on the same Zipf keys (most updates hit a monitored key; the rest replace the minimum).
+void BM_SpaceSavingUpdate(benchmark::State& state) {
+  afs::hh::SpaceSaving s(static_cast<std::size_t>(state.range(0)));
+  const auto& keys = zipf_keys();
+  std::size_t i = 0;
+  for (auto _ : state) s.update(keys[i++ & (kKeys - 1)]);
+  benchmark::DoNotOptimize(s.min_count());
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(std::to_string(s.capacity()) + " counters, ~" + std::to_string(s.capacity() * 56 / 1024) + " KiB");
+}
+BENCHMARK(BM_SpaceSavingUpdate)->Arg(100)->Arg(1000)->Arg(10000);
 
 void BM_CountMinEstimate(benchmark::State& state) {
   CountMin cm = make_sketch(state);
