@@ -20,12 +20,10 @@
 
 namespace afs::distinct {
 
-// Parameters: precision (2^precision registers; or epsilon, a relative standard error that sizes it), seed.
-class HllOperator final : public Operator {
+// The state both operators share: the 2^precision registers of a HyperLogLog in a tracked array (max-abs
+// divergence, partial deltas), its backups and restores, alpha (the largest rank), beta 0, and the estimate.
+class HllRegisters : public Operator {
  public:
-  explicit HllOperator(const Params& p);
-  void process(const Item& item, Emitter& out) override;
-  void finish(Emitter& out) override;
   double alpha() const override;
   double beta() const override { return 0; }
   double divergence() const override { return registers_.divergence(); }
@@ -37,37 +35,40 @@ class HllOperator final : public Operator {
   }
   void restore_full(ByteReader& in) override;
   void apply_delta(ByteReader& in) override;
-  double distance(const Operator& other) const override;
+  double distance(const Operator& other) const override;  // other is an HllRegisters of the same precision
 
   int precision() const { return precision_; }
   double estimate() const;
 
+ protected:
+  explicit HllRegisters(int precision);
+  // Raises register i to rank if it is lower (registers hold maxima).
+  void raise(std::size_t i, std::int64_t rank) {
+    if (registers_[i] < rank) registers_.set(i, rank);
+  }
+  const TrackedArray<std::int64_t>& registers() const { return registers_; }
+
  private:
   int precision_;
-  std::uint64_t seed_;
   TrackedArray<std::int64_t> registers_;
 };
 
+// Parameters: precision (2^precision registers; or epsilon, a relative standard error that sizes it), seed.
+class HllOperator final : public HllRegisters {
+ public:
+  explicit HllOperator(const Params& p);
+  void process(const Item& item, Emitter& out) override;
+  void finish(Emitter& out) override;
+
+ private:
+  std::uint64_t seed_;
+};
+
 // The sink: (register index, rank) items from the copies, merged by maximum. Parameters: precision.
-class HllMerge final : public Operator {
+class HllMerge final : public HllRegisters {
  public:
   explicit HllMerge(const Params& p);
   void process(const Item& item, Emitter& out) override;
-  double alpha() const override;
-  double beta() const override { return 0; }
-  double divergence() const override { return registers_.divergence(); }
-  void snapshot_full(ByteWriter& out) const override { registers_.write_full(out); }
-  void snapshot_delta(ByteWriter& out) const override { registers_.write_delta(out); }
-  void mark_backed_up() override { registers_.mark_backed_up(); }
-  void restore_full(ByteReader& in) override;
-  void apply_delta(ByteReader& in) override;
-  double distance(const Operator& other) const override;
-
-  double estimate() const;
-
- private:
-  int precision_;
-  TrackedArray<std::int64_t> registers_;
 };
 
 // The precision given by a parameter set: precision, or the smallest one whose standard error is at most epsilon.
