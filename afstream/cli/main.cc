@@ -137,6 +137,18 @@ int cmd_backup_server(int argc, const char* const* argv) {
     std::cerr << "afstream backup-server: refused a connection from " << r.address << ": its key " << r.key
               << " is not in net.curve-authorized" << std::endl;
   };
+  // Compaction rebuilds operators with this program's registry (the operators of every built-in job).
+  const afs::Registry ops = registry();
+  if (args.compact_ratio > 0) {
+    server_options.make_operator = [&ops](const afs::OperatorSpec& spec) {
+      return ops.make_operator(spec.kind, spec.params, {spec.index, spec.parallelism});
+    };
+    server_options.compaction = {args.compact_ratio, args.compact_deltas};
+    server_options.on_compaction_error = [](int worker, const std::string& reason) {
+      std::cerr << "afstream backup-server: state chain of worker " << worker << " left uncompacted: " << reason
+                << std::endl;
+    };
+  }
   afs::BackupServer server(args.listen, std::move(store), server_options);
   std::cerr << "afstream backup-server: store " << what << "\n";
   if (args.curve.config) {
@@ -160,6 +172,10 @@ int cmd_backup_server(int argc, const char* const* argv) {
             << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
             << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations, "
             << c.unauthorized_connections << " connections refused for their key)" << std::endl;
+  const auto k = server.compactor_counters();
+  std::cerr << "afstream backup-server: " << k.compactions << " chain compactions (" << k.records_merged << " records, "
+            << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "
+            << k.unknown + k.failures << " chains left alone" << std::endl;
   return 0;  // the server, then the store (RocksDB: flushed and closed), are destroyed on the way out
 }
 

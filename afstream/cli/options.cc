@@ -307,6 +307,11 @@ po::options_description backup_server_options() {
       "backend: rocksdb (durable, in store.path) | memory (lost when the server stops)")(
       "store.path", po::value<std::string>(), "rocksdb: directory of the store (created if missing)")(
       "store.sync", po::bool_switch(), "rocksdb: fsync every put (survives a machine crash, slower)")(
+      "store.compact-ratio", po::value<double>()->default_value(CompactionPolicy{}.delta_ratio),
+      "compact a worker's state chain into one full snapshot, in the background, once its deltas weigh this many "
+      "times its full snapshot (0: never compact; workers then write full snapshots themselves)")(
+      "store.compact-deltas", po::value<std::uint64_t>()->default_value(CompactionPolicy{}.max_deltas),
+      "... or once it has this many deltas")(
       "endpoint-file", po::value<std::string>(),
       "once listening, write the endpoint (with the port chosen for port 0) to this file");
   o.add(curve_options());
@@ -334,6 +339,13 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
   if (vm.count("store.path")) a.store_path = vm["store.path"].as<std::string>();
   a.store_sync = vm["store.sync"].as<bool>();
   if (vm.count("endpoint-file")) a.endpoint_file = vm["endpoint-file"].as<std::string>();
+  a.compact_ratio = vm["store.compact-ratio"].as<double>();
+  if (!(a.compact_ratio >= 0) || !std::isfinite(a.compact_ratio)) {
+    throw ConfigError("store.compact-ratio: expected a number >= 0 (0: never compact), got " +
+                      std::to_string(a.compact_ratio));
+  }
+  a.compact_deltas = vm["store.compact-deltas"].as<std::uint64_t>();
+  if (a.compact_deltas < 1) throw ConfigError("store.compact-deltas: expected >= 1");
   if (a.store == "rocksdb") {
     if (a.store_path.empty() && !vm.count("help")) {
       throw ConfigError("store.path: required with --store rocksdb (the store's directory, created if missing)");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "afstream/ft/compactor.h"
 #include "afstream/net/curve.h"
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/job.h"
@@ -98,6 +99,8 @@ struct BackupServerArgs {
   std::string store_path;         // rocksdb: the store's directory (created if missing)
   bool store_sync = false;        // rocksdb: fsync every put
   std::string endpoint_file;      // written with the bound endpoint once listening (port 0: the one chosen)
+  double compact_ratio = afs::CompactionPolicy{}.delta_ratio;  // compaction (afstream/ft/compactor.h); 0: off
+  std::uint64_t compact_deltas = afs::CompactionPolicy{}.max_deltas;
   CurveArgs curve;
 };
 

@@ -7,7 +7,7 @@ namespace afs {
 namespace {
 constexpr std::uint32_t kStateMagic = 0x41465354;  // "AFST"
 constexpr std::uint32_t kItemsMagic = 0x4146494d;  // "AFIM"
-constexpr std::uint16_t kRecordVersion = 3;        // 3: residual, residual_by_failure
+constexpr std::uint16_t kRecordVersion = 4;        // 3: residual, residual_by_failure; 4: operator spec
 
 void put_seqs(ByteWriter& w, const SeqByChannel& m) {
   w.put<std::uint64_t>(m.size());
@@ -78,6 +78,17 @@ Bytes StateRecord::encode() const {
   w.put_array<std::int64_t>(missing_by_failure);
   w.put(residual);
   w.put_array<double>(residual_by_failure);
+  w.put<std::uint8_t>(op_spec ? 1 : 0);
+  if (op_spec) {
+    w.put_string(op_spec->kind);
+    w.put<std::int32_t>(op_spec->index);
+    w.put<std::int32_t>(op_spec->parallelism);
+    w.put<std::uint64_t>(op_spec->params.values().size());
+    for (const auto& [k, v] : op_spec->params.values()) {
+      w.put_string(k);
+      w.put_string(v);
+    }
+  }
   return w.take();
 }
 
@@ -95,6 +106,26 @@ StateRecord StateRecord::decode(const Bytes& b) {
   s.missing_by_failure = r.get_array<std::int64_t>("missing items by failure");
   s.residual = r.get<double>("residual");
   s.residual_by_failure = r.get_array<double>("residual by failure");
+  const auto has_spec = r.get<std::uint8_t>("operator spec flag");
+  if (has_spec > 1) throw FormatError("state record: bad operator spec flag " + std::to_string(has_spec));
+  if (has_spec == 1) {
+    OperatorSpec spec;
+    spec.kind = r.get_string("operator name");
+    spec.index = r.get<std::int32_t>("operator index");
+    spec.parallelism = r.get<std::int32_t>("operator parallelism");
+    if (spec.parallelism < 1 || spec.index < 0 || spec.index >= spec.parallelism) {
+      throw FormatError("state record: operator index " + std::to_string(spec.index) + " outside parallelism " +
+                        std::to_string(spec.parallelism));
+    }
+    const auto n = r.get<std::uint64_t>("parameter count");
+    if (n > r.rest().size() / 16)
+      throw FormatError("state record: parameter count " + std::to_string(n) + " exceeds data");
+    for (std::uint64_t i = 0; i < n; ++i) {
+      std::string k = r.get_string("parameter name");
+      spec.params.set(k, r.get_string("parameter value"));
+    }
+    s.op_spec = std::move(spec);
+  }
   r.expect_end("state record");
   return s;
 }

@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "afstream/core/item.h"
+#include "afstream/core/params.h"
 #include "afstream/store/backup_store.h"
 
 namespace afs {
@@ -16,6 +19,20 @@ struct ChannelItem {
   std::uint32_t channel = 0;
   bool end_of_stream = false;  // punctuation: the channel ends after this sequence number
   Item item;
+};
+
+// Which operator wrote a state: its registry name, parameters and place in its stage. Full records carry it, so
+// that a store can rebuild the operator and compact the chain into one full snapshot (ft/compactor.h).
+struct OperatorSpec {
+  std::string kind;  // the operator's name in the Registry
+  Params params;
+  int index = 0;
+  int parallelism = 1;
+
+  friend bool operator==(const OperatorSpec& a, const OperatorSpec& b) {
+    return a.kind == b.kind && a.params.values() == b.params.values() && a.index == b.index &&
+           a.parallelism == b.parallelism;
+  }
 };
 
 struct StateRecord {
@@ -34,6 +51,8 @@ struct StateRecord {
   double residual = 0;
   // Per failure j = 1..k known when the record was written: the residual of the backup restored at it.
   std::vector<double> residual_by_failure;
+  // Written with full snapshots (absent in deltas and in records of sources, which have no operator state).
+  std::optional<OperatorSpec> op_spec;
 
   Bytes encode() const;
   static StateRecord decode(const Bytes& b);  // throws FormatError

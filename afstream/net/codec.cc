@@ -453,6 +453,15 @@ std::span<const std::uint8_t> Encoder::encode_store_reply(std::uint32_t sender, 
       w.setMessage(capnp::Text::Reader(e.message.data(), e.message.size()));
       break;
     }
+    case 4: {
+      const auto& c = std::get<StoreChainMsg>(reply.result);
+      auto w = r.initChain();
+      w.setGeneration(c.generation);
+      w.setLength(c.length);
+      w.setFullBytes(c.full_bytes);
+      w.setDeltaBytes(c.delta_bytes);
+      break;
+    }
   }
   return state_->finish();
 }
@@ -701,6 +710,11 @@ StoreReplyMsg read_store_reply(wire::StoreReply::Reader r) {
     case wire::StoreReply::STATS: {
       auto st = r.getStats();
       m.result = StoreStatsMsg{st.getStateBackups(), st.getItemBackups(), st.getBytesWritten(), st.getBytesStored()};
+      return m;
+    }
+    case wire::StoreReply::CHAIN: {
+      auto c = r.getChain();
+      m.result = StoreChainMsg{c.getGeneration(), c.getLength(), c.getFullBytes(), c.getDeltaBytes()};
       return m;
     }
     case wire::StoreReply::ERROR: {

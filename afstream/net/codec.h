@@ -189,10 +189,21 @@ struct StoreErrorMsg {
   friend bool operator==(const StoreErrorMsg&, const StoreErrorMsg&) = default;
 };
 
-// ok for puts and drop, records for state_chain and item_records, stats for stats; error for any.
+// The shape of a worker's state chain after a put_state (afs::ChainInfo).
+struct StoreChainMsg {
+  std::uint64_t generation = 0;
+  std::uint64_t length = 0;
+  std::uint64_t full_bytes = 0;
+  std::uint64_t delta_bytes = 0;
+
+  friend bool operator==(const StoreChainMsg&, const StoreChainMsg&) = default;
+};
+
+// chain for put_state, ok for put_items and drop, records for state_chain and item_records, stats for stats;
+// error for any.
 struct StoreReplyMsg {
   std::uint64_t request_id = 0;
-  std::variant<StoreOkMsg, StoreRecordsMsg, StoreStatsMsg, StoreErrorMsg> result;
+  std::variant<StoreOkMsg, StoreRecordsMsg, StoreStatsMsg, StoreErrorMsg, StoreChainMsg> result;
 
   friend bool operator==(const StoreReplyMsg&, const StoreReplyMsg&) = default;
 };

@@ -128,7 +128,15 @@ struct StoreReply {
     records @3 :List(Data);    # stateChain, itemRecords (in order)
     stats @4 :StoreStats;      # stats
     error @5 :StoreError;      # any operation
+    chain @6 :StoreChain;      # putState: the worker's chain after the put
   }
+}
+
+struct StoreChain {
+  generation @0 :UInt64;  # changes when the chain changes other than by an appended delta
+  length @1 :UInt64;      # records: the full snapshot and the deltas after it
+  fullBytes @2 :UInt64;
+  deltaBytes @3 :UInt64;
 }
 
 struct StoreStats {

@@ -61,6 +61,7 @@ struct BackupServer::Impl {
   std::unordered_map<std::uint64_t, Session> sessions;
   std::uint64_t tick = 0;
   std::unordered_map<std::int32_t, std::uint32_t> incarnations;  // per worker, the newest incarnation seen
+  std::unique_ptr<ChainCompactor> compactor;                     // before the store goes (Impl is destroyed first)
 
   ~Impl() { socket.close(); }
 
@@ -98,9 +99,21 @@ BackupServer::BackupServer(std::string endpoint, std::unique_ptr<BackupStore> st
     throw ConfigError("backup server: cannot listen on '" + endpoint + "': " + e.what() +
                       " (expected tcp://HOST:PORT, port 0 for any free one, or ipc://PATH)");
   }
+  if (options_.make_operator) {
+    impl_->compactor = std::make_unique<ChainCompactor>(*store_, options_.make_operator, options_.compaction,
+                                                        options_.on_compaction_error);
+  }
 }
 
 BackupServer::~BackupServer() = default;
+
+CompactorCounters BackupServer::compactor_counters() const {
+  return impl_->compactor ? impl_->compactor->counters() : CompactorCounters{};
+}
+
+void BackupServer::wait_compactions() {
+  if (impl_->compactor) impl_->compactor->wait_idle();
+}
 
 BackupServerCounters BackupServer::counters() const {
   return BackupServerCounters{requests_.load(),
@@ -224,7 +237,10 @@ void BackupServer::run(const std::atomic<bool>& stop) {
             [&](auto& op) {
               using Op = std::decay_t<decltype(op)>;
               if constexpr (std::is_same_v<Op, net::PutStateReq>) {
-                store_->put_state(op.worker, op.full, std::move(op.record), to_store(op.covered));
+                const ChainInfo info =
+                    store_->put_state(op.worker, op.full, std::move(op.record), to_store(op.covered));
+                if (impl_->compactor) impl_->compactor->notify(op.worker, info);
+                reply.result = net::StoreChainMsg{info.generation, info.length, info.full_bytes, info.delta_bytes};
               } else if constexpr (std::is_same_v<Op, net::PutItemsReq>) {
                 store_->put_items(op.worker, std::move(op.record), to_store(op.infos));
               } else if constexpr (std::is_same_v<Op, net::StateChainReq>) {

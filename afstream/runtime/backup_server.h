@@ -35,6 +35,7 @@
 #include <optional>
 #include <string>
 
+#include "afstream/ft/compactor.h"
 #include "afstream/net/codec.h"
 #include "afstream/net/curve.h"
 #include "afstream/runtime/gatekeeper.h"
@@ -52,6 +53,13 @@ struct BackupServerOptions {
   std::optional<net::CurveConfig> curve;
   // Called from run() once for each client key refused (CURVE), e.g. to log it.
   std::function<void(const ZapRefusal&)> on_refused;
+  // Compaction (afstream/ft/compactor.h): with an operator maker (the program's registry), chains are compacted
+  // into one full snapshot in the background once they need it by `compaction`. Unset: chains are left to their
+  // workers, which then write full snapshots themselves.
+  OperatorMaker make_operator;
+  CompactionPolicy compaction;
+  // Called from the compactor's thread for each chain it had to leave alone, e.g. to log it.
+  std::function<void(int worker, const std::string& reason)> on_compaction_error;
 };
 
 // What the server did; each readable at any time from any thread.
@@ -82,6 +90,10 @@ class BackupServer {
   void run(const std::atomic<bool>& stop);
 
   BackupServerCounters counters() const;
+  // What the compactor did (all zero without one).
+  CompactorCounters compactor_counters() const;
+  // Blocks until the compactor has nothing queued or running (for tests).
+  void wait_compactions();
   std::uint64_t bad_frames() const { return bad_frames_.load(std::memory_order_relaxed); }
 
   // The served store (e.g. for tests to inspect it; not to be used while run() serves from another thread unless

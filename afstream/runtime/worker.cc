@@ -94,6 +94,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     op_ = ctx.registry->make_operator(stage_.kind, stage_.params, at);
     op_type_ = type_id_of(stage_.kind);
     op_alpha_ = op_->alpha();
+    op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
   // Pipeline scope: a lost item here can cause beta^(stages below) lost items at the end (DESIGN 3).
   if (op_) {
@@ -1118,7 +1119,18 @@ void Worker::backup_items() {
 void Worker::backup_state(bool wait, double residual) {
   StateRecord rec;
   // Compaction: a full snapshot starts the chain, then deltas, until the deltas since it weigh four times as much
-  // (so a restore reads at most about five times the state) or there are ft.full-backup-every of them.
+  // (so a restore reads at most about five times the state) or there are ft.full-backup-every of them. The store's
+  // replies say how long its chain really is: a store that compacts in the background keeps it below that.
+  {
+    std::lock_guard lock(chain_seen_.mu);
+    // Only a reply to the latest put describes the chain as it is (earlier ones may predate a full snapshot).
+    if (chain_seen_.fresh && chain_seen_.put == state_puts_ && chain_length_ > 0) {
+      chain_length_ = chain_seen_.info.length;
+      last_full_bytes_ = chain_seen_.info.full_bytes;
+      delta_bytes_since_full_ = chain_seen_.info.delta_bytes;
+    }
+    chain_seen_.fresh = false;
+  }
   bool full = !op_ || chain_length_ == 0 || delta_bytes_since_full_ >= 4 * last_full_bytes_ ||
               chain_length_ >= static_cast<std::uint64_t>(ctx_.config.full_backup_every);
   if (op_) {
@@ -1127,6 +1139,7 @@ void Worker::backup_state(bool wait, double residual) {
     if (full) {
       op_->snapshot_full(w);
       op_->mark_backed_up();
+      rec.op_spec = op_spec_;
     } else if (residual > 0) {
       rec.residual = op_->backup_partial_delta(w, residual);
     } else {
@@ -1176,11 +1189,16 @@ void Worker::backup_state(bool wait, double residual) {
   auto& counters = counters_;
   const int id = id_;
   SeqByChannel covered = rec.inputs;
-  auto task = [store, &counters, id, rec = std::move(rec), covered]() {
+  const std::uint64_t put = ++state_puts_;
+  auto task = [store, &counters, &seen = chain_seen_, id, put, rec = std::move(rec), covered]() {
     auto bytes = rec.encode();
     counters.backup_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
     counters.state_backups.fetch_add(1, std::memory_order_relaxed);
-    store->put_state(id, rec.full, std::move(bytes), covered);
+    const ChainInfo info = store->put_state(id, rec.full, std::move(bytes), covered);
+    std::lock_guard lock(seen.mu);
+    seen.info = info;
+    seen.put = put;
+    seen.fresh = true;
   };
   last_state_ticket_ = wait ? writer_->submit_and_wait(std::move(task)) : writer_->submit(std::move(task));
   counters_.divergence.store(left, std::memory_order_relaxed);

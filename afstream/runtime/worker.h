@@ -301,6 +301,17 @@ class Worker {
   std::uint64_t chain_length_ = 0;  // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
   std::uint64_t delta_bytes_since_full_ = 0;
+  // The chain as the store's latest reply to a state put described it (set on the backup writer's thread): a store
+  // that compacts (ft/compactor.h) keeps it short, and then the worker never writes a full snapshot to do so.
+  struct ChainSeen {
+    std::mutex mu;
+    bool fresh = false;
+    std::uint64_t put = 0;  // which put (state_puts_) the reply answered
+    ChainInfo info;
+  };
+  std::uint64_t state_puts_ = 0;  // state puts submitted
+  ChainSeen chain_seen_;
+  OperatorSpec op_spec_;  // written with full snapshots, so that the store can compact the chain
   std::uint64_t last_state_ticket_ = 0;
   std::uint64_t pending_state_ticket_ = 0;  // approx: a state backup not known to be confirmed yet
   double pending_divergence_ = 0;           // the divergence it covers

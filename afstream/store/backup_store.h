@@ -29,15 +29,30 @@ struct ItemRecordInfo {
   std::uint64_t last_seq = 0;
 };
 
+// The shape of a worker's state chain, as a put or a read left it.
+struct ChainInfo {
+  std::uint64_t generation = 0;   // changes whenever the chain's records change other than by an appended delta
+  std::uint64_t length = 0;       // records: the full snapshot and the deltas after it
+  std::uint64_t full_bytes = 0;   // size of the full record
+  std::uint64_t delta_bytes = 0;  // total size of the deltas
+};
+
 class BackupStore {
  public:
   virtual ~BackupStore() = default;
 
   // Append a state backup for worker; full == true starts a new chain. covered: per input channel, the last
-  // sequence number the state reflects (item records at or below are dropped).
-  virtual void put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) = 0;
-  // The latest chain: full snapshot first, then deltas in order. Empty if the worker has no backup.
-  virtual std::vector<Bytes> state_chain(int worker) const = 0;
+  // sequence number the state reflects (item records at or below are dropped). Returns the chain after the put, so
+  // the writer can tell whether the store keeps it short (compaction) or it should write a full snapshot itself.
+  virtual ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) = 0;
+  // The latest chain: full snapshot first, then deltas in order. Empty if the worker has no backup. With info, also
+  // the chain's shape, read together with the records.
+  virtual std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const = 0;
+  // Compaction: replaces the first `count` records of the chain (the full snapshot and the deltas after it) by
+  // `full`, a full record of the same state, provided the chain still has the given generation (no full snapshot,
+  // compaction or drop came since it was read) and at least `count` records; else changes nothing and returns
+  // false. Atomic like a put. The records' checksums are verified as they are read, as ever.
+  virtual bool compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) = 0;
 
   // A record holding received items of several channels; infos say which sequence numbers it holds.
   virtual void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) = 0;

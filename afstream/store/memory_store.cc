@@ -22,14 +22,24 @@ const Bytes& MemoryStore::verified(const Sealed& s, int worker, const char* what
   return s.data;
 }
 
-void MemoryStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
+ChainInfo MemoryStore::info_of(const WorkerData& w) {
+  ChainInfo info;
+  info.generation = w.generation;
+  info.length = w.chain.size();
+  for (std::size_t i = 0; i < w.chain.size(); ++i)
+    (i == 0 ? info.full_bytes : info.delta_bytes) += w.chain[i].data.size();
+  return info;
+}
+
+ChainInfo MemoryStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
   std::lock_guard lock(mu_);
   auto& w = workers_[worker];
   stats_.state_backups++;
   stats_.bytes_written += record.size();
-  if (full) {
+  if (full || w.generation == 0) {
     for (const auto& s : w.chain) stats_.bytes_stored -= s.data.size();
     w.chain.clear();
+    w.generation = next_generation_++;
   }
   stats_.bytes_stored += record.size();
   w.chain.push_back(seal(std::move(record)));
@@ -50,15 +60,32 @@ void MemoryStore::put_state(int worker, bool full, Bytes record, const SeqByChan
       ++it;
     }
   }
+  return info_of(w);
 }
 
-std::vector<Bytes> MemoryStore::state_chain(int worker) const {
+std::vector<Bytes> MemoryStore::state_chain(int worker, ChainInfo* info) const {
   std::lock_guard lock(mu_);
   std::vector<Bytes> out;
+  if (info) *info = {};
   auto it = workers_.find(worker);
   if (it == workers_.end()) return out;
   for (const auto& s : it->second.chain) out.push_back(verified(s, worker, "state backup"));
+  if (info) *info = info_of(it->second);
   return out;
+}
+
+bool MemoryStore::compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker);
+  if (it == workers_.end() || count == 0) return false;
+  auto& w = it->second;
+  if (w.generation != generation || w.chain.size() < count) return false;
+  for (std::uint64_t i = 0; i < count; ++i) stats_.bytes_stored -= w.chain[i].data.size();
+  stats_.bytes_stored += full.size();
+  w.chain.erase(w.chain.begin(), w.chain.begin() + static_cast<std::ptrdiff_t>(count - 1));
+  w.chain.front() = seal(std::move(full));
+  w.generation = next_generation_++;
+  return true;
 }
 
 void MemoryStore::put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) {

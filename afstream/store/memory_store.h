@@ -11,8 +11,9 @@ namespace afs {
 
 class MemoryStore final : public BackupStore {
  public:
-  void put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
-  std::vector<Bytes> state_chain(int worker) const override;
+  ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
+  std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
+  bool compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) override;
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;
   void drop(int worker) override;
@@ -32,13 +33,16 @@ class MemoryStore final : public BackupStore {
   };
   struct WorkerData {
     std::vector<Sealed> chain;
+    std::uint64_t generation = 0;
     std::deque<ItemRecord> items;
   };
   static Sealed seal(Bytes b);
   static const Bytes& verified(const Sealed& s, int worker, const char* what);
+  static ChainInfo info_of(const WorkerData& w);
 
   mutable std::mutex mu_;
   std::unordered_map<int, WorkerData> workers_;
+  std::uint64_t next_generation_ = 1;  // store-wide, so a worker dropped and backed up again never repeats one
   StoreStats stats_;
 };
 

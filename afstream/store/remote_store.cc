@@ -268,21 +268,30 @@ void RemoteStore::set_endpoint(std::string endpoint) {
 
 std::string RemoteStore::endpoint() const { return impl_->current_endpoint(); }
 
-void RemoteStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
+ChainInfo RemoteStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
   net::PutStateReq req{.worker = worker, .full = full, .record = std::move(record), .covered = {}};
   req.covered.reserve(covered.size());
   for (const auto& [channel, seq] : covered) req.covered.push_back({channel, seq});
   const std::string what = describe("put_state", worker);
   auto reply = checked(impl_->call(options_, std::move(req)), *this, what);
-  if (!std::holds_alternative<net::StoreOkMsg>(reply.result)) unexpected(*this, what);
+  const auto* c = std::get_if<net::StoreChainMsg>(&reply.result);
+  if (c == nullptr) unexpected(*this, what);
+  return ChainInfo{c->generation, c->length, c->full_bytes, c->delta_bytes};
 }
 
-std::vector<Bytes> RemoteStore::state_chain(int worker) const {
+std::vector<Bytes> RemoteStore::state_chain(int worker, ChainInfo* info) const {
   const net::StoreOp op = net::StateChainReq{worker};
   const std::string what = describe(op);
   auto reply = checked(impl_->call(options_, op), *this, what);
   auto* records = std::get_if<net::StoreRecordsMsg>(&reply.result);
   if (records == nullptr) unexpected(*this, what);
+  if (info) {
+    *info = {};
+    info->length = records->records.size();
+    for (std::size_t i = 0; i < records->records.size(); ++i) {
+      (i == 0 ? info->full_bytes : info->delta_bytes) += records->records[i].size();
+    }
+  }
   return std::move(records->records);
 }
 

@@ -78,8 +78,11 @@ class RemoteStore final : public BackupStore {
   RemoteStore(const RemoteStore&) = delete;
   RemoteStore& operator=(const RemoteStore&) = delete;
 
-  void put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
-  std::vector<Bytes> state_chain(int worker) const override;
+  ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
+  // info: length and sizes of the records read; generation 0 (the server's generations are not sent).
+  std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
+  // The server compacts its own chains (afstream/ft/compactor.h): a client does not; always false.
+  bool compact_state(int, std::uint64_t, std::uint64_t, Bytes) override { return false; }
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;
   void drop(int worker) override;

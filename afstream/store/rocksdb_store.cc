@@ -258,6 +258,7 @@ void RocksDbStore::load_index() {
   if (!it->status().ok()) {
     throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + it->status().ToString());
   }
+  for (auto& entry : index_) entry.second.generation = next_generation_++;
 }
 
 void RocksDbStore::write(rocksdb::WriteBatch& batch, const char* operation, int worker) {
@@ -270,7 +271,15 @@ void RocksDbStore::write(rocksdb::WriteBatch& batch, const char* operation, int 
   }
 }
 
-void RocksDbStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
+ChainInfo RocksDbStore::info_of(const WorkerIndex& w) {
+  ChainInfo info;
+  info.generation = w.generation;
+  info.length = w.chain.size();
+  for (std::size_t i = 0; i < w.chain.size(); ++i) (i == 0 ? info.full_bytes : info.delta_bytes) += w.chain[i].size;
+  return info;
+}
+
+ChainInfo RocksDbStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
   std::lock_guard lock(mu_);
   WorkerIndex& w = index_[worker];
   rocksdb::WriteBatch batch;
@@ -306,7 +315,10 @@ void RocksDbStore::put_state(int worker, bool full, Bytes record, const SeqByCha
 
   // Written: update the index to match.
   w.next_counter = counter + 1;
-  if (full) w.chain.clear();
+  if (full || w.generation == 0) {
+    w.chain.clear();
+    w.generation = next_generation_++;
+  }
   w.chain.push_back({counter, record.size()});
   std::deque<ItemEntry> kept;
   for (std::size_t i = 0; i < w.items.size(); ++i) {
@@ -316,6 +328,29 @@ void RocksDbStore::put_state(int worker, bool full, Bytes record, const SeqByCha
   stats_.state_backups++;
   stats_.bytes_written += record.size();
   stats_.bytes_stored = stats_.bytes_stored - dropped_bytes + record.size();
+  return info_of(w);
+}
+
+bool RocksDbStore::compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(worker);
+  if (it == index_.end() || count == 0) return false;
+  WorkerIndex& w = it->second;
+  if (w.generation != generation || w.chain.size() < count) return false;
+  rocksdb::WriteBatch batch;
+  std::uint64_t dropped_bytes = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    if (i + 1 < count) batch.Delete(record_key(worker, kStateKind, w.chain[i].counter));
+    dropped_bytes += w.chain[i].size;
+  }
+  const std::uint64_t counter = w.chain[count - 1].counter;
+  batch.Put(record_key(worker, kStateKind, counter), state_value(true, full));
+  write(batch, "compact_state", worker);
+  w.chain.erase(w.chain.begin(), w.chain.begin() + static_cast<std::ptrdiff_t>(count - 1));
+  w.chain.front() = {counter, full.size()};
+  w.generation = next_generation_++;
+  stats_.bytes_stored = stats_.bytes_stored - dropped_bytes + full.size();
+  return true;
 }
 
 void RocksDbStore::put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) {
@@ -359,7 +394,15 @@ std::vector<Bytes> RocksDbStore::read_records(int worker, std::uint8_t kind) con
   return out;
 }
 
-std::vector<Bytes> RocksDbStore::state_chain(int worker) const { return read_records(worker, kStateKind); }
+std::vector<Bytes> RocksDbStore::state_chain(int worker, ChainInfo* info) const {
+  if (!info) return read_records(worker, kStateKind);
+  std::lock_guard lock(mu_);
+  *info = {};
+  auto out = read_records(worker, kStateKind);
+  auto it = index_.find(worker);
+  if (it != index_.end()) *info = info_of(it->second);
+  return out;
+}
 
 std::vector<Bytes> RocksDbStore::item_records(int worker) const { return read_records(worker, kItemsKind); }
 

@@ -53,8 +53,13 @@ class RocksDbStore final : public BackupStore {
   RocksDbStore& operator=(const RocksDbStore&) = delete;
 
   // The BackupStore contract; RocksDB failures at run time throw RuntimeError naming the operation and the worker.
-  void put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
-  std::vector<Bytes> state_chain(int worker) const override;
+  ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
+  // With info, the read holds the store's lock (puts wait), so that records and info agree.
+  std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
+  // One batch: the compacted full record takes the key of the last record it replaces (so it sorts before the
+  // deltas after it) and the records before it are deleted. Generations live in memory: after a reopen every chain
+  // has a new one.
+  bool compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) override;
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;
   void drop(int worker) override;
@@ -83,9 +88,11 @@ class RocksDbStore final : public BackupStore {
     std::vector<StateEntry> chain;
     std::deque<ItemEntry> items;
     std::uint64_t next_counter = 0;
+    std::uint64_t generation = 0;
   };
 
   void load_index();
+  static ChainInfo info_of(const WorkerIndex& w);
   std::vector<Bytes> read_records(int worker, std::uint8_t kind) const;
   void write(rocksdb::WriteBatch& batch, const char* operation, int worker);
 
@@ -96,6 +103,7 @@ class RocksDbStore final : public BackupStore {
   mutable std::mutex mu_;  // guards index_ and stats_, and serialises writes
   std::unordered_map<int, WorkerIndex> index_;
   StoreStats stats_;
+  std::uint64_t next_generation_ = 1;
 };
 
 }  // namespace afs

@@ -47,11 +47,17 @@ TEST(Recovery, EveryFailureHasARecoveryTime) {
 class CorruptingStore final : public BackupStore {
  public:
   explicit CorruptingStore(int victim) : victim_(victim) {}
-  void put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
-    inner_.put_state(w, full, std::move(r), c);
+  ChainInfo put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
+    const ChainInfo info = inner_.put_state(w, full, std::move(r), c);
     if (w == victim_) inner_.corrupt_latest_state(w);
+    return info;
   }
-  std::vector<Bytes> state_chain(int w) const override { return inner_.state_chain(w); }
+  std::vector<Bytes> state_chain(int w, ChainInfo* info = nullptr) const override {
+    return inner_.state_chain(w, info);
+  }
+  bool compact_state(int w, std::uint64_t g, std::uint64_t n, Bytes full) override {
+    return inner_.compact_state(w, g, n, std::move(full));
+  }
   void put_items(int w, Bytes r, std::vector<ItemRecordInfo> i) override { inner_.put_items(w, std::move(r), i); }
   std::vector<Bytes> item_records(int w) const override { return inner_.item_records(w); }
   void drop(int w) override { inner_.drop(w); }

@@ -31,6 +31,9 @@ void expect_same(const StateRecord& a, const StateRecord& b) {
   EXPECT_EQ(a.ended_inputs, b.ended_inputs);
   EXPECT_EQ(a.source_offset, b.source_offset);
   EXPECT_EQ(a.missing_by_failure, b.missing_by_failure);
+  EXPECT_EQ(a.residual, b.residual);
+  EXPECT_EQ(a.residual_by_failure, b.residual_by_failure);
+  EXPECT_EQ(a.op_spec, b.op_spec);
   ASSERT_EQ(a.unacked_outputs.size(), b.unacked_outputs.size());
   for (std::size_t i = 0; i < a.unacked_outputs.size(); ++i) expect_same(a.unacked_outputs[i], b.unacked_outputs[i]);
 }
@@ -53,6 +56,9 @@ StateRecord some_state() {
   s.source_offset = 123456789012345ULL;
   s.unacked_outputs = some_items();
   s.missing_by_failure = {0, 12, -1};
+  s.residual = 2.5;
+  s.residual_by_failure = {0, 1.25};
+  s.op_spec = OperatorSpec{"count-min-hh", Params().set("width", 8000).set("phi", 0.01).set("weights", ""), 2, 3};
   return s;
 }
 
@@ -88,7 +94,7 @@ TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   const std::uint16_t one = 1;  // the format before missing_by_failure
   std::memcpy(v1.data() + 4, &one, sizeof one);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v1); }),
-            "state record: unsupported version 1 (expected 3)");
+            "state record: unsupported version 1 (expected 4)");
   Bytes trailing = good;
   trailing.push_back(0);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(trailing); }),
@@ -97,6 +103,29 @@ TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   EXPECT_EQ(testing::error_message<FormatError>([] { StateRecord::decode(encode_items(some_items())); }),
             "state record: bad magic");
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(good); }), "item record: bad magic");
+}
+
+TEST(StateRecord, RejectsABadOperatorSpec) {
+  StateRecord s;
+  s.full = true;
+  s.op_spec = OperatorSpec{"op", {}, 0, 1};
+  const Bytes good = s.encode();
+  // The spec is last: flag, name (u64 length, bytes), index, parallelism, parameter count.
+  const std::size_t index_at = good.size() - 8 - 4 - 4;
+  Bytes bad_index = good;
+  const std::int32_t five = 5;
+  std::memcpy(bad_index.data() + index_at, &five, sizeof five);
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(bad_index); }),
+            "state record: operator index 5 outside parallelism 1");
+  Bytes bad_flag = good;
+  bad_flag[index_at - 8 - 2 - 1] = 7;
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(bad_flag); }),
+            "state record: bad operator spec flag 7");
+  Bytes many = good;
+  const std::uint64_t n = 1000;
+  std::memcpy(many.data() + good.size() - 8, &n, sizeof n);
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(many); }),
+            "state record: parameter count 1000 exceeds data");
 }
 
 TEST(StateRecord, RejectsImplausibleCounts) {

@@ -163,6 +163,12 @@ class FakeServer {
   std::vector<net::StoreRequestMsg> received_;
 };
 
+// What a server answers a request that succeeded with: the chain for put_state, ok for put_items and drop.
+decltype(net::StoreReplyMsg::result) success_for(const net::StoreRequestMsg& r) {
+  if (std::holds_alternative<net::PutStateReq>(r.op)) return net::StoreChainMsg{3, 1, 2, 0};
+  return net::StoreOkMsg{};
+}
+
 Bytes reply_frame(std::uint64_t id, decltype(net::StoreReplyMsg::result) result) {
   return net::encode(net::Message{.sender = 0, .epoch = 0, .body = net::StoreReplyMsg{id, std::move(result)}});
 }
@@ -189,10 +195,13 @@ TEST(RemoteStore, StaleAndUndecodableRepliesAreDroppedAndCounted) {
 TEST(RemoteStore, ResendsTheSameRequestAfterATimeout) {
   FakeServer server([](const net::StoreRequestMsg& r, int attempt) {
     if (attempt == 0) return std::vector<Bytes>{};
-    return std::vector<Bytes>{reply_frame(r.request_id, net::StoreOkMsg{})};
+    return std::vector<Bytes>{reply_frame(r.request_id, success_for(r))};
   });
   RemoteStore store(server.endpoint(), quick(milliseconds(10000)));
-  store.put_state(2, false, Bytes{7, 7}, {{1, 5}});
+  const ChainInfo info = store.put_state(2, false, Bytes{7, 7}, {{1, 5}});
+  EXPECT_EQ(info.generation, 3u);  // the server's description of the chain, as it sent it
+  EXPECT_EQ(info.length, 1u);
+  EXPECT_EQ(info.full_bytes, 2u);
   const auto received = server.received();
   ASSERT_GE(received.size(), 2u);  // more only if a loaded machine delayed the answer to the second attempt
   for (const auto& r : received) EXPECT_EQ(r, received[0]) << "a resent request differs from the first";
@@ -235,6 +244,9 @@ TEST(RemoteStore, WrongKindOfReplyIsARuntimeError) {
   RemoteStore store(server.endpoint(), steady());
   const std::string msg = error_message<RuntimeError>([&] { store.item_records(1); });
   EXPECT_NE(msg.find("unexpected kind of reply to item_records for worker 1"), std::string::npos) << msg;
+  // A put_state is answered with its chain, never a bare ok.
+  const std::string put = error_message<RuntimeError>([&] { store.put_state(1, true, Bytes{1}, {}); });
+  EXPECT_NE(put.find("unexpected kind of reply to put_state for worker 1"), std::string::npos) << put;
 }
 
 TEST(RemoteStore, RequestOverTheLimitIsRefusedWithoutSending) {

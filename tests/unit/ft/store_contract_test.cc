@@ -87,10 +87,16 @@ class ServedRemoteStore final : public BackupStore {
     EXPECT_EQ(server_->bad_frames(), 0u);
   }
 
-  void put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
-    client_->put_state(w, full, std::move(r), c);
+  ChainInfo put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
+    return client_->put_state(w, full, std::move(r), c);
   }
-  std::vector<Bytes> state_chain(int w) const override { return client_->state_chain(w); }
+  std::vector<Bytes> state_chain(int w, ChainInfo* info = nullptr) const override {
+    return client_->state_chain(w, info);
+  }
+  // Compaction is the server's: through its store.
+  bool compact_state(int w, std::uint64_t g, std::uint64_t n, Bytes full) override {
+    return server_->store().compact_state(w, g, n, std::move(full));
+  }
   void put_items(int w, Bytes r, std::vector<ItemRecordInfo> i) override {
     client_->put_items(w, std::move(r), std::move(i));
   }
@@ -165,6 +171,46 @@ TYPED_TEST(StoreContract, FullStartsAChainAndDeltasAppend) {
   EXPECT_EQ(s.state_chain(1).size(), 2u);
   EXPECT_EQ(s.state_chain(2), (std::vector<Bytes>{bytes(7, 6)}));
   EXPECT_EQ(s.stats().bytes_stored, 62u);
+}
+
+// Every put returns the chain's shape; compaction replaces a prefix of the chain whose generation it read, keeps
+// the deltas put after it, and is refused once a full backup (or another compaction) changed the chain.
+TYPED_TEST(StoreContract, PutsDescribeTheChainAndCompactionReplacesItsPrefix) {
+  auto& s = *this->store_;
+  const ChainInfo first = s.put_state(1, true, bytes(100, 1), {});
+  EXPECT_EQ(first.length, 1u);
+  EXPECT_EQ(first.full_bytes, 100u);
+  EXPECT_EQ(first.delta_bytes, 0u);
+  EXPECT_EQ(s.put_state(1, false, bytes(10, 2), {}).generation, first.generation);  // a delta appends
+  const ChainInfo three = s.put_state(1, false, bytes(20, 3), {});
+  EXPECT_EQ(three.generation, first.generation);
+  EXPECT_EQ(three.length, 3u);
+  EXPECT_EQ(three.delta_bytes, 30u);
+  ChainInfo read;
+  EXPECT_EQ(s.state_chain(1, &read).size(), 3u);
+  EXPECT_EQ(read.length, 3u);
+  EXPECT_EQ(read.full_bytes, 100u);
+  EXPECT_EQ(read.delta_bytes, 30u);
+
+  EXPECT_FALSE(s.compact_state(1, three.generation, 4, bytes(90, 9)));  // longer than the chain
+  EXPECT_FALSE(s.compact_state(2, three.generation, 1, bytes(90, 9)));  // no chain
+  ASSERT_TRUE(s.compact_state(1, three.generation, 2, bytes(90, 9)));   // the full and the first delta
+  EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(90, 9), bytes(20, 3)}));
+  EXPECT_EQ(s.stats().bytes_stored, 110u);
+  EXPECT_EQ(s.stats().state_backups, 3u);                              // a compaction is not a backup
+  EXPECT_FALSE(s.compact_state(1, three.generation, 2, bytes(1, 1)));  // the chain changed since
+  EXPECT_EQ(s.state_chain(1).size(), 2u);
+
+  const ChainInfo after = s.put_state(1, false, bytes(5, 4), {});
+  EXPECT_NE(after.generation, three.generation);
+  EXPECT_EQ(after.length, 3u);
+  EXPECT_EQ(after.full_bytes, 90u);
+  EXPECT_EQ(after.delta_bytes, 25u);
+  const ChainInfo restarted = s.put_state(1, true, bytes(7, 5), {});
+  EXPECT_NE(restarted.generation, after.generation);
+  EXPECT_FALSE(s.compact_state(1, after.generation, 1, bytes(1, 1)));  // a full backup came since
+  EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(7, 5)}));
+  EXPECT_EQ(s.stats().bytes_stored, 7u);
 }
 
 // More records than one byte can count: the order must not depend on how the store numbers them.
@@ -388,10 +434,24 @@ TEST(RocksDbStore, ReopenKeepsChainsItemsAndBytesStoredAndCarriesOn) {
     EXPECT_EQ(st.bytes_written, 31u);
   }
   {
+    // A compaction is as durable as a put; the chain after it carries on after a reopen.
     RocksDbStore s(path);
-    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(60, 2), bytes(10, 3), bytes(11, 5)}));
+    ChainInfo info;
+    ASSERT_EQ(s.state_chain(1, &info).size(), 3u);
+    ASSERT_TRUE(s.compact_state(1, info.generation, 2, bytes(65, 6)));
+  }
+  {
+    RocksDbStore s(path);
+    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5)}));
+    EXPECT_EQ(s.stats().bytes_stored, 65u + 11 + 30 + 20 + 7 + 5);
+    s.put_state(1, false, bytes(3, 7), {});
+    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5), bytes(3, 7)}));
+  }
+  {
+    RocksDbStore s(path);
+    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5), bytes(3, 7)}));
     EXPECT_EQ(s.item_records(1), (std::vector<Bytes>{bytes(30, 0xB), bytes(20, 0xE)}));
-    s.put_state(1, true, bytes(1, 6), {{1, 30}});  // a full backup after two reopens drops the whole old chain
+    s.put_state(1, true, bytes(1, 6), {{1, 30}});  // a full backup after reopens drops the whole old chain
     EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(1, 6)}));
     EXPECT_TRUE(s.item_records(1).empty());
     s.drop(2);

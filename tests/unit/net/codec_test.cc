@@ -389,6 +389,7 @@ std::vector<Message> every_reply() {
       reply_message(StoreRecordsMsg{}),
       reply_message(StoreRecordsMsg{{pattern(100, 1), {}, pattern(7, 3)}}, max),
       reply_message(StoreStatsMsg{1, 2, 3, max}),
+      reply_message(StoreChainMsg{max, 2, 3, 4}),
       reply_message(StoreErrorMsg{StoreErrorKind::kCorruptRecord, "state backup of worker 6: checksum mismatch"}),
       reply_message(StoreErrorMsg{StoreErrorKind::kStoreFailure, "rocksdb: IO error \xc3\xa9"}),
       reply_message(StoreErrorMsg{StoreErrorKind::kBadRequest, ""}, 0),

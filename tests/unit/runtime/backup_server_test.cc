@@ -134,8 +134,12 @@ TEST(BackupServer, BindFailuresGiveConfigErrorNamingTheEndpoint) {
 TEST(BackupServer, ServesEveryOperation) {
   Running r(std::make_unique<MemoryStore>());
   RawClient c(r.server.bound_endpoint());
-  EXPECT_EQ(c.call(request(1, net::PutStateReq{.worker = 2, .full = true, .record = {1}, .covered = {}})).result,
-            (decltype(net::StoreReplyMsg::result){net::StoreOkMsg{}}));
+  const auto put = c.call(request(1, net::PutStateReq{.worker = 2, .full = true, .record = {1}, .covered = {}}));
+  ASSERT_TRUE(std::holds_alternative<net::StoreChainMsg>(put.result));
+  const auto chain_after = std::get<net::StoreChainMsg>(put.result);
+  EXPECT_EQ(chain_after.length, 1u);
+  EXPECT_EQ(chain_after.full_bytes, 1u);
+  EXPECT_EQ(chain_after.delta_bytes, 0u);
   (void)c.call(request(2, net::PutItemsReq{.worker = 2, .record = {5, 5}, .infos = {{0, 1, 3}}}));
   (void)c.call(request(3, net::PutStateReq{.worker = 2, .full = false, .record = {2}, .covered = {{0, 3}}}));
   const auto chain = c.call(request(4, net::StateChainReq{2}));
@@ -214,7 +218,7 @@ TEST(BackupServer, APutIsAppliedOncePerSessionAndRequestId) {
   EXPECT_EQ(c.call(put1).request_id, 1u);
   const auto again = c.call(put1);  // a resend: answered again, not applied again
   EXPECT_EQ(again.request_id, 1u);
-  EXPECT_TRUE(std::holds_alternative<net::StoreOkMsg>(again.result));
+  EXPECT_TRUE(std::holds_alternative<net::StoreChainMsg>(again.result));
   EXPECT_EQ(c.call(put2).request_id, 2u);
   c.send(RawClient::frame(put1));  // an old copy overtaken by later requests: dropped unanswered
   EXPECT_EQ(c.reply(milliseconds(300)), std::nullopt);
@@ -251,10 +255,11 @@ TEST(BackupServer, TheOldestSessionsAreForgottenBeyondTheLimit) {
 // A store that fails in every way a store can.
 class FailingStore final : public BackupStore {
  public:
-  void put_state(int worker, bool, Bytes, const SeqByChannel&) override {
+  ChainInfo put_state(int worker, bool, Bytes, const SeqByChannel&) override {
     throw RuntimeError("rocksdb put failed for worker " + std::to_string(worker));
   }
-  std::vector<Bytes> state_chain(int worker) const override {
+  bool compact_state(int, std::uint64_t, std::uint64_t, Bytes) override { return false; }
+  std::vector<Bytes> state_chain(int worker, ChainInfo* = nullptr) const override {
     throw FormatError("state backup of worker " + std::to_string(worker) + ": checksum mismatch");
   }
   void put_items(int, Bytes, std::vector<ItemRecordInfo>) override { throw std::bad_alloc(); }
