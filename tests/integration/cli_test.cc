@@ -163,12 +163,69 @@ TEST(Cli, DistinctJobRefusesAThetaThatProtectsNothing) {
   EXPECT_NE(r.err.find("--ft.theta 8"), std::string::npos) << r.err;
 }
 
+// The online join on worker processes (join.csv): without failures the 95% interval covers the exact join COUNT and
+// SUM; with SIGKILLs of every worker the Theorem 3 interval (n - M samples, M the charged bound, at most
+// Theta + L + Gamma) still covers, and the samples lost against the failure-free run are within M.
+TEST(Cli, JoinJobIntervalCoversWithAndWithoutFailures) {
+  std::vector<double> no_failure;
+  for (const std::string fail : {"", " --fail.count 2 --fail.target all"}) {
+    TempDir d;
+    const auto r = run("run --job join --items 100000 --join.keys 2000 --ft.theta 100 --ft.l 50 --ft.gamma 50 --quiet" +
+                       fail + " --out " + d.path().string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::stringstream csv(read(d.path() / "join.csv"));
+    std::string header, row;
+    std::getline(csv, header);
+    std::getline(csv, row);
+    ASSERT_EQ(header,
+              "estimate,exact,relative_error,lower,upper,covered,samples,lost_sample_bound,missing_items,"
+              "sum_estimate,sum_exact,sum_relative_error,sum_covered");
+    std::vector<double> v;
+    std::stringstream rs(row);
+    for (std::string c; std::getline(rs, c, ',');) v.push_back(std::stod(c));
+    ASSERT_EQ(v.size(), 13u) << row;
+    EXPECT_GT(v[1], 1e6) << row;                 // a non-trivial join
+    EXPECT_EQ(v[5], 1) << fail << ": " << row;   // COUNT covered
+    EXPECT_EQ(v[12], 1) << fail << ": " << row;  // SUM covered
+    EXPECT_LE(v[3], v[1]);
+    EXPECT_GE(v[4], v[1]);
+    EXPECT_LT(std::fabs(v[2]), 0.2) << row;
+    EXPECT_NEAR(v[6], 10000, 500) << row;  // 10% of the tuples sampled
+    if (fail.empty()) {
+      EXPECT_EQ(v[7], 0) << row;
+      no_failure = v;
+    } else {
+      EXPECT_GT(v[7], 50) << row;                    // charged: at least Gamma
+      EXPECT_LE(v[7], 100 + 50 + 50 + 2) << row;     // at most Theta + L + Gamma (+ rounding up per copy)
+      EXPECT_LE(v[6], no_failure[6]) << row;         // the same coins: a failure can only lose samples
+      EXPECT_LE(no_failure[6] - v[6], v[7]) << row;  // ... and at most M of them
+      EXPECT_GE(lines(read(d.path() / "failures.csv")), 3);
+    }
+  }
+}
+
+// Theta is in samples for the join job: with failures planned, a Theta + L + Gamma near the sample count would make
+// the Theorem 3 interval vacuous, so it is refused with the option named; bad join options are named too.
+TEST(Cli, JoinJobRefusesVacuousThresholdsAndBadOptions) {
+  auto r = run("run --job join --items 10000 --fail.count 1 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("Theta + L + Gamma"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--ft.theta 100"), std::string::npos) << r.err;
+  r = run("run --job join --items 1000 --join.sample-rate 1.5 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("join.sample-rate"), std::string::npos) << r.err;
+  r = run("run --job join --items 1000 --join.keys 0 --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("join.keys"), std::string::npos) << r.err;
+}
+
 TEST(Cli, ListAndHelp) {
   auto r = run("list");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("heavy-hitters"), std::string::npos);
   EXPECT_NE(r.out.find("count-min-hh"), std::string::npos);
   EXPECT_NE(r.out.find("distinct-hll"), std::string::npos);
+  EXPECT_NE(r.out.find("ripple-join"), std::string::npos);
   r = run("run --job heavy-hitters --help");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("--ft.state-divergence-max"), std::string::npos);
