@@ -36,6 +36,8 @@
 #include "algorithms/distinct/distinct_operators.h"
 #include "algorithms/heavy_hitters/hh_job.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
+#include "algorithms/nexmark/nexmark_job.h"
+#include "algorithms/nexmark/nexmark_source.h"
 
 #ifndef AFS_GIT_REVISION
 #define AFS_GIT_REVISION "unknown"
@@ -49,7 +51,9 @@ namespace {
 using afs::ConfigError;
 
 std::map<std::string, afs::JobFactory> jobs() {
-  return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job}, {"distinct", &afs::distinct::make_distinct_job}};
+  return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job},
+          {"distinct", &afs::distinct::make_distinct_job},
+          {"nexmark-hot-items", &afs::nexmark::make_hot_items_job}};
 }
 
 afs::Registry registry() {
@@ -57,6 +61,7 @@ afs::Registry registry() {
   afs::register_builtin_sources(r);
   afs::hh::register_heavy_hitters(r);
   afs::distinct::register_distinct(r);
+  afs::nexmark::register_nexmark(r);
   return r;
 }
 
