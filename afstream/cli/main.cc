@@ -38,6 +38,8 @@
 #include "algorithms/heavy_hitters/hh_operators.h"
 #include "algorithms/join/join_job.h"
 #include "algorithms/join/join_operators.h"
+#include "algorithms/nexmark/nexmark_job.h"
+#include "algorithms/nexmark/nexmark_source.h"
 
 #ifndef AFS_GIT_REVISION
 #define AFS_GIT_REVISION "unknown"
@@ -53,7 +55,8 @@ using afs::ConfigError;
 std::map<std::string, afs::JobFactory> jobs() {
   return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job},
           {"distinct", &afs::distinct::make_distinct_job},
-          {"join", &afs::join::make_join_job}};
+          {"join", &afs::join::make_join_job},
+          {"nexmark-hot-items", &afs::nexmark::make_hot_items_job}};
 }
 
 afs::Registry registry() {
@@ -62,6 +65,7 @@ afs::Registry registry() {
   afs::hh::register_heavy_hitters(r);
   afs::distinct::register_distinct(r);
   afs::join::register_join(r);
+  afs::nexmark::register_nexmark(r);
   return r;
 }
 
