@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The per-job tables of experiments/jobs_table.sh from its summary.csv (blocks of rows, one block per job, each
+with its own header because every job has its own scores), as Markdown.
+
+Throughput ratios are taken per round (each round runs every mode of a job back to back) and the median of the
+ratios is reported, which is robust to a noisy shared machine. Accuracy columns are medians over rounds."""
+import csv
+import io
+import statistics
+import sys
+
+# Scores worth a column when a job reports them, in this order (the rest stay in summary.csv).
+SHOWN = ["precision", "recall", "are", "relative_error", "covered", "sum_relative_error", "lost_sample_bound",
+         "standard_error", "exact_match", "mb_per_s", "bytes_per_s", "lines_per_s", "words_per_s", "matches"]
+PERCENT = {"precision", "recall", "covered"}
+
+
+def blocks(path):
+    text = open(path).read()
+    for chunk in text.split("\n\n"):
+        if chunk.strip():
+            yield list(csv.DictReader(io.StringIO(chunk)))
+
+
+def med(rs, col):
+    vals = [float(r[col]) for r in rs if r.get(col) not in (None, "", "nan")]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def fmt(col, v):
+    if v != v:
+        return "-"
+    if col in PERCENT:
+        return f"{100 * v:.1f}%"
+    if col.endswith("_per_s"):
+        return f"{v:.3g}"
+    return f"{v:.4g}"
+
+
+def table(rows):
+    label = rows[0]["label"]
+    scores = [c for c in SHOWN if c in rows[0]]
+    none = {r["round"]: float(r["items_per_s"]) for r in rows if r["config"] == "none" and r["failures"] == "0"}
+    order = list(dict.fromkeys((r["config"], r["setting"], int(r["failures"])) for r in rows))
+    print(f"### {label}")
+    print()
+    print("| config | failures | items/s (median) | vs none (median of per-round ratios) | state backups | backup MB | "
+          + " | ".join(scores) + " |")
+    print("|---|---|---|---|---|---|" + "---|" * len(scores))
+    for config, setting, fails in order:
+        rs = [r for r in rows if (r["config"], r["setting"], int(r["failures"])) == (config, setting, fails)]
+        ratios = [float(r["items_per_s"]) / none[r["round"]] for r in rs if r["round"] in none and fails == 0]
+        ratio = f"{100 * statistics.median(ratios):.0f}% ({', '.join(f'{100 * x:.0f}' for x in ratios)})" if ratios else "-"
+        name = config if config in ("none", "exact") else f"{config}: {setting.replace('--ft.mode approx ', '')}"
+        print(f"| {name} | {fails} | {med(rs, 'items_per_s'):.3g} | {ratio} | {med(rs, 'state_backups'):.0f} | "
+              f"{med(rs, 'backup_bytes') / 1e6:.1f} | " + " | ".join(fmt(c, med(rs, c)) for c in scores) + " |")
+    print()
+    print(f"{len(rows)} runs, {len(none)} rounds; medians over rounds.")
+    print()
+
+
+def main(path):
+    for rows in blocks(path):
+        if rows:
+            table(rows)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Every algorithm job side by side (issue 4's per-job measurement): for each job, throughput of none / approx (two
+# threshold settings) / exact measured in the same rounds (modes interleaved, so machine noise hits all alike), and
+# accuracy without failures and with FAILS failures of all workers. Medians over ROUNDS; throughput ratios are the
+# median of per-round ratios against none.
+#
+#   experiments/jobs_table.sh [afstream-binary]
+#     ROUNDS=3 ITEMS=10000000 FAILS=10 RUNTIME=threads JOBS="hh ss nexmark join distinct" by default
+#
+# The paper's settings are (Theta 1e5, L 1e3) and (Theta 1e4, L 100), with Gamma 1e3. Theta is in the units of the
+# job's divergence, so the settings are the paper's where those units make them meaningful (bytes for heavy hitters,
+# bids for NEXMark, samples for the join) and scaled where they do not: HyperLogLog registers hold ranks (at most
+# 64 - p + 1), so a Theta of 1e5 ranks would protect nothing (the distinct job refuses it); it runs at Theta 8 / 4.
+#
+# Writes experiments/results/jobs/summary.csv (one row per run, with the job label first) and table.md.
+set -euo pipefail
+AFS=${1:-build/afstream/cli/afstream}
+ROUNDS=${ROUNDS:-3}
+ITEMS=${ITEMS:-10000000}
+FAILS=${FAILS:-10}
+RUNTIME=${RUNTIME:-threads}
+JOBS=${JOBS:-"hh ss nexmark join distinct"}
+OUT=${OUT:-experiments/results/jobs}
+
+# label | job arguments | approx setting A | approx setting B
+spec() {
+  case "$1" in
+    hh) echo "heavy-hitters (Count-Min)|--job heavy-hitters|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    ss) echo "heavy-hitters (Space-Saving)|--job heavy-hitters --hh.algorithm space-saving|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    nexmark) echo "nexmark-hot-items|--job nexmark-hot-items|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    join) echo "join (ripple join; 10% sample)|--job join|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    distinct) echo "distinct (HyperLogLog)|--job distinct|--ft.theta 8 --ft.l 1e3|--ft.theta 4 --ft.l 100" ;;
+    wordcount) echo "wordcount|--job wordcount|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    grep) echo "grep|--job grep|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    *) echo "jobs_table.sh: unknown job '$1' (expected hh, ss, nexmark, join, distinct, wordcount, grep)" >&2; exit 2 ;;
+  esac
+}
+
+mkdir -p "$OUT"
+RUNS="$OUT/runs"
+rm -rf "$RUNS" "$OUT/summary.csv" "$OUT"/rows-*.tmp
+mkdir -p "$RUNS"
+for job in $JOBS; do spec "$job" >/dev/null; done  # unknown names fail before anything runs
+
+for round in $(seq 1 "$ROUNDS"); do
+  for job in $JOBS; do
+    IFS='|' read -r label jobargs setting_a setting_b <<<"$(spec "$job")"
+    configs=(
+      "none|--ft.mode none"
+      "approx A|--ft.mode approx $setting_a --ft.gamma 1e3"
+      "approx B|--ft.mode approx $setting_b --ft.gamma 1e3"
+      "exact|--ft.mode exact"
+    )
+    for c in "${configs[@]}"; do
+      name=${c%%|*}
+      args=${c#*|}
+      for fails in 0 "$FAILS"; do
+        [ "$name" = none ] && [ "$fails" -gt 0 ] && continue
+        [ "$name" = exact ] && [ "$fails" -gt 0 ] && continue
+        dir="$RUNS/$job-$round"
+        echo "round $round: $label, $name ($args), $fails failures" >&2
+        start=$(date +%s)
+        # shellcheck disable=SC2086
+        if ! timeout 1800 "$AFS" run --runtime "$RUNTIME" $jobargs --items "$ITEMS" --seed "$round" --quiet $args \
+          --fail.count "$fails" --fail.target all --out "$dir" >"$dir.log" 2>&1; then
+          echo "  FAILED (see $dir.log): $(tail -n 1 "$dir.log")" >&2
+          continue
+        fi
+        echo "  $(($(date +%s) - start)) s" >&2
+        [ -f "$OUT/rows-$job.tmp" ] || head -n 1 "$dir/summary.csv" | sed 's/^/label,config,setting,round,/' >"$OUT/rows-$job.tmp"
+        setting=$args
+        tail -n 1 "$dir/summary.csv" | sed "s|^|$label,$name,$setting,$round,|" >>"$OUT/rows-$job.tmp"
+      done
+    done
+  done
+done
+: >"$OUT/summary.csv"
+for job in $JOBS; do
+  [ -f "$OUT/rows-$job.tmp" ] && cat "$OUT/rows-$job.tmp" >>"$OUT/summary.csv" && echo >>"$OUT/summary.csv"
+done
+rm -f "$OUT"/rows-*.tmp
+python3 experiments/jobs_summary.py "$OUT/summary.csv" >"$OUT/table.md"
+cat "$OUT/table.md"
