@@ -88,7 +88,9 @@ TEST(RemoteStore, NoServerGivesRuntimeErrorWithinTheDeadlineNamingTheEndpoint) {
       EXPECT_NE(msg.find("no reply"), std::string::npos) << msg;
       EXPECT_NE(msg.find("after 400 ms"), std::string::npos) << msg;
       EXPECT_GE(took.count(), 300) << "gave up before its deadline";
-      EXPECT_LT(took.count(), 2000) << "went far beyond its deadline";
+      // Far beyond the 400 ms deadline means unbounded; a loaded machine (the suite runs in parallel) can add
+      // seconds of scheduling delay, which is not what this checks.
+      EXPECT_LT(took.count(), 5000) << "went far beyond its deadline";
     }
     const auto c = store.counters();
     EXPECT_EQ(c.calls, 6u);
