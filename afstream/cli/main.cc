@@ -241,19 +241,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   }
   // The controller's options, checked before anything is printed or started (bad input is one line).
   std::optional<afs::cli::ControllerArgs> controller_args;
-  if (controller) {
-    controller_args = afs::cli::parse_controller(vm, topology.worker_count());
-    for (const auto& e : cfg.failures) {
-      for (int w : e.workers) {
-        const auto& remote = controller_args->remote_workers;
-        if (std::find(remote.begin(), remote.end(), w) != remote.end()) {
-          throw ConfigError("fail.target: worker " + std::to_string(w) +
-                            " is a remote worker (controller.remote-workers): the controller can kill only the "
-                            "workers it starts");
-        }
-      }
-    }
-  }
+  if (controller) controller_args = afs::cli::parse_controller(vm, topology.worker_count());
 
   const auto effective = afs::cli::effective_config(vm);
   std::cerr << name << ": effective configuration\n" << effective;
@@ -472,6 +460,8 @@ int run_worker(int argc, const char* const* argv) {
   }
   auto wopts = afs::cli::parse_worker(vm);
   wopts.curve = opts.curve.config;
+  // Killed by the controller's failure plan (a worker on another host): die as a SIGKILLed process does.
+  wopts.on_killed = [] { ::raise(SIGKILL); };
   const auto reg = registry();
   const auto topology = job->topology(vm, opts.config);
   afs::run_worker_process(topology, reg, opts.config, wopts);

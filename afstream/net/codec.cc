@@ -324,6 +324,7 @@ std::span<const std::uint8_t> Encoder::encode_directory(std::uint32_t sender, st
     if (!p.data_endpoint.empty()) out.setDataEndpoint(as_text(p.data_endpoint));
     if (!p.ack_endpoint.empty()) out.setAckEndpoint(as_text(p.ack_endpoint));
     if (!p.curve_key.empty()) out.setCurveKey(as_text(p.curve_key));
+    out.setKilled(p.killed);
   }
   return state_->finish();
 }
@@ -814,7 +815,7 @@ void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits
         DirectoryMsg d;
         for (auto p : env.getDirectory().getPeers()) {
           d.peers.push_back({p.getWorker(), p.getEpoch(), p.getUp(), p.getFinished(), from_text(p.getDataEndpoint()),
-                             from_text(p.getAckEndpoint()), from_text(p.getCurveKey())});
+                             from_text(p.getAckEndpoint()), from_text(p.getCurveKey()), p.getKilled()});
         }
         out.body = std::move(d);
         return;

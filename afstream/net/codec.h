@@ -252,6 +252,7 @@ struct PeerStateMsg {
   std::string data_endpoint;  // as announced in the incarnation's hello (empty before it)
   std::string ack_endpoint;
   std::string curve_key;  // as announced: the CURVE public key its sockets serve with ("": CURVE off)
+  bool killed = false;    // the incarnation before `epoch` was killed by the failure plan (remote workers die by it)
   friend bool operator==(const PeerStateMsg&, const PeerStateMsg&) = default;
 };
 

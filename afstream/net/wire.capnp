@@ -225,6 +225,7 @@ struct PeerState {
   dataEndpoint @4 :Text;  # where this incarnation receives items, as it announced them (empty until its hello)
   ackEndpoint @5 :Text;   # where it receives acknowledgements
   curveKey @6 :Text;      # the CURVE public key its sockets serve with, as announced (Z85; "": none)
+  killed @7 :Bool;        # the incarnation before `epoch` was killed by the failure plan: it dies by SIGKILL
 }
 
 # The controller's answer to a registering worker: which incarnation it is, what it needs to know of the failures of

@@ -88,6 +88,7 @@ struct ProcessCluster::Impl {
     // registration (routing id; empty if it came with --job and said hello) it was given to, and since when the
     // next one has been awaited.
     bool remote = false;
+    bool killed = false;  // the failure plan killed the incarnation before the current one (told to remote ones)
     bool assigned = false;
     std::string assigned_to;
     Clock::time_point awaiting_since;
@@ -151,8 +152,8 @@ struct ProcessCluster::Impl {
     net::DirectoryMsg d;
     for (std::size_t w = 0; w < workers.size(); ++w) {
       const auto& s = workers[w];
-      d.peers.push_back(
-          {static_cast<std::uint32_t>(w), s.epoch, s.up, s.finished, s.data_endpoint, s.ack_endpoint, s.curve_key});
+      d.peers.push_back({static_cast<std::uint32_t>(w), s.epoch, s.up, s.finished, s.data_endpoint, s.ack_endpoint,
+                         s.curve_key, s.killed});
     }
     return d;
   }
@@ -220,6 +221,9 @@ struct ProcessCluster::Impl {
     s.ack_endpoint.clear();
     s.curve_key.clear();
     ++s.epoch;
+    // A remote worker is killed through the directory: the incarnation it replaces sees itself killed and raises
+    // SIGKILL on itself (WorkerProcessOptions::on_killed).
+    s.killed = kill_it && s.remote;
     if (s.remote) {
       s.assigned = false;
       s.assigned_to.clear();
@@ -375,15 +379,6 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           "(controller.bind tcp://IP)");
     }
     im.workers[static_cast<std::size_t>(w)].remote = true;
-  }
-  for (const auto& e : im.config.failures) {
-    for (int w : e.workers) {
-      if (w >= 0 && w < n && im.workers[static_cast<std::size_t>(w)].remote) {
-        throw ConfigError("fail.target: worker " + std::to_string(w) +
-                          " is a remote worker (controller.remote-workers): the controller can kill only the workers "
-                          "it starts");
-      }
-    }
   }
 
   char tmpl[] = "/tmp/afs-XXXXXX";

@@ -37,6 +37,15 @@ net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_off
   return s;
 }
 
+// Whether the directory says the failure plan killed incarnation `epoch` of `self` (the next one is shown, marked
+// killed).
+bool killed_by_plan(const net::DirectoryMsg& d, int self, std::uint32_t epoch) {
+  for (const auto& p : d.peers) {
+    if (static_cast<int>(p.worker) == self) return p.killed && p.epoch == epoch + 1;
+  }
+  return false;
+}
+
 // Applies the controller's view to the directory. Returns the incarnation the directory shows for `self` (a newer
 // one than this process's means the controller has replaced it).
 std::uint32_t apply_directory(const net::DirectoryMsg& d, int self, PeerDirectory& directory) {
@@ -180,6 +189,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
           const auto shown = apply_directory(*d, options.worker, directory);
           last_heard = Clock::now();
           if (shown > options.epoch) {
+            if (options.on_killed && killed_by_plan(*d, options.worker, options.epoch)) options.on_killed();
             replaced_by.store(shown);
             worker.kill();
             return;

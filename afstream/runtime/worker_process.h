@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,11 @@ struct WorkerProcessOptions {
   std::optional<net::CurveConfig> curve;
   std::string controller_key;  // CURVE: the controller's public key (Z85), needed when `controller` is tcp://
   std::string store_key;       // CURVE: the backup server's public key (Z85), needed when `store` is tcp://
+  // The controller's failure plan killed this incarnation (it can kill only the processes it started itself; a
+  // remote worker learns it from the directory). Called at once, from the directory's thread; the command line
+  // raises SIGKILL, so that the process dies as a killed one does and its supervisor (--worker.restart) starts the
+  // next incarnation. Unset: the worker stops with the "replaced" RuntimeError.
+  std::function<void()> on_killed;
 };
 
 // Runs the worker until its stream is finished for good. Throws RuntimeError if the controller goes silent or the

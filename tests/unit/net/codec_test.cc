@@ -658,7 +658,7 @@ TEST(NetCodecCluster, DirectoryRoundTripsAndPrefixesThrow) {
       .sender = 0,
       .epoch = 0,
       .body = DirectoryMsg{
-          {{0, 1, true, false, {}, {}, {}}, {1, 3, false, false, {}, {}, {}}, {2, 1, true, true, {}, {}, {}}}}};
+          {{0, 1, true, false, {}, {}, {}}, {1, 3, false, false, {}, {}, {}, true}, {2, 1, true, true, {}, {}, {}}}}};
   const auto frame = encode(m);
   EXPECT_EQ(decode(frame), m);
   for (std::size_t len = 0; len < frame.size(); len += 8) {
