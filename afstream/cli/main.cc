@@ -36,6 +36,8 @@
 #include "algorithms/distinct/distinct_operators.h"
 #include "algorithms/heavy_hitters/hh_job.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
+#include "algorithms/text/text_jobs.h"
+#include "algorithms/text/text_operators.h"
 
 #ifndef AFS_GIT_REVISION
 #define AFS_GIT_REVISION "unknown"
@@ -49,7 +51,10 @@ namespace {
 using afs::ConfigError;
 
 std::map<std::string, afs::JobFactory> jobs() {
-  return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job}, {"distinct", &afs::distinct::make_distinct_job}};
+  return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job},
+          {"distinct", &afs::distinct::make_distinct_job},
+          {"wordcount", &afs::text::make_wordcount_job},
+          {"grep", &afs::text::make_grep_job}};
 }
 
 afs::Registry registry() {
@@ -57,6 +62,7 @@ afs::Registry registry() {
   afs::register_builtin_sources(r);
   afs::hh::register_heavy_hitters(r);
   afs::distinct::register_distinct(r);
+  afs::text::register_text(r);
   return r;
 }
 
