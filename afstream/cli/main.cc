@@ -40,6 +40,8 @@
 #include "algorithms/join/join_operators.h"
 #include "algorithms/nexmark/nexmark_job.h"
 #include "algorithms/nexmark/nexmark_source.h"
+#include "algorithms/text/text_jobs.h"
+#include "algorithms/text/text_operators.h"
 
 #ifndef AFS_GIT_REVISION
 #define AFS_GIT_REVISION "unknown"
@@ -56,7 +58,9 @@ std::map<std::string, afs::JobFactory> jobs() {
   return {{"heavy-hitters", &afs::hh::make_heavy_hitters_job},
           {"distinct", &afs::distinct::make_distinct_job},
           {"join", &afs::join::make_join_job},
-          {"nexmark-hot-items", &afs::nexmark::make_hot_items_job}};
+          {"nexmark-hot-items", &afs::nexmark::make_hot_items_job},
+          {"wordcount", &afs::text::make_wordcount_job},
+          {"grep", &afs::text::make_grep_job}};
 }
 
 afs::Registry registry() {
@@ -66,6 +70,7 @@ afs::Registry registry() {
   afs::distinct::register_distinct(r);
   afs::join::register_join(r);
   afs::nexmark::register_nexmark(r);
+  afs::text::register_text(r);
   return r;
 }
 

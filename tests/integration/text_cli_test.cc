@@ -1,0 +1,197 @@
+// Integration tests of the wordcount and grep jobs as a user runs them (`afstream run --job wordcount | grep`): small
+// corpora made in a temp dir, results compared with a plain scan written here, a run with failures of every worker
+// within the bound, and one clear error line for a missing corpus.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/run_output.h"
+#include "tests/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using afs::testing::slurp;
+using afs::testing::summary;
+using afs::testing::TempDir;
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+Result run(const std::string& args, const fs::path& scratch) {
+  const auto out = scratch / "stdout.txt", err = scratch / "stderr.txt";
+  const std::string cmd =
+      "timeout 120 " + std::string(AFS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+}
+
+// A corpus of a few files (one in a subdirectory, one empty, one without a last newline) of seeded random text.
+void make_corpus(const fs::path& dir, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::vector<std::string> words = {"The", "cat", "sat",         "on",  "the",   "mat",   "THE",   "Dog",
+                                          "ran", "x9",  "caf\xc3\xa9", "end", "lorem", "ipsum", "thesis"};
+  const std::vector<std::string> names = {"a.txt", "sub/b.txt", "c.txt", "empty.txt"};
+  for (std::size_t f = 0; f < names.size(); ++f) {
+    fs::create_directories((dir / names[f]).parent_path());
+    std::ofstream o(dir / names[f], std::ios::binary);
+    if (names[f] == "empty.txt") continue;
+    for (int line = 0; line < 600; ++line) {
+      const int n = static_cast<int>(rng() % 12);
+      for (int i = 0; i < n; ++i) o << words[rng() % words.size()] << (rng() % 5 ? " " : ", ");
+      if (!(f == 2 && line == 599)) o << '\n';
+    }
+  }
+}
+
+// Word counts the plain way: runs of [A-Za-z0-9] and bytes >= 0x80, ASCII lower-cased.
+std::map<std::string, long> plain_word_counts(const fs::path& dir) {
+  std::map<std::string, long> m;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const auto s = slurp(e.path());
+    std::string w;
+    for (const char ch : s + " ") {
+      const auto c = static_cast<unsigned char>(ch);
+      if (std::isalnum(c) || c >= 0x80) {
+        w += static_cast<char>(std::tolower(c));
+      } else if (!w.empty()) {
+        ++m[w];
+        w.clear();
+      }
+    }
+  }
+  return m;
+}
+
+std::map<std::string, long> read_wordcount_csv(const fs::path& p) {
+  std::ifstream f(p);
+  std::string line;
+  std::getline(f, line);
+  EXPECT_EQ(line, "word,count");
+  std::map<std::string, long> m;
+  while (std::getline(f, line)) {
+    const auto comma = line.rfind(',');
+    m[line.substr(0, comma)] = std::stol(line.substr(comma + 1));
+  }
+  return m;
+}
+
+// Word count on worker processes and on threads: the counts file equals the plain count, and the summary says
+// the results are exact and reports throughput.
+TEST(TextCli, WordCountIsExact) {
+  TempDir d;
+  make_corpus(d.path() / "corpus", 3);
+  const auto want = plain_word_counts(d.path() / "corpus");
+  ASSERT_GT(want.size(), 10u);
+  for (const std::string runtime : {"processes", "threads"}) {
+    const auto out = d.path() / ("out-" + runtime);
+    const auto r = run("run --job wordcount --text.dir " + (d.path() / "corpus").string() +
+                           " --text.chunk-bytes 700 --runtime " + runtime + " --quiet --out " + out.string(),
+                       d.path());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(read_wordcount_csv(out / "wordcount.csv"), want) << runtime;
+    auto s = summary(out);
+    EXPECT_EQ(s["words_wrong"], "0");
+    EXPECT_EQ(s["max_abs_error"], "0");
+    EXPECT_EQ(s["distinct_words"], std::to_string(want.size()));
+    EXPECT_GT(std::stod(s["bytes_per_s"]), 0);
+    EXPECT_GT(std::stod(s["words_per_s"]), 0);
+  }
+}
+
+// Grep, substring and regex: grep.txt lists path:line:text of exactly the lines a plain scan finds.
+TEST(TextCli, GrepIsExact) {
+  TempDir d;
+  make_corpus(d.path() / "corpus", 5);
+  for (const auto& [pattern, regex] : std::vector<std::pair<std::string, bool>>{{"the", false}, {"^Dog.*end", true}}) {
+    // The plain scan: files in path order, lines split at '\n'.
+    std::vector<std::string> paths;
+    for (const auto& e : fs::recursive_directory_iterator(d.path() / "corpus")) {
+      if (e.is_regular_file()) paths.push_back(fs::relative(e.path(), d.path() / "corpus").generic_string());
+    }
+    std::sort(paths.begin(), paths.end());
+    std::string want;
+    long count = 0;
+    const std::regex re(pattern);
+    for (const auto& p : paths) {
+      std::stringstream s(slurp(d.path() / "corpus" / p));
+      int n = 0;
+      for (std::string line; std::getline(s, line);) {
+        ++n;
+        if (regex ? std::regex_search(line, re) : line.find(pattern) != std::string::npos) {
+          want += p + ":" + std::to_string(n) + ":" + line + "\n";
+          ++count;
+        }
+      }
+    }
+    ASSERT_GT(count, 5);
+    const auto out = d.path() / "out";
+    fs::remove_all(out);
+    const auto r = run("run --job grep --text.dir " + (d.path() / "corpus").string() + " --grep.pattern '" + pattern +
+                           "'" + (regex ? " --grep.regex" : "") +
+                           " --text.chunk-bytes 500 --runtime threads --quiet --out " + out.string(),
+                       d.path());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(slurp(out / "grep.txt"), want) << pattern;
+    auto s = summary(out);
+    EXPECT_EQ(s["matches"], std::to_string(count));
+    EXPECT_EQ(s["missing"], "0");
+    EXPECT_EQ(s["extra"], "0");
+    EXPECT_GT(std::stod(s["lines_per_s"]), 0);
+  }
+}
+
+// Approximate mode with 3 failures of every worker: each word's count stays within Theta + L * alpha (alpha = 1)
+// of the exact one (DESIGN 3), and the grep results within Theta + L lines.
+TEST(TextCli, FailuresStayWithinTheBound) {
+  TempDir d;
+  const std::string corpus = " --text.synthetic-bytes 1500000 --text.synthetic-dir " + (d.path() / "syn").string() +
+                             " --text.chunk-bytes 2048 --runtime threads --ft.mode approx --ft.theta 1000 --ft.l 100"
+                             " --ft.gamma 1000 --fail.count 3 --fail.target all --quiet --out ";
+  const auto wc = d.path() / "wc";
+  auto r = run("run --job wordcount" + corpus + wc.string(), d.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto s = summary(wc);
+  EXPECT_EQ(s["failures"], "3");
+  EXPECT_LE(std::stod(s["max_abs_error"]), 1000 + 100 * 1) << slurp(wc / "summary.csv");
+  EXPECT_GT(std::stod(s["words"]), 200000);
+  const auto grep = d.path() / "grep";
+  r = run("run --job grep --grep.pattern e" + corpus + grep.string(), d.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  s = summary(grep);
+  EXPECT_LE(std::stod(s["missing"]), 1000 + 100) << slurp(grep / "summary.csv");
+  EXPECT_EQ(s["extra"], "0");
+}
+
+TEST(TextCli, MissingCorpusAndBadOptionsAreOneClearLine) {
+  TempDir d;
+  const auto missing = (d.path() / "no-such-dir").string();
+  auto r = run("run --job wordcount --text.dir " + missing + " --quiet", d.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+  r = run("run --job grep --grep.pattern '' --quiet", d.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("grep.pattern"), std::string::npos) << r.err;
+  r = run("run --job grep --grep.regex --grep.pattern 'a(' --quiet", d.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("regular expression"), std::string::npos) << r.err;
+  r = run("run --job wordcount --text.parallelism 0 --quiet", d.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("text.parallelism"), std::string::npos) << r.err;
+}
+
+}  // namespace
