@@ -638,7 +638,10 @@ bool Worker::receive(std::chrono::milliseconds wait) {
     zmq::pollitem_t items[] = {{static_cast<void*>(*inbox_), 0, ZMQ_POLLIN, 0},
                                {static_cast<void*>(*ackbox_), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 2, wait);
-    if (!(items[0].revents & ZMQ_POLLIN) && !(items[1].revents & ZMQ_POLLIN)) return false;
+    if (!(items[0].revents & ZMQ_POLLIN) && !(items[1].revents & ZMQ_POLLIN)) {
+      send_due_acks();  // one that could not go out before may now: nothing else may ever come to prompt it
+      return false;
+    }
   }
   zmq::message_t msg;
   for (int n = 0; n < 1024; ++n) {
@@ -705,7 +708,8 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
     staging_.push_back({static_cast<std::uint32_t>(b.channel), true, p});
     took = true;
   }
-  if (!took && !acks_enabled() && b.end_of_stream) (void)send_ack(in, eos_seq);  // a resent end of stream (mode none)
+  // A resent end of stream (mode none); an ack that cannot go out yet stays due (send_due_acks).
+  if (!took && !acks_enabled() && b.end_of_stream && !send_ack(in, eos_seq)) in.ack_due = std::max(in.ack_due, eos_seq);
   if (!took && acks_enabled()) {
     // Only duplicates (a restarted sender resending): acknowledge them so it can let them go.
     if (in.deferred_acks.empty()) {
@@ -730,7 +734,10 @@ void Worker::admit() {
     in.touched = true;
     if (ci.end_of_stream) {
       punctuation = true;
-      if (!ft) (void)send_ack(in, ci.item.seq);  // mode none acknowledges only the end of a stream
+      // Mode none acknowledges only the end of a stream. An ack that cannot go out yet (the sender is not known
+      // here yet: with worker processes a batch can arrive before the controller's announcement) stays due
+      // (send_due_acks): the sender waits for it, and nothing would resend the end of stream to ask again.
+      if (!ft && !send_ack(in, ci.item.seq)) in.ack_due = std::max(in.ack_due, ci.item.seq);
     }
     queue_.push_back(ci);
     staging_.pop_front();
