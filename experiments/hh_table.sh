@@ -4,15 +4,22 @@
 # 10 failures of all workers, at the paper's two threshold settings. Medians over ROUNDS.
 #
 #   experiments/hh_table.sh [afstream-binary]      (ROUNDS=5 ITEMS=10000000 SKEW=0.9 RUNTIME=threads by default)
+#   ALGORITHM=space-saving experiments/hh_table.sh   (the space-saving-hh operator; default count-min)
 #
-# Writes experiments/results/hh/summary.csv (one row per run) and experiments/results/hh/table.md.
+# Writes experiments/results/hh/summary.csv (one row per run) and experiments/results/hh/table.md
+# (ALGORITHM=space-saving: experiments/results/hh-space-saving/).
 set -euo pipefail
 AFS=${1:-build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
 SKEW=${SKEW:-0.9}
 RUNTIME=${RUNTIME:-threads}  # the engine without process hand-offs; experiments/ has the process runtime's tables
-OUT=${OUT:-experiments/results/hh}
+ALGORITHM=${ALGORITHM:-count-min}
+if [ "$ALGORITHM" = count-min ]; then
+  OUT=${OUT:-experiments/results/hh}
+else
+  OUT=${OUT:-experiments/results/hh-$ALGORITHM}
+fi
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv"
@@ -32,7 +39,7 @@ for round in $(seq 1 "$ROUNDS"); do
       [ "$name" = none ] && [ "$fails" -gt 0 ] && continue
       echo "round $round: $name, $fails failures" >&2
       # shellcheck disable=SC2086
-      "$AFS" run --runtime "$RUNTIME" --job heavy-hitters --items "$ITEMS" --hh.skew "$SKEW" --seed "$round" --quiet $args \
+      "$AFS" run --runtime "$RUNTIME" --job heavy-hitters --hh.algorithm "$ALGORITHM" --items "$ITEMS" --hh.skew "$SKEW" --seed "$round" --quiet $args \
         --fail.count "$fails" --fail.target all --out "$RUNS/$round" >/dev/null
       tail -n 1 "$RUNS/$round/summary.csv" | sed "s/^/$name,$round,/" >>"$OUT/rows.tmp"
     done

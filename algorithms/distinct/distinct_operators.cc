@@ -40,11 +40,13 @@ double HllRegisters::distance(const Operator& other) const {
 }
 
 // The registers as HyperLogLog::estimate takes them (ranks are at most 64 - p + 1, so they fit a byte).
-double HllRegisters::estimate() const {
+std::vector<std::uint8_t> HllRegisters::ranks() const {
   std::vector<std::uint8_t> r(registers_.size());
   for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<std::uint8_t>(registers_[i]);
-  return HyperLogLog::estimate(r, precision_);
+  return r;
 }
+
+double HllRegisters::estimate() const { return HyperLogLog::estimate(ranks(), precision_); }
 
 HllOperator::HllOperator(const Params& p) : HllRegisters(precision_of(p)), seed_(p.get_uint("seed", 1)) {}
 

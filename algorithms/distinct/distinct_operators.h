@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "afstream/core/operator.h"
 #include "afstream/core/params.h"
@@ -39,6 +40,8 @@ class HllRegisters : public Operator {
 
   int precision() const { return precision_; }
   double estimate() const;
+  // The registers' ranks in index order, as HyperLogLog::estimate takes them (tests, proofs/hyperloglog.md).
+  std::vector<std::uint8_t> ranks() const;
 
  protected:
   explicit HllRegisters(int precision);

@@ -8,6 +8,7 @@
 #include "afstream/runtime/file_source.h"
 #include "algorithms/heavy_hitters/evaluation.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
+#include "algorithms/heavy_hitters/space_saving_hh.h"
 
 namespace po = boost::program_options;
 
@@ -19,15 +20,21 @@ class HeavyHittersJob final : public Job {
  public:
   std::string name() const override { return "heavy-hitters"; }
   std::string description() const override {
-    return "Count-Min heavy hitters over a Zipf stream: precision, recall, average relative error (PAPER Theorem 2)";
+    return "heavy hitters over a Zipf stream, by Count-Min (PAPER Theorem 2) or Space-Saving "
+           "(proofs/space-saving.md): precision, recall, average relative error";
   }
 
   void add_options(po::options_description& o) const override {
-    o.add_options()("hh.keys", po::value<std::uint64_t>()->default_value(1000000), "distinct keys in the Zipf stream")(
+    o.add_options()("hh.algorithm", po::value<std::string>()->default_value("count-min"),
+                    "count-min (count-min-hh, sized by hh.width/hh.depth) or space-saving (space-saving-hh, sized "
+                    "by hh.capacity)")("hh.capacity", po::value<std::uint64_t>()->default_value(8000),
+                                       "Space-Saving monitored keys k (0: from hh.epsilon, k = ceil(1/epsilon))")(
+        "hh.keys", po::value<std::uint64_t>()->default_value(1000000), "distinct keys in the Zipf stream")(
         "hh.skew", po::value<double>()->default_value(0.9), "Zipf skew s (P(rank k) ~ (k+1)^-s)")(
         "hh.width", po::value<std::uint64_t>()->default_value(8000), "Count-Min width w (0: from hh.epsilon)")(
         "hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")(
-        "hh.epsilon", po::value<double>()->default_value(0), "Count-Min error epsilon (sizes the width if > 0)")(
+        "hh.epsilon", po::value<double>()->default_value(0),
+        "error epsilon (sizes the Count-Min width, or the Space-Saving capacity, if > 0)")(
         "hh.delta", po::value<double>()->default_value(0), "Count-Min confidence delta (sizes the depth if > 0)")(
         "hh.input", po::value<std::string>()->default_value(""),
         "read items from this text file ('key' or 'key,value' per line) instead of generating a Zipf stream")(
@@ -68,14 +75,24 @@ class HeavyHittersJob final : public Job {
     const double total = input_.empty() ? static_cast<double>(items_) * mean_weight : file_total;
     phi_ = phi < 1 ? phi * total : phi;
     const std::int64_t alpha = input_.empty() ? max_weight(w) : file_max_weight;
+    const std::string algorithm = vm["hh.algorithm"].as<std::string>();
+    if (algorithm != "count-min" && algorithm != "space-saving") {
+      throw ConfigError("hh.algorithm: expected count-min or space-saving, got '" + algorithm + "'");
+    }
     const auto width = vm["hh.width"].as<std::uint64_t>();
     const auto depth = vm["hh.depth"].as<std::uint64_t>();
     const auto eps = vm["hh.epsilon"].as<double>();
     const auto delta = vm["hh.delta"].as<double>();
     if (eps < 0 || eps >= 1) throw ConfigError("hh.epsilon: expected 0 <= epsilon < 1");
     if (delta < 0 || delta >= 1) throw ConfigError("hh.delta: expected 0 <= delta < 1");
-    if (width == 0 && eps == 0) throw ConfigError("hh.width: must be > 0 (or give hh.epsilon)");
-    if (depth == 0 && delta == 0) throw ConfigError("hh.depth: must be > 0 (or give hh.delta)");
+    if (algorithm == "count-min" && width == 0 && eps == 0)
+      throw ConfigError("hh.width: must be > 0 (or give hh.epsilon)");
+    if (algorithm == "count-min" && depth == 0 && delta == 0)
+      throw ConfigError("hh.depth: must be > 0 (or give hh.delta)");
+    const auto capacity = vm["hh.capacity"].as<std::uint64_t>();
+    if (algorithm == "space-saving" && capacity == 0 && eps == 0) {
+      throw ConfigError("hh.capacity: must be > 0 (or give hh.epsilon)");
+    }
     const int par = vm["hh.parallelism"].as<int>();
     const int sources = vm["hh.sources"].as<int>();
     if (par < 1) throw ConfigError("hh.parallelism: expected >= 1");
@@ -96,13 +113,23 @@ class HeavyHittersJob final : public Job {
     }
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);
+    // Space-Saving: capacity (or epsilon), phi and max-weight; its report is made at the end from its summary, so it
+    // needs no watch margin (proofs/space-saving.md).
+    Params ss;
+    ss.set("capacity", capacity).set("phi", phi_).set("max-weight", alpha);
+    if (eps > 0) ss.set("epsilon", eps);
     // Fail fast on bad sketch parameters, before any thread starts (without building a sketch: a worker process
     // builds this topology at every start, and a big sketch costs milliseconds of its recovery).
-    CountMinHeavyHitters::validate(cm);
+    const bool space_saving = algorithm == "space-saving";
+    if (space_saving) {
+      SpaceSavingHeavyHitters::validate(ss);
+    } else {
+      CountMinHeavyHitters::validate(cm);
+    }
     return TopologyBuilder()
         .source("source", input_.empty() ? "zipf" : "file", src)
         .parallelism(sources)
-        .stage("hh", "count-min-hh", cm)
+        .stage("hh", space_saving ? "space-saving-hh" : "count-min-hh", space_saving ? ss : cm)
         .parallelism(par)
         .key_by()
         .from("source")

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "afstream/core/errors.h"
+#include "algorithms/heavy_hitters/space_saving_hh.h"
 
 namespace afs::hh {
 
@@ -266,6 +267,9 @@ void register_heavy_hitters(Registry& registry) {
   registry.add_operator("count-min-hh",
                         "Count-Min heavy hitters (width, depth | epsilon, delta; phi; max-weight; seed)",
                         [](const Params& p, const InstanceInfo&) { return std::make_unique<CountMinHeavyHitters>(p); });
+  registry.add_operator(
+      "space-saving-hh", "Space-Saving heavy hitters (capacity | epsilon; phi; max-weight)",
+      [](const Params& p, const InstanceInfo&) { return std::make_unique<SpaceSavingHeavyHitters>(p); });
   registry.add_operator("hh-merge", "merges reported heavy hitters (sink)",
                         [](const Params& p, const InstanceInfo&) { return std::make_unique<HeavyHitterMerge>(p); });
 }

@@ -8,6 +8,7 @@
 //                   at once); keys watched from phi - watch-margin ride along with the next backup. After its k-th
 //                   recovery it adds floor(theta_j) + l_j to every counter for every failure j not yet
 //                   compensated (Theorem 2, proofs/theorem2-count-min.md), so no heavy hitter is missed.
+//   space-saving-hh the Space-Saving alternative to count-min-hh (space_saving_hh.h; registered here too).
 //   hh-merge        the sink: the latest estimate of every reported key, merged over the parallel instances.
 #pragma once
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "afstream/core/errors.h"
@@ -33,12 +34,73 @@ std::size_t SpaceSaving::capacity_for_error(double epsilon) {
   return static_cast<std::size_t>(k);
 }
 
-void SpaceSaving::place(std::size_t i) { index_[heap_[i].key] = i; }
+const std::uint32_t* SpaceSaving::KeyIndex::find(std::uint64_t key) const {
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = home(key);; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (!s.used) return nullptr;
+    if (s.key == key) return &s.pos;
+  }
+}
+
+void SpaceSaving::KeyIndex::set(std::uint64_t key, std::size_t pos) {
+  if (2 * (size_ + 1) > slots_.size()) grow();
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = home(key);; i = (i + 1) & mask) {
+    Slot& s = slots_[i];
+    if (!s.used) {
+      s = {key, static_cast<std::uint32_t>(pos), 1};
+      ++size_;
+      return;
+    }
+    if (s.key == key) {
+      s.pos = static_cast<std::uint32_t>(pos);
+      return;
+    }
+  }
+}
+
+void SpaceSaving::KeyIndex::erase(std::uint64_t key) {
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = home(key);
+  for (;; i = (i + 1) & mask) {
+    if (!slots_[i].used) return;
+    if (slots_[i].key == key) break;
+  }
+  // Backward shift: move later members of the probe run into the hole when their home does not lie in (hole, j].
+  for (std::size_t j = (i + 1) & mask; slots_[j].used; j = (j + 1) & mask) {
+    const std::size_t h = home(slots_[j].key);
+    const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+    if (!stays) {
+      slots_[i] = slots_[j];
+      i = j;
+    }
+  }
+  slots_[i].used = 0;
+  --size_;
+}
+
+void SpaceSaving::KeyIndex::clear() {
+  std::fill(slots_.begin(), slots_.end(), Slot{});
+  size_ = 0;
+}
+
+void SpaceSaving::KeyIndex::grow() {
+  std::vector<Slot> old(slots_.size() * 2);
+  old.swap(slots_);
+  --shift_;
+  size_ = 0;
+  for (const Slot& s : old) {
+    if (s.used) set(s.key, s.pos);
+  }
+}
+
+void SpaceSaving::place(std::size_t i) { index_.set(heap_[i].key, i); }
 
 void SpaceSaving::sift_up(std::size_t i) {
   while (i > 0) {
     const std::size_t parent = (i - 1) / 2;
-    if (heap_[parent].count <= heap_[i].count) break;
+    if (!less(heap_[i], heap_[parent])) break;
     std::swap(heap_[parent], heap_[i]);
     place(i);
     i = parent;
@@ -51,8 +113,8 @@ void SpaceSaving::sift_down(std::size_t i) {
   for (;;) {
     const std::size_t l = 2 * i + 1, r = l + 1;
     std::size_t smallest = i;
-    if (l < n && heap_[l].count < heap_[smallest].count) smallest = l;
-    if (r < n && heap_[r].count < heap_[smallest].count) smallest = r;
+    if (l < n && less(heap_[l], heap_[smallest])) smallest = l;
+    if (r < n && less(heap_[r], heap_[smallest])) smallest = r;
     if (smallest == i) break;
     std::swap(heap_[smallest], heap_[i]);
     place(i);
@@ -61,39 +123,99 @@ void SpaceSaving::sift_down(std::size_t i) {
   place(i);
 }
 
+void SpaceSaving::fix(std::size_t i) {
+  if (i > 0 && less(heap_[i], heap_[(i - 1) / 2])) {
+    sift_up(i);
+  } else {
+    sift_down(i);
+  }
+}
+
 void SpaceSaving::insert(const Entry& e) {
   heap_.push_back(e);
   sift_up(heap_.size() - 1);
 }
 
-void SpaceSaving::update(std::uint64_t key, std::int64_t weight) {
+std::optional<std::uint64_t> SpaceSaving::update(std::uint64_t key, std::int64_t weight) {
   if (weight < 0) throw std::invalid_argument("SpaceSaving::update: negative weight " + std::to_string(weight));
   total_ += weight;
-  if (auto it = index_.find(key); it != index_.end()) {
-    heap_[it->second].count += weight;
-    sift_down(it->second);  // counts only grow: the entry can only move down a min-heap
-    return;
+  if (const auto* pos = index_.find(key)) {
+    heap_[*pos].count += weight;
+    sift_down(*pos);  // counts only grow: the entry can only move down a min-heap
+    return std::nullopt;
   }
   if (heap_.size() < capacity_) {
-    insert({key, weight, 0});
-    return;
+    insert({key, floor_ + weight, floor_});
+    return std::nullopt;
   }
   // Replace the minimum: the newcomer inherits its count as error.
   Entry& min = heap_.front();
-  index_.erase(min.key);
+  const std::uint64_t evicted = min.key;
+  index_.erase(evicted);
   const std::int64_t c = min.count;
   min = {key, c + weight, c};
   sift_down(0);
+  return evicted;
+}
+
+void SpaceSaving::add_to_all(std::int64_t c) {
+  if (c < 0) throw std::invalid_argument("SpaceSaving::add_to_all: negative amount " + std::to_string(c));
+  for (Entry& e : heap_) {  // a uniform shift keeps the heap order
+    e.count += c;
+    e.error += c;
+  }
+  floor_ += c;
+}
+
+std::optional<SpaceSaving::Entry> SpaceSaving::find(std::uint64_t key) const {
+  const auto* pos = index_.find(key);
+  if (!pos) return std::nullopt;
+  return heap_[*pos];
+}
+
+void SpaceSaving::assign(const Entry& e) {
+  if (e.error < 0 || e.error > e.count) {
+    throw std::invalid_argument("SpaceSaving::assign: key " + std::to_string(e.key) + " has error " +
+                                std::to_string(e.error) + " outside [0, count " + std::to_string(e.count) + "]");
+  }
+  if (const auto* pos = index_.find(e.key)) {
+    const std::size_t i = *pos;
+    heap_[i] = e;
+    fix(i);
+    return;
+  }
+  if (heap_.size() >= capacity_) throw std::invalid_argument("SpaceSaving::assign: the summary is full");
+  insert(e);
+}
+
+void SpaceSaving::erase(std::uint64_t key) {
+  const auto* pos = index_.find(key);
+  if (!pos) return;
+  const std::size_t i = *pos;
+  index_.erase(key);
+  const std::size_t last = heap_.size() - 1;
+  if (i != last) {
+    heap_[i] = heap_[last];
+    heap_.pop_back();
+    fix(i);
+  } else {
+    heap_.pop_back();
+  }
+}
+
+void SpaceSaving::set_totals(std::int64_t total, std::int64_t floor) {
+  total_ = total;
+  floor_ = floor;
 }
 
 std::int64_t SpaceSaving::upper_bound(std::uint64_t key) const {
-  auto it = index_.find(key);
-  return it == index_.end() ? min_count() : heap_[it->second].count;
+  const auto* pos = index_.find(key);
+  return pos ? heap_[*pos].count : min_count();
 }
 
 std::int64_t SpaceSaving::lower_bound(std::uint64_t key) const {
-  auto it = index_.find(key);
-  return it == index_.end() ? 0 : heap_[it->second].count - heap_[it->second].error;
+  const auto* pos = index_.find(key);
+  return pos ? heap_[*pos].count - heap_[*pos].error : 0;
 }
 
 std::vector<SpaceSaving::Entry> SpaceSaving::top(std::size_t k) const {
@@ -122,6 +244,7 @@ void SpaceSaving::merge(const SpaceSaving& other) {
             [](const Entry& a, const Entry& b) { return a.count != b.count ? a.count > b.count : a.key < b.key; });
   if (v.size() > capacity_) v.resize(capacity_);
   total_ += other.total_;
+  floor_ = m1 + m2;
   heap_.clear();
   index_.clear();
   for (const Entry& e : v) insert(e);
@@ -134,6 +257,7 @@ void SpaceSaving::serialize(ByteWriter& out) const {
   out.put<std::uint16_t>(0);  // flags, reserved
   out.put<std::uint64_t>(capacity_);
   out.put<std::int64_t>(total_);
+  out.put<std::int64_t>(floor_);
   const auto v = entries();
   out.put<std::uint64_t>(v.size());
   for (const Entry& e : v) {
@@ -149,7 +273,7 @@ SpaceSaving SpaceSaving::deserialize(ByteReader& in) {
   const std::size_t start = in.position();
   if (in.get<std::uint32_t>("SpaceSaving tag") != kTag) throw FormatError("SpaceSaving snapshot: wrong tag");
   const auto version = in.get<std::uint16_t>("SpaceSaving format version");
-  if (version != kVersion) {
+  if (version != kVersion && version != 1) {
     throw FormatError("SpaceSaving snapshot: unsupported format version " + std::to_string(version) + " (expected " +
                       std::to_string(kVersion) + ")");
   }
@@ -159,6 +283,8 @@ SpaceSaving SpaceSaving::deserialize(ByteReader& in) {
     throw FormatError("SpaceSaving snapshot: capacity " + std::to_string(capacity) + " out of range");
   }
   const auto total = in.get<std::int64_t>("SpaceSaving total");
+  const std::int64_t floor = version >= 2 ? in.get<std::int64_t>("SpaceSaving floor") : 0;
+  if (floor < 0) throw FormatError("SpaceSaving snapshot: negative floor");
   const auto n = in.get<std::uint64_t>("SpaceSaving entry count");
   if (n > capacity) {
     throw FormatError("SpaceSaving snapshot: " + std::to_string(n) + " entries for capacity " +
@@ -171,7 +297,7 @@ SpaceSaving SpaceSaving::deserialize(ByteReader& in) {
     e.count = in.get<std::int64_t>("SpaceSaving count");
     e.error = in.get<std::int64_t>("SpaceSaving error");
     if (e.error < 0 || e.error > e.count) throw FormatError("SpaceSaving snapshot: an entry's error exceeds its count");
-    if (s.index_.count(e.key)) throw FormatError("SpaceSaving snapshot: key " + std::to_string(e.key) + " twice");
+    if (s.monitored(e.key)) throw FormatError("SpaceSaving snapshot: key " + std::to_string(e.key) + " twice");
     s.insert(e);
   }
   const std::uint64_t computed = XXH3_64bits(record.data(), in.position() - start);
@@ -179,6 +305,7 @@ SpaceSaving SpaceSaving::deserialize(ByteReader& in) {
     throw FormatError("SpaceSaving snapshot: checksum mismatch (corrupt data)");
   }
   s.total_ = total;
+  s.floor_ = floor;
   return s;
 }
 

@@ -293,6 +293,44 @@ TEST(Cli, NexmarkHotItemsBadOptionsNameTheOption) {
   EXPECT_NE(r.err.find("nexmark.phi: 0 (automatic) needs"), std::string::npos) << r.err;
 }
 
+// The heavy-hitters job with Space-Saving (--hh.algorithm space-saving) on worker processes, with SIGKILLs of all
+// workers: recall 1, and every reported count at or above the key's exact weight (proofs/space-saving.md, Theorem
+// SS). Bad choices name their option.
+TEST(Cli, SpaceSavingJobReportsEveryHeavyHitterWithFailures) {
+  TempDir d;
+  const auto r =
+      run("run --job heavy-hitters --hh.algorithm space-saving --items 200000 --quiet --fail.count 2 "
+          "--fail.target all --out " +
+          d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(" recall 1 "), std::string::npos) << r.out;
+  EXPECT_NE(read(d.path() / "config.ini").find("hh.algorithm = space-saving"), std::string::npos);
+  std::istringstream csv(read(d.path() / "heavy_hitters.csv"));
+  std::string line;
+  std::getline(csv, line);
+  ASSERT_EQ(line, "key,estimate,exact");
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    std::istringstream cells(line);
+    std::string key, estimate, exact;
+    std::getline(cells, key, ',');
+    std::getline(cells, estimate, ',');
+    std::getline(cells, exact, ',');
+    EXPECT_GE(std::stoll(estimate), std::stoll(exact)) << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 10);
+  for (const auto& [args, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--hh.algorithm top-k", "hh.algorithm"},
+           {"--hh.algorithm space-saving --hh.capacity 0", "hh.capacity"},
+       }) {
+    const auto bad = run("run --job heavy-hitters --quiet " + args);
+    EXPECT_EQ(bad.status, 2) << args;
+    EXPECT_EQ(lines(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find(expect), std::string::npos) << args << ": " << bad.err;
+  }
+}
+
 TEST(Cli, ListAndHelp) {
   auto r = run("list");
   EXPECT_EQ(r.status, 0);
@@ -301,6 +339,7 @@ TEST(Cli, ListAndHelp) {
   EXPECT_NE(r.out.find("distinct-hll"), std::string::npos);
   EXPECT_NE(r.out.find("ripple-join"), std::string::npos);
   EXPECT_NE(r.out.find("nexmark-hot-items"), std::string::npos);
+  EXPECT_NE(r.out.find("space-saving-hh"), std::string::npos);
   r = run("run --job heavy-hitters --help");
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("--ft.state-divergence-max"), std::string::npos);

@@ -1,5 +1,6 @@
-// Runs the heavy-hitter topology (zipf -> count-min-hh x n -> hh-merge) on the in-process cluster for property
-// and integration tests, and exposes what they check: failure records, final operators, exact ground truth.
+// Runs the heavy-hitter topology (zipf -> count-min-hh or space-saving-hh x n -> hh-merge) on the in-process cluster
+// for property and integration tests, and exposes what they check: failure records, final operators, exact ground
+// truth.
 #pragma once
 
 #include <memory>
@@ -12,6 +13,7 @@
 #include "afstream/runtime/local_cluster.h"
 #include "algorithms/heavy_hitters/evaluation.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
+#include "algorithms/heavy_hitters/space_saving_hh.h"
 
 namespace afs::testing {
 
@@ -25,7 +27,9 @@ struct HhSetup {
   int parallelism = 2;
   std::uint64_t width = 2000;
   std::uint64_t depth = 4;
-  bool relay = false;  // source -> relay -> count-min-hh: the sketches' upstream is not replayable
+  bool relay = false;                   // source -> relay -> count-min-hh: the sketches' upstream is not replayable
+  std::string algorithm = "count-min";  // or "space-saving" (space-saving-hh with `capacity` keys)
+  std::uint64_t capacity = 2000;
 };
 
 // A stateless pass-through operator: put between the source and the sketches, it makes their upstream a worker
@@ -40,8 +44,10 @@ struct HhRun {
   RunResult result;
   std::unordered_map<std::uint64_t, std::int64_t> reported;
   // Per hh worker: the counters, then the reported keys (sorted): the state, in a canonical form.
+  // Space-Saving: the counters are replaced by the entries (key, count, error), largest count first.
   std::vector<std::vector<std::int64_t>> states;
-  std::int64_t min_margin = 0;             // min over keys of (estimate - exact weight)
+  std::vector<hh::SpaceSaving> summaries;  // Space-Saving: per hh worker, its final summary
+  std::int64_t min_margin = 0;             // min over keys of (estimate - exact weight); Space-Saving: upper bound
   std::vector<std::int64_t> compensation;  // per hh worker
   std::unordered_map<std::uint64_t, std::int64_t> exact;
   hh::HeavyHitterScore score;
@@ -57,10 +63,13 @@ inline Topology hh_topology(const HhSetup& s) {
   Params cm;
   cm.set("width", s.width).set("depth", s.depth).set("phi", s.phi).set("seed", s.seed + 11);
   cm.set("max-weight", hh::max_weight(hh::parse_weights(s.weights)));
+  Params ss;
+  ss.set("capacity", s.capacity).set("phi", s.phi).set("max-weight", hh::max_weight(hh::parse_weights(s.weights)));
+  const bool space_saving = s.algorithm == "space-saving";
   TopologyBuilder b;
   b.source("source", "zipf", hh_source_params(s));
   if (s.relay) b.stage("relay", "relay", Params()).forward().from("source");
-  return b.stage("hh", "count-min-hh", cm)
+  return b.stage("hh", space_saving ? "space-saving-hh" : "count-min-hh", space_saving ? ss : cm)
       .parallelism(s.parallelism)
       .key_by()
       .from(s.relay ? "relay" : "source")
@@ -124,6 +133,26 @@ inline HhRun run_hh(const HhSetup& s, RunConfig config, std::shared_ptr<BackupSt
   const int sink = out.topology.first_worker(out.topology.stage_index("sink"));
   out.reported = dynamic_cast<hh::HeavyHitterMerge&>(*cluster.final_operator(sink)).results();
   const int first = out.topology.first_worker(out.topology.stage_index("hh"));
+  out.exact = hh::exact_weights(hh_source_params(s));
+  out.score = hh::score_heavy_hitters(out.reported, out.exact, s.phi);
+  if (s.algorithm == "space-saving") {
+    for (int i = 0; i < s.parallelism; ++i) {
+      auto& op = dynamic_cast<hh::SpaceSavingHeavyHitters&>(*cluster.final_operator(first + i));
+      std::vector<std::int64_t> state;
+      for (const auto& e : op.summary().entries()) {
+        state.insert(state.end(), {static_cast<std::int64_t>(e.key), e.count, e.error});
+      }
+      out.states.push_back(std::move(state));
+      out.compensation.push_back(op.compensation());
+      out.summaries.push_back(op.summary());
+    }
+    out.min_margin = INT64_MAX;
+    for (const auto& [key, w] : out.exact) {
+      const auto& summary = out.summaries[key_partition(key, out.summaries.size())];
+      out.min_margin = std::min(out.min_margin, summary.upper_bound(key) - w);
+    }
+    return out;
+  }
   std::vector<hh::CountMinHeavyHitters*> ops;
   for (int i = 0; i < s.parallelism; ++i) {
     auto& op = dynamic_cast<hh::CountMinHeavyHitters&>(*cluster.final_operator(first + i));
@@ -133,8 +162,6 @@ inline HhRun run_hh(const HhSetup& s, RunConfig config, std::shared_ptr<BackupSt
     out.compensation.push_back(op.compensation());
     ops.push_back(&op);
   }
-  out.exact = hh::exact_weights(hh_source_params(s));
-  out.score = hh::score_heavy_hitters(out.reported, out.exact, s.phi);
   out.min_margin = INT64_MAX;
   for (const auto& [key, w] : out.exact) {
     const auto* op = ops[key_partition(key, ops.size())];

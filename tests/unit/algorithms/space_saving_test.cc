@@ -1,10 +1,14 @@
 // Unit tests of the engine-free Space-Saving summary (algorithms/heavy_hitters/space_saving.h) against brute force on
 // seeded Zipf streams: bounds on every key, no miss above N / k, merge guarantees on the concatenated stream, top-k
-// order, and rejection of truncated and corrupt buffers.
+// order, and rejection of truncated and corrupt buffers; the generalizations for fault tolerance (the floor and
+// add_to_all keep every bound when items are lost and the loss is compensated, proofs/space-saving.md Lemma SS2), the
+// history-independent eviction (a restored summary continues exactly as the original), assign/erase, version 1.
 #include "algorithms/heavy_hitters/space_saving.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <stdexcept>
@@ -121,6 +125,165 @@ TEST(SpaceSaving, SerializeRoundTripsAndRejectsEveryTruncationAndCorruption) {
     ByteReader t(bad);
     EXPECT_THROW(SpaceSaving::deserialize(t), FormatError) << "byte " << i << " flipped";
   }
+}
+
+// Lemma SS2 (proofs/space-saving.md): a summary fed only the kept items, with compensations c_1, c_2, ... added at
+// arbitrary points (even before it is full), whose total E covers every key's lost weight, still bounds the true
+// weight of every key of the whole stream: lower <= true <= upper, unmonitored keys <= min_count(), and
+// min_count() <= N / k + E once full.
+TEST(SpaceSaving, CompensationCoversLostWeightWhereverItIsAdded) {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const bool weighted = seed % 2 == 0;
+    const auto items = stream(seed, 20000, weighted);
+    std::mt19937_64 rng(seed * 7);
+    SpaceSaving s(100);
+    std::unordered_map<std::uint64_t, std::int64_t> exact, lost;
+    std::vector<std::size_t> compensate_at;  // before item i (some before the summary is full)
+    for (int j = 0; j < 4; ++j) compensate_at.push_back(rng() % (seed % 3 == 0 ? 50 : items.size()));
+    std::int64_t lost_total = 0;
+    for (const auto& it : items) {
+      exact[it.key] += it.value;
+      if (rng() % 50 == 0) {  // lost: never reaches the summary
+        lost[it.key] += it.value;
+        lost_total += it.value;
+      }
+    }
+    std::int64_t max_lost = 0;
+    for (const auto& [k, w] : lost) max_lost = std::max(max_lost, w);
+    ASSERT_GT(max_lost, 0);
+    // Four compensations whose sum is exactly the largest per-key loss.
+    std::vector<std::int64_t> parts = {max_lost / 4, max_lost / 4, max_lost / 4, max_lost - 3 * (max_lost / 4)};
+    rng.seed(seed * 7);
+    for (int j = 0; j < 4; ++j) (void)rng();
+    std::int64_t added = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      for (int j = 0; j < 4; ++j) {
+        if (compensate_at[j] == i) {
+          s.add_to_all(parts[j]);
+          added += parts[j];
+        }
+      }
+      if (rng() % 50 == 0) continue;
+      s.update(items[i].key, items[i].value);
+    }
+    ASSERT_EQ(added, max_lost);
+    const std::string at = "seed " + std::to_string(seed);
+    expect_bounds(s, exact, at);
+    EXPECT_LE(s.min_count(), (s.total() + 99) / 100 + added) << at;
+    std::int64_t n = 0;
+    for (const auto& [k, w] : exact) n += w;
+    EXPECT_EQ(s.total() + lost_total, n) << at;
+  }
+  // Without the compensation some bound fails: the test can tell.
+  const auto items = stream(3, 20000, false);
+  SpaceSaving s(100);
+  std::unordered_map<std::uint64_t, std::int64_t> exact;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    exact[items[i].key] += items[i].value;
+    if (i % 10 != 0) s.update(items[i].key, items[i].value);
+  }
+  bool broken = false;
+  for (const auto& [k, w] : exact) broken |= s.upper_bound(k) < w;
+  EXPECT_TRUE(broken);
+}
+
+TEST(SpaceSaving, FloorBoundsUnmonitoredKeysBeforeTheSummaryIsFull) {
+  SpaceSaving s(10);
+  s.update(1, 5);
+  s.add_to_all(7);
+  EXPECT_EQ(s.floor(), 7);
+  EXPECT_EQ(s.min_count(), 7);
+  EXPECT_EQ(s.upper_bound(99), 7);  // never seen: at most what was lost
+  EXPECT_EQ(s.lower_bound(99), 0);
+  s.update(2, 3);  // enters at floor + 3 with error floor
+  EXPECT_EQ(s.find(2), (SpaceSaving::Entry{2, 10, 7}));
+  EXPECT_EQ(s.find(1), (SpaceSaving::Entry{1, 12, 7}));
+  EXPECT_THROW(s.add_to_all(-1), std::invalid_argument);
+  // The floor survives the binary form; merge charges both sides' min counts.
+  ByteWriter w;
+  s.serialize(w);
+  const auto bytes = w.take();
+  ByteReader r(bytes);
+  EXPECT_EQ(SpaceSaving::deserialize(r).floor(), 7);
+  SpaceSaving t(10);
+  t.update(3, 1);
+  t.add_to_all(2);
+  t.merge(s);
+  EXPECT_EQ(t.floor(), 9);
+  EXPECT_EQ(t.upper_bound(99), 9);
+  EXPECT_EQ(t.find(3), (SpaceSaving::Entry{3, 3 + 7, 2 + 7}));
+}
+
+// Ties in count are broken by key, so the evicted key depends only on the entries: a summary rebuilt from its
+// binary form (a different heap layout) continues exactly as the original, on many unit-weight streams where ties
+// are the rule.
+TEST(SpaceSaving, RestoredSummaryContinuesExactlyAsTheOriginal) {
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    const auto items = stream(seed, 6000, seed % 2 == 0);
+    SpaceSaving s(64);
+    for (std::size_t i = 0; i < 3000; ++i) s.update(items[i].key, items[i].value);
+    ByteWriter w;
+    s.serialize(w);
+    const auto bytes = w.take();
+    ByteReader r(bytes);
+    SpaceSaving back = SpaceSaving::deserialize(r);
+    for (std::size_t i = 3000; i < items.size(); ++i) {
+      ASSERT_EQ(back.update(items[i].key, items[i].value), s.update(items[i].key, items[i].value)) << i;
+    }
+    EXPECT_EQ(back.entries(), s.entries()) << "seed " << seed;
+  }
+}
+
+TEST(SpaceSaving, AssignAndEraseKeepTheHeap) {
+  std::mt19937_64 rng(5);
+  SpaceSaving s(50);
+  std::unordered_map<std::uint64_t, SpaceSaving::Entry> want;
+  for (int i = 0; i < 5000; ++i) {
+    const std::uint64_t key = rng() % 80;
+    if (rng() % 3 == 0) {
+      s.erase(key);
+      want.erase(key);
+    } else if (want.count(key) || want.size() < 50) {
+      const std::int64_t count = static_cast<std::int64_t>(rng() % 1000);
+      const SpaceSaving::Entry e{key, count, count / 2};
+      s.assign(e);
+      want[key] = e;
+    }
+    ASSERT_EQ(s.size(), want.size());
+  }
+  std::vector<SpaceSaving::Entry> v;
+  for (const auto& [k, e] : want) v.push_back(e);
+  std::sort(v.begin(), v.end(),
+            [](const auto& a, const auto& b) { return a.count != b.count ? a.count > b.count : a.key < b.key; });
+  EXPECT_EQ(s.entries(), v);
+  // The minimum is the smallest (count, key).
+  s.set_totals(0, 0);
+  while (s.size() < 50) s.assign({1000 + s.size(), 5000, 0});
+  const auto min = v.empty() ? SpaceSaving::Entry{} : v.back();
+  EXPECT_EQ(s.min_count(), std::min<std::int64_t>(min.count, 5000));
+  EXPECT_THROW(s.assign({99999, 1, 0}), std::invalid_argument);          // full
+  EXPECT_THROW(s.assign({v.front().key, 1, 2}), std::invalid_argument);  // error > count
+}
+
+TEST(SpaceSaving, ReadsVersionOneWithFloorZero) {
+  // A version-1 buffer: tag, version 1, flags, capacity, total, one entry, checksum (no floor).
+  ByteWriter w;
+  w.put<std::uint32_t>(0x31535353);
+  w.put<std::uint16_t>(1);
+  w.put<std::uint16_t>(0);
+  w.put<std::uint64_t>(4);
+  w.put<std::int64_t>(9);
+  w.put<std::uint64_t>(1);
+  w.put<std::uint64_t>(42);
+  w.put<std::int64_t>(9);
+  w.put<std::int64_t>(0);
+  w.put<std::uint64_t>(XXH3_64bits(w.buffer().data(), w.size()));
+  const auto bytes = w.take();
+  ByteReader r(bytes);
+  const auto s = SpaceSaving::deserialize(r);
+  EXPECT_EQ(s.floor(), 0);
+  EXPECT_EQ(s.total(), 9);
+  EXPECT_EQ(s.find(42), (SpaceSaving::Entry{42, 9, 0}));
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# CPU seconds (user, sys) and wall seconds of whole heavy-hitter runs in none / approx (Theta 1e5, L 1e3) / exact,
+# modes interleaved per round. On a loaded shared machine the CPU a run uses is steadier than its items/s.
+#
+#   ALGORITHM=space-saving experiments/hh_cpu.sh [afstream-binary]   (ROUNDS=5 ITEMS=10000000 by default)
+#
+# Writes experiments/results/hh-$ALGORITHM/cpu.csv (mode,round,wall_s,user_s,sys_s). A run's CPU includes the work
+# common to every mode (building the Zipf tables, the exact ground truth of the evaluation).
+set -euo pipefail
+AFS=${1:-build/afstream/cli/afstream}
+ROUNDS=${ROUNDS:-5}
+ITEMS=${ITEMS:-10000000}
+ALGORITHM=${ALGORITHM:-space-saving}
+OUT=${OUT:-experiments/results/hh-$ALGORITHM}
+mkdir -p "$OUT"
+echo "mode,round,wall_s,user_s,sys_s" >"$OUT/cpu.csv"
+for round in $(seq 1 "$ROUNDS"); do
+  for mode in "none|--ft.mode none" "approx|--ft.mode approx --ft.theta 1e5 --ft.l 1e3 --ft.gamma 1e3" \
+    "exact|--ft.mode exact"; do
+    name=${mode%%|*}
+    args=${mode#*|}
+    echo "round $round: $name" >&2
+    # shellcheck disable=SC2086
+    /usr/bin/time -f "$name,$round,%e,%U,%S" -a -o "$OUT/cpu.csv" "$AFS" run --runtime threads --job heavy-hitters \
+      --hh.algorithm "$ALGORITHM" --items "$ITEMS" --hh.skew 0.9 --seed "$round" --quiet $args \
+      --out "$OUT/runs/cpu" >/dev/null 2>&1
+  done
+done
+cat "$OUT/cpu.csv"
