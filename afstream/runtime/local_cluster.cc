@@ -159,8 +159,11 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
         break;
       }
       if (auto rec = s.worker->recovered_from()) {
+        // Killed again before it completed its recovery: still a failure (FailureRecord::recovered).
+        rec->recovered = s.worker->recovery_complete();
+        if (!rec->recovered) rec->missing_items = -1;
         result.failures.push_back(*rec);
-        last_recovery_ms = result.failures.back().recovery_ms;
+        if (rec->recovered) last_recovery_ms = rec->recovery_ms;
       }
       if (s.worker->crashed()) {
         auto crash = s.worker->take_crash_info();

@@ -47,6 +47,13 @@ struct FailureRecord {
   std::uint64_t replayed_items = 0;
   std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known
   double residual = 0;              // what the restored backup left unwritten (a partial delta's residual)
+  // false: the restarted incarnation failed too (a kill during recovery, e.g. two failure points passed at once), or
+  // the run ended, before it completed its recovery (restored, replayed, compensated, first item from upstream).
+  // The failure is real and counted (the thresholds were halved for it); the fields its recovery would have
+  // measured are what was known then: recovery_ms -1 if it never came up, replayed_items and the durations 0 if it
+  // never reported them, missing_items and first_item_ms -1. What it lost is measured by the next completed
+  // recovery (proofs/general-bounds.md §3.5).
+  bool recovered = true;
 };
 
 }  // namespace afs

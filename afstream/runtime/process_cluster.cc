@@ -22,6 +22,7 @@
 #include "afstream/net/endpoint.h"
 #include "afstream/runtime/failure_plan.h"
 #include "afstream/runtime/spawn.h"
+#include "afstream/runtime/worker.h"
 #include "afstream/state/snapshot.h"
 
 namespace afs {
@@ -192,11 +193,36 @@ struct ProcessCluster::Impl {
     return n;
   }
 
+  // The record of a failure whose next incarnation did not report a completed recovery (it failed too, or the run
+  // ended first): a real failure, with the thresholds that were in force (computed as the worker computes them)
+  // and the recovery measurements marked unknown (FailureRecord::recovered).
+  FailureRecord unrecovered(int w) const {
+    const auto& s = workers[static_cast<std::size_t>(w)];
+    FailureRecord rec = *s.pending;
+    rec.recovered = false;
+    rec.missing_items = -1;
+    rec.first_item_ms = -1;
+    const auto& ref = topology.workers()[w];
+    const auto& stage = topology.stages()[ref.stage];
+    double beta = 1;
+    if (!stage.is_source) {
+      auto op = registry.make_operator(stage.kind, stage.params, {ref.index, stage.parallelism});
+      beta = op->beta();
+      rec.alpha = op->alpha();
+    }
+    const std::vector<std::uint64_t> history(s.failures.begin(), s.failures.begin() + rec.failure_count);
+    const auto at = thresholds_at_failures(topology, config, w, beta, history);
+    rec.theta = at.back().theta;
+    rec.l = at.back().l;
+    rec.gamma = at.back().gamma;
+    return rec;
+  }
+
   // A worker failed (killed by the plan, exited, or silent): reap it and start its next incarnation (a remote one:
   // await its registration).
   void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result, double detect_ms = 0) {
     auto& s = workers[static_cast<std::size_t>(w)];
-    if (s.pending) result.failures.push_back(*s.pending);  // failed again before it reported its recovery
+    if (s.pending) result.failures.push_back(unrecovered(w));  // failed again before it reported its recovery
     if (kill_it && s.pid > 0) ::kill(s.pid, SIGKILL);
     if (s.pid > 0) {
       int status = 0;
@@ -208,6 +234,7 @@ struct ProcessCluster::Impl {
     r.failure_count = static_cast<int>(s.failures.size()) + 1;
     r.at_items = at_items;
     r.detect_ms = detect_ms;
+    r.recovery_ms = -1;  // until its next incarnation's hello
     s.pending = r;
     s.said_hello = false;
     s.killed_at = Clock::now();
@@ -633,8 +660,9 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     if (std::all_of(im.workers.begin(), im.workers.end(), [](const auto& s) { return s.exited; })) break;
   }
 
-  for (auto& s : im.workers) {
-    if (s.pending) result.failures.push_back(*s.pending);  // recovered, but its last report did not say so yet
+  for (int w = 0; w < n; ++w) {
+    // Recovered, but its last report did not say so yet.
+    if (im.workers[static_cast<std::size_t>(w)].pending) result.failures.push_back(im.unrecovered(w));
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   result.source_items = im.source_items();

@@ -64,6 +64,27 @@ void PeerDirectory::set_down(int worker) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+ThresholdSchedule threshold_schedule_of(const Topology& topology, const RunConfig& config, int worker, double beta) {
+  const auto& ref = topology.workers()[worker];
+  const auto& stage = topology.stages()[ref.stage];
+  // Pipeline scope: a lost item here can cause beta^(stages below) lost items at the end (DESIGN 3).
+  const double bp = stage.is_source ? 1.0 : std::pow(std::max(1.0, beta), topology.stages_to_end(ref.stage) - 1);
+  return ThresholdSchedule(config.bounds, ThresholdScope{stage.parallelism, bp}, config.reset, config.reset_window);
+}
+
+std::vector<RuntimeThresholds> thresholds_at_failures(const Topology& topology, const RunConfig& config, int worker,
+                                                      double beta, const std::vector<std::uint64_t>& failures) {
+  auto schedule = threshold_schedule_of(topology, config, worker, beta);
+  std::vector<RuntimeThresholds> out;
+  for (auto at : failures) {  // as Worker::Worker replays its failure history
+    schedule.on_progress(at);
+    out.push_back(schedule.current());
+    schedule.on_failure(at);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 class Worker::RuntimeEmitter final : public Emitter {
  public:
   explicit RuntimeEmitter(Worker& w) : w_(w) {}
@@ -96,13 +117,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     op_alpha_ = op_->alpha();
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
-  // Pipeline scope: a lost item here can cause beta^(stages below) lost items at the end (DESIGN 3).
-  if (op_) {
-    const int below = ctx.topology->stages_to_end(ref_.stage) - 1;
-    const double bp = std::pow(std::max(1.0, op_->beta()), below);
-    schedule_ = ThresholdSchedule(ctx.config.bounds, ThresholdScope{stage_.parallelism, bp}, ctx.config.reset,
-                                  ctx.config.reset_window);
-  }
+  if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_->beta());
   // Replay the failure history through the reset policy: the thresholds are halved once per failure (DESIGN 3).
   for (auto at : failure_positions_) {
     schedule_.on_progress(at);
@@ -118,6 +133,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     schedule_.on_failure(at);
   }
   if (crash_in_ && !crash_in_->observed && op_) crash_in_->record.alpha = op_->alpha();
+  if (crash_in_) crash_in_->record.recovery_ms = -1;  // until it is restored and replayed (mark_recovered)
   processed_ = counters_.items_in.load();
   schedule_.on_progress(processed_);
   out_slot_.assign(ctx.topology->channels().size(), -1);
@@ -136,6 +152,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     InChannel in;
     in.id = c;
     in.from_worker = ch.from_worker;
+    in.from_source = ctx.topology->stages()[ctx.topology->workers()[ch.from_worker].stage].is_source;
     ins_.push_back(std::move(in));
   }
   // Routing: the common case (one downstream stage) is a direct index; others go through the general path.
@@ -157,6 +174,8 @@ Worker::~Worker() = default;
 
 // ---------------------------------------------------------------------------------------------------------------
 void Worker::run() {
+  // The failure it recovers from, as known so far: reported even if this incarnation fails before it recovers.
+  if (crash_in_) set_recovered(crash_in_->record);
   try {
     setup_sockets();
     restore();
@@ -191,14 +210,19 @@ void Worker::run() {
           if (awaiting_first_item_) mark_recovered();
           if (awaiting_live_item_) on_live_item(true);
           measure_loss();
+          backup_at_end_of_stream();
           op_->finish(*emitter_);
           finish_outputs();
         }
       }
       flush(queue_.empty() || inputs_done_);
       // Done once everything sent is acknowledged, every ack sent, and every upstream worker is done for good: an
-      // upstream that crashes after its end of stream replays it, and must find this worker to acknowledge it.
-      if (inputs_done_ && all_acked() && std::all_of(ins_.begin(), ins_.end(), [&](const InChannel& c) {
+      // upstream that crashes after its end of stream replays it, and must find this worker to acknowledge it. A
+      // source also waits until every receiver has covered its whole stream by a confirmed backup (all_covered):
+      // until then a receiver that fails restores a backup older than what it acknowledged, and only the source
+      // can send it the rest again (R-source, Proposition S).
+      if (inputs_done_ && all_acked() && all_covered() &&
+          std::all_of(ins_.begin(), ins_.end(), [&](const InChannel& c) {
             return c.deferred_acks.empty() && ctx_.directory->finished(c.from_worker);
           })) {
         break;
@@ -407,6 +431,12 @@ void Worker::restore() {
         const auto slot = in_slot(ci.channel);
         auto& in = ins_[slot];
         if (ci.item.seq <= in.received) continue;
+        // Approximate mode, from a replayable source: only the logged items that follow the restored state without
+        // a hole are replayed. The items of a hole (processed and acknowledged after the restored backup, never
+        // logged: a punctuation-triggered write logs only the unprocessed tail) come again from the source, which
+        // resends everything after a position this backup covers; replaying what lies beyond the hole would make
+        // the dedupe drop them (R-recover, Proposition S).
+        if (in.from_source && ctx_.config.mode == FtMode::Approx && ci.item.seq != in.received + 1) continue;
         in.received = ci.item.seq;
         ++gaps[slot].replayed;
         if (ci.end_of_stream) eos_replayed[slot] = true;
@@ -1080,6 +1110,35 @@ void Worker::finish_outputs() {
   for (auto& o : outs_) {
     o.eos_seq = o.out_seq + 1;
   }
+}
+
+// A source is done only once every channel's receiver has reported its whole stream, end of stream included, as
+// covered by a confirmed backup or its confirmed item log (R-source): a receiver that fails later restores
+// everything. Mode none has no coverage (nothing is backed up): acknowledged is enough.
+bool Worker::all_covered() const {
+  if (!source_ || !acks_enabled()) return true;
+  for (const auto& o : outs_) {
+    if (o.covered < o.eos_seq) return false;
+  }
+  return true;
+}
+
+// End of stream on every input (approximate mode): one state backup, whole (no residual), reflecting every item
+// and the end of stream, so that the covered numbers the receiver reports reach its senders' end of stream and a
+// source upstream may finish (all_covered). Taken before finish() (a recovery from it runs finish() again, as the
+// restored inputs are ended). Not needed when every input is already covered up to its end (restored from such a
+// backup), when no input comes from a source (no sender waits for coverage), or when every admitted item is logged
+// (the log covers them: send_ack).
+void Worker::backup_at_end_of_stream() {
+  if (ctx_.config.mode != FtMode::Approx || logs_every_item()) return;
+  if (std::none_of(ins_.begin(), ins_.end(),
+                   [](const InChannel& in) { return in.from_source && in.covered < in.processed; })) {
+    return;
+  }
+  if (pending_state_ticket_) writer_->wait(pending_state_ticket_);  // at most one pending (R-state)
+  backup_state(false);
+  pending_state_ticket_ = last_state_ticket_;
+  pending_divergence_ = 0;
 }
 
 bool Worker::all_acked() const {

@@ -124,6 +124,15 @@ struct ClusterContext {
   const net::CurveKeypair* curve = nullptr;
 };
 
+// R-schedule (DESIGN 3; proofs/general-bounds.md): the threshold schedule of worker `worker` before any failure,
+// its user bounds split over the copies of its stage and scaled by the pipeline below it. beta: its operator's
+// beta (ignored for a source).
+ThresholdSchedule threshold_schedule_of(const Topology& topology, const RunConfig& config, int worker, double beta);
+// The runtime thresholds in force at each of the worker's failures (failures[j]: items it had processed at failure
+// j + 1), as its incarnations compute them. For failure records that no incarnation completed (the controller).
+std::vector<RuntimeThresholds> thresholds_at_failures(const Topology& topology, const RunConfig& config, int worker,
+                                                      double beta, const std::vector<std::uint64_t>& failures);
+
 class Worker {
  public:
   // failures: where (in items this worker had processed) each of its earlier failures happened; its size is k.
@@ -169,6 +178,7 @@ class Worker {
   struct InChannel {
     int id = 0;
     int from_worker = 0;
+    bool from_source = false;     // the sender is a replayable source (R-source)
     std::uint64_t received = 0;   // highest seq received
     std::uint64_t processed = 0;  // highest seq processed (reflected in the state)
     bool ended = false;
@@ -224,6 +234,8 @@ class Worker {
   bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos);
   void finish_outputs();
   bool all_acked() const;
+  bool all_covered() const;
+  void backup_at_end_of_stream();
   std::uint64_t unacked_total() const;
   std::uint64_t window() const;
   void backup_items();
