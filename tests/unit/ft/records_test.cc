@@ -167,7 +167,7 @@ TEST(ItemRecord, RejectsCorruption) {
   Bytes v0 = good;
   v0[4] = 0;
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(v0); }),
-            "item record: unsupported version 0 (expected 3)");
+            "item record: unsupported version 0 (expected 4)");
   Bytes flag = good;
   flag[14 + 4] = 2;  // first item's end-of-stream flag
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(flag); }), "item record: bad end-of-stream flag");
