@@ -160,6 +160,8 @@ class DivergenceTracker {
     max_ = m;
     sum_.set(0);
   }
+  // The MaxAbs high-water mark, exactly (value() is its conversion to double).
+  Mag high_water() const { return max_; }
   // Forget the L1/L2 running sum only (the MaxAbs high-water mark is kept).
   void reset_sum() { sum_.set(0); }
   // Replace the L1/L2 running sum by a recomputed value (L1: sum |d|, L2: sum d^2).

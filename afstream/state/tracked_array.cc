@@ -82,7 +82,10 @@ double TrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
   }
   // The moved slots still more than watch_ from their backed-up value (a slot listed twice, or one that came back,
   // is skipped): their current value becomes the backed-up one, and they are written. Every other slot never
-  // crossed watch_ since the previous partial delta, which left it within watch_.
+  // crossed watch_ since the previous partial delta, which left it within watch_. It is also within the high-water
+  // mark: that bounded its distance to the store before this delta, and the delta does not change its stored value.
+  // When no slot crossed watch_ the mark is <= watch_ and, for one-way counters, the true maximum.
+  const Mag left = std::min(div_.high_water(), watch_);
   std::size_t k = 0;
   for (const std::uint32_t i : moved_) {
     if (detail::abs_diff(values_[i], base_[i]) <= watch_) continue;
@@ -93,10 +96,9 @@ double TrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
     for (std::size_t j = 0; j < k; ++j) f(moved_[j]);
   });
   moved_.clear();
-  div_.reset_to(watch_);
-  const double left = static_cast<double>(watch_);
+  div_.reset_to(left);
   watch_ = watched(residual);  // >= the old watch_ (else this delta were whole): every slot is within it
-  return left;
+  return static_cast<double>(left);
 }
 
 template <typename T>

@@ -71,14 +71,19 @@ class TrackedArray {
   void mark_backed_up();
 
   // A partial delta (metric MaxAbs only; DESIGN 3 with proofs/general-bounds.md §3.6): writes, in write_delta's
-  // format, only the slots that moved more than `residual` since the last backup, and marks them backed up. Every
-  // other slot is then within `residual` of its backed-up value, so divergence() restarts from `residual` instead of
-  // 0 and the store holds a state at most that far from the current one. Returns that bound (the divergence left):
-  // `residual`, or 0 when it wrote everything. It writes everything (write_delta then mark_backed_up) when the
-  // metric is not MaxAbs, residual <= 0, or residual is smaller than the one this array has been watching for since
-  // its previous partial delta. Which slots moved that far is known without scanning: an update that takes a slot
-  // across the residual of the previous partial delta records it (one compare per update, O(1)), so the cost is
-  // O(slots written). Slots left unwritten stay in the dirty set, so a later write_delta still carries them.
+  // format, only the slots that moved more than the residual watched since the previous partial delta, and marks
+  // them backed up. Every other slot is then within that watched residual of its backed-up value, and within
+  // divergence() (the high-water mark, which bounded the distance to the store before this delta and only shrinks
+  // with it). Returns the smaller of the two, the divergence left (0 when it wrote everything): at most `residual`,
+  // and at least max_i |v_i - b_i| over every slot against the state the store now holds; divergence() restarts from
+  // it instead of 0. It equals that maximum when counters only move one way and no slot crossed the watched residual
+  // since the last whole backup (Count-Min with a residual above the counts' growth); once one did, it is the watched
+  // residual until the next whole backup. It writes everything (write_delta then mark_backed_up) when the metric is
+  // not MaxAbs, residual <= 0, or residual is smaller than the one this array has been watching for since its
+  // previous partial delta (or nothing was watched yet: the first call after a whole backup). Which slots moved that
+  // far is known without scanning: an update that takes a slot across the watched residual records it (one compare
+  // per update, O(1)), so the cost is O(slots written) and updates cost nothing extra. Slots left unwritten stay in
+  // the dirty set, so a later write_delta still carries them.
   double backup_partial_delta(ByteWriter& w, double residual);
 
   // Whole array: header (tag, version, n) then the n values.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -411,6 +412,131 @@ TEST(TrackedArray, PartialDeltasKeepTheStoreWithinTheResidual) {
   for (std::uint64_t seed = 1; seed <= 50; ++seed) {
     partial_delta_property<std::int64_t>(seed);
     partial_delta_property<double>(seed);
+  }
+}
+
+// The residual a partial delta returns is what it really left (general-bounds.md §3.6), not the level the slots
+// were allowed to reach. Brute force over the array: right after each backup the returned value is at least the true
+// max |current - stored| over all slots (and at most the residual asked for), divergence() restarts from it, and
+// after every later update divergence() is still at least the true distance to the stored state. Updates of both
+// signs and sizes from 1 to past the residual, occasional sets, residuals going up and down (sometimes 0: whole).
+template <typename T>
+double brute_max_abs(const TrackedArray<T>& a, const std::vector<T>& stored) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i] - stored[i])));
+  return m;
+}
+
+// Returns how many partial deltas reported less than the watched level (the old return value).
+template <typename T>
+int returned_residual_property(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::size_t n = 1 + rng() % 200;
+  TrackedArray<T> a(n, Metric::MaxAbs);
+  TrackedArray<T> store(n, Metric::MaxAbs);  // the stored state: every delta applied in order
+  std::vector<T> stored(n, T{});
+  const int max_step = 1 + static_cast<int>(rng() % 80);  // below or past the residuals
+  std::uniform_int_distribution<int> step(-max_step, max_step);
+  std::uniform_int_distribution<int> residual(0, 100);
+  double previous_r = std::numeric_limits<double>::infinity();
+  int tighter = 0;
+  for (int round = 0; round < 150; ++round) {
+    const int updates = static_cast<int>(rng() % 40);
+    for (int u = 0; u < updates; ++u) {
+      const std::size_t i = rng() % (rng() % 4 == 0 ? n : std::min<std::size_t>(n, 6));  // a few hot slots
+      if (rng() % 10 == 0) {
+        a.set(i, static_cast<T>(step(rng)));
+      } else {
+        a.add(i, static_cast<T>(step(rng)));
+      }
+      EXPECT_GE(a.divergence(), brute_max_abs(a, stored)) << "seed " << seed << " round " << round;
+    }
+    const double r = rng() % 8 == 0 ? 0.0 : residual(rng);
+    ByteWriter w;
+    const double left = a.backup_partial_delta(w, r);
+    ByteReader rd(w.buffer());
+    store.apply_delta(rd);
+    for (std::size_t i = 0; i < n; ++i) stored[i] = store[i];
+    const double truth = brute_max_abs(a, stored);
+    EXPECT_GE(left, truth) << "seed " << seed << " round " << round;
+    EXPECT_LE(left, r) << "seed " << seed << " round " << round;
+    EXPECT_EQ(a.divergence(), left) << "seed " << seed << " round " << round;
+    if (left > 0) {
+      // Never looser than the watched level (the previous residual, rounded down for integers).
+      EXPECT_LE(left, previous_r) << "seed " << seed << " round " << round;
+      tighter += left < std::floor(previous_r);
+    }
+    previous_r = r;
+  }
+  return tighter;
+}
+
+TEST(TrackedArray, PartialDeltaReturnsAtLeastTheTrueResidual) {
+  int tighter = 0;
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    tighter += returned_residual_property<std::int64_t>(seed);
+    tighter += returned_residual_property<double>(seed);
+  }
+  EXPECT_GT(tighter, 1000);  // the bound is usually below the watched level, not just equal to it
+}
+
+// Counters that only go up by 1 (Count-Min with unit weights) and stay below the watched residual: every partial
+// delta writes nothing and returns exactly the true max |current - stored| (not the residual), across a chain of
+// partial deltas (the slot that moved farthest in one round is often left alone in the next). Once a slot jumps past
+// the residual the bound is the residual again, until a whole backup.
+template <typename T>
+void unit_increments_are_tight(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::size_t n = 64;
+  TrackedArray<T> a(n, Metric::MaxAbs);
+  TrackedArray<T> store(n, Metric::MaxAbs);
+  auto backup = [&](double r) {
+    ByteWriter w;
+    const double left = a.backup_partial_delta(w, r);
+    ByteReader rd(w.buffer());
+    store.apply_delta(rd);
+    return left;
+  };
+  auto unit_increments = [&] {
+    const int updates = static_cast<int>(rng() % 60);
+    for (int u = 0; u < updates; ++u) a.add(rng() % (1 + rng() % (n - 1)), 1);  // skewed, never slot n - 1
+  };
+  for (std::size_t i = 0; i < n; ++i) a.add(i, static_cast<T>(rng() % 50));
+  EXPECT_EQ(backup(10'000), 0);  // nothing watched yet: a whole delta
+  double previous = 0;
+  for (int round = 0; round < 40; ++round) {
+    unit_increments();
+    const double left = backup(10'000);
+    ASSERT_EQ(left, a.distance(store)) << "seed " << seed << " round " << round;
+    ASSERT_EQ(a.divergence(), left);
+    ASSERT_GE(left, previous);  // one-way and nothing written: the unwritten gap only grows
+    previous = left;
+  }
+  EXPECT_GT(previous, 0);
+  EXPECT_LT(previous, 10'000);
+  // A jump past the residual: that slot is written, and the bound falls back to the watched residual.
+  a.add(n - 1, 20'000);
+  unit_increments();
+  EXPECT_EQ(backup(10'000), 10'000);
+  EXPECT_EQ(store[n - 1], a[n - 1]);
+  EXPECT_LE(a.distance(store), 10'000);
+  // A whole backup starts the count over; the next partial delta is tight again.
+  EXPECT_EQ(backup(0), 0);
+  EXPECT_EQ(a.distance(store), 0);
+  a.add(3, 1);
+  a.add(3, 1);
+  EXPECT_EQ(backup(10'000), 0);  // whole again (nothing watched after a whole backup)
+  a.add(5, 1);
+  a.add(5, 1);
+  a.add(6, 1);
+  EXPECT_EQ(backup(10'000), 2);
+  EXPECT_EQ(a.distance(store), 2);
+}
+
+TEST(TrackedArray, PartialDeltaResidualIsTightForOneWayUnitIncrements) {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    unit_increments_are_tight<std::int64_t>(seed);
+    unit_increments_are_tight<double>(seed);
   }
 }
 
