@@ -224,6 +224,41 @@ TEST(CountMinHh, CompensationAddsFloorThetaPlusLTimesMaxWeightOncePerFailure) {
   EXPECT_EQ(late.distance(restored), 0);
 }
 
+// The residual a partial delta leaves comes back as compensation on every counter after a failure, so count-min-hh
+// caps it at phi / 2^(k+3) after k compensated failures (theorem2-count-min.md, "Residual cap"): the residuals of any
+// number of failures add at most phi / 4. A phi far above the residual asked changes nothing.
+TEST(CountMinHh, PartialResidualIsCappedBelowPhi) {
+  const auto items = zipf_items(3, Weights::Unit, 20000);
+  CountMinHeavyHitters op(cm_params(Weights::Unit, 800, 64, 2));
+  NullEmitter out;
+  std::size_t next = 0;
+  auto feed = [&](std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i, ++next) op.process(items[next % items.size()], out);
+  };
+  op.mark_backed_up();
+  for (int k = 0; k < 4; ++k) {
+    const double cap = 800.0 / std::ldexp(1.0, k + 3);  // 100, 50, 25, 12.5
+    for (int b = 0; b < 5; ++b) {
+      feed(3000);
+      ByteWriter w;
+      const double left = op.backup_partial_delta(w, 1e9);
+      EXPECT_LE(left, cap) << "after " << k << " failures";
+      EXPECT_LE(op.divergence(), cap);
+    }
+    std::vector<double> thetas(static_cast<std::size_t>(k + 1), 10), ls(static_cast<std::size_t>(k + 1), 0);
+    op.on_recovered(recovery(thetas, ls, 1));  // compensates failure k + 1
+  }
+  // With phi far above it, the residual asked is what is left at most (the counters moved less than it).
+  CountMinHeavyHitters loose(cm_params(Weights::Unit, 1e12, 64, 2));
+  ByteWriter first;
+  EXPECT_EQ(loose.backup_partial_delta(first, 1e9), 0);  // no watch level yet: a whole delta, which sets it
+  for (std::size_t i = 0; i < 3000; ++i) loose.process(items[i], out);
+  const double moved = loose.divergence();
+  ASSERT_GT(moved, 100);  // past the cap a phi of 800 would set
+  ByteWriter w;
+  EXPECT_EQ(loose.backup_partial_delta(w, 1e9), moved);
+}
+
 TEST(CountMinHh, NeverUnderestimatesAndReportsEveryKeyAbovePhi) {
   for (const Weights w : {Weights::Unit, Weights::Packet}) {
     const auto items = zipf_items(21, w, 20000);
