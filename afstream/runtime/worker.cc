@@ -362,7 +362,18 @@ void Worker::restore() {
     return;
   }
   const auto t0 = Clock::now();
-  auto chain = ctx_.store->state_chain(id_);
+  // A prefetched chain (a recovering worker process, worker_process.cc) is used once: by the first restore.
+  auto take = [](std::optional<std::shared_future<std::vector<Bytes>>>& f) {
+    std::optional<std::vector<Bytes>> v;
+    if (f) {
+      v = f->get();
+      f.reset();
+    }
+    return v;
+  };
+  auto prefetched_items = take(ctx_.prefetched_items);
+  auto prefetched_chain = take(ctx_.prefetched_chain);
+  auto chain = prefetched_chain ? std::move(*prefetched_chain) : ctx_.store->state_chain(id_);
   StateRecord last;
   bool have_state = false;
   for (std::size_t i = 0; i < chain.size(); ++i) {
@@ -426,7 +437,7 @@ void Worker::restore() {
       ins_[i].covered = ins_[i].processed;  // the restored state is a confirmed backup
     }
     std::uint64_t replayed = 0;
-    for (const auto& rec : ctx_.store->item_records(id_)) {
+    for (const auto& rec : prefetched_items ? std::move(*prefetched_items) : ctx_.store->item_records(id_)) {
       for (auto& ci : decode_items(rec)) {
         const auto slot = in_slot(ci.channel);
         auto& in = ins_[slot];

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -122,6 +123,10 @@ struct ClusterContext {
   // CURVE on tcp://: this process's keypair, its identity when it connects to peers; each incarnation's sockets serve
   // with a keypair of their own. nullptr: CURVE off (tcp:// sockets are fenced by PLAIN user names).
   const net::CurveKeypair* curve = nullptr;
+  // A recovering worker process fetches its state chain and item records while it sets itself up (worker_process.cc):
+  // restore() takes them from here instead of asking the store (the first restore only; exceptions come out of get()).
+  std::optional<std::shared_future<std::vector<Bytes>>> prefetched_chain;
+  std::optional<std::shared_future<std::vector<Bytes>>> prefetched_items;
 };
 
 // R-schedule (DESIGN 3; proofs/general-bounds.md): the threshold schedule of worker `worker` before any failure,

@@ -2,6 +2,7 @@
 #include "afstream/runtime/worker_process.h"
 
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -113,6 +114,13 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
 
   // The origin of every duration this process reports (the controller adds its kill-to-start time).
   const auto started = Clock::now();
+  // A recovering incarnation fetches its backups while it builds its operator and binds its sockets (the store is
+  // thread-safe; each call has its own connection). Not in mode none (no backups) nor at a first start.
+  if (!options.failures.empty() && config.mode != FtMode::None) {
+    const int w = options.worker;
+    ctx.prefetched_chain = std::async(std::launch::async, [&store, w] { return store.state_chain(w); }).share();
+    ctx.prefetched_items = std::async(std::launch::async, [&store, w] { return store.item_records(w); }).share();
+  }
   std::optional<CrashInfo> crash;
   if (!options.failures.empty()) {
     CrashInfo c;
