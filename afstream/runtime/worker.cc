@@ -1159,7 +1159,15 @@ bool Worker::all_acked() const {
   return true;
 }
 
-std::uint64_t Worker::unacked_total() const { return acks_enabled() ? unacked_ : 0; }
+// Items sent and not acknowledged; in mode none (no acks) the items not sent yet, which pile up when a receiver's
+// socket is full: the same window then bounds them, so a fast producer waits instead of growing its queue without
+// limit (and spending its time shifting it).
+std::uint64_t Worker::unacked_total() const {
+  if (acks_enabled()) return unacked_;
+  std::uint64_t n = 0;
+  for (const auto& o : outs_) n += o.pending.size();
+  return n;
+}
 
 // DESIGN 3, Gamma: a sender blocks at gamma unacknowledged items. Sources (replayable) and exact mode only need
 // flow control; gamma = 0 means the unacknowledged items travel in the state backups instead.
