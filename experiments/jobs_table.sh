@@ -5,7 +5,8 @@
 # median of per-round ratios against none.
 #
 #   experiments/jobs_table.sh [afstream-binary]
-#     ROUNDS=3 ITEMS=10000000 FAILS=10 RUNTIME=threads JOBS="hh ss nexmark join distinct" by default
+#     ROUNDS=3 ITEMS=10000000 FAILS=10 RUNTIME=threads JOBS="hh ss nexmark join distinct" TEXT_BYTES=1e8 by default
+#     (JOBS may also name wordcount and grep; OUT=DIR writes elsewhere than experiments/results/jobs)
 #
 # The paper's settings are (Theta 1e5, L 1e3) and (Theta 1e4, L 100), with Gamma 1e3. Theta is in the units of the
 # job's divergence, so the settings are the paper's where those units make them meaningful (bytes for heavy hitters,
@@ -21,6 +22,8 @@ FAILS=${FAILS:-10}
 RUNTIME=${RUNTIME:-threads}
 JOBS=${JOBS:-"hh ss nexmark join distinct"}
 OUT=${OUT:-experiments/results/jobs}
+# Word count and grep read a corpus, not --items: a generated one of this size (written once under TMPDIR, reused).
+TEXT_BYTES=${TEXT_BYTES:-100000000}
 
 # label | job arguments | approx setting A | approx setting B
 spec() {
@@ -30,8 +33,8 @@ spec() {
     nexmark) echo "nexmark-hot-items|--job nexmark-hot-items|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
     join) echo "join (ripple join; 10% sample)|--job join|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
     distinct) echo "distinct (HyperLogLog)|--job distinct|--ft.theta 8 --ft.l 1e3|--ft.theta 4 --ft.l 100" ;;
-    wordcount) echo "wordcount|--job wordcount|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    grep) echo "grep|--job grep|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    wordcount) echo "wordcount (100 MB generated corpus)|--job wordcount --text.synthetic-bytes $TEXT_BYTES|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    grep) echo "grep (100 MB generated corpus)|--job grep --text.synthetic-bytes $TEXT_BYTES|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
     *) echo "jobs_table.sh: unknown job '$1' (expected hh, ss, nexmark, join, distinct, wordcount, grep)" >&2; exit 2 ;;
   esac
 }
