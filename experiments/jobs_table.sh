@@ -82,5 +82,10 @@ for job in $JOBS; do
   [ -f "$OUT/rows-$job.tmp" ] && cat "$OUT/rows-$job.tmp" >>"$OUT/summary.csv" && echo >>"$OUT/summary.csv"
 done
 rm -f "$OUT"/rows-*.tmp
-python3 experiments/jobs_summary.py "$OUT/summary.csv" >"$OUT/table.md"
+{
+  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS RUNTIME=$RUNTIME JOBS=\"$JOBS\" TEXT_BYTES=$TEXT_BYTES experiments/jobs_table.sh\`" \
+    "($(date +%F), $(nproc) cores, revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown))."
+  echo
+  python3 experiments/jobs_summary.py "$OUT/summary.csv"
+} >"$OUT/table.md"
 cat "$OUT/table.md"
