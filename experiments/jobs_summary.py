@@ -11,7 +11,7 @@ import sys
 
 # Scores worth a column when a job reports them, in this order (the rest stay in summary.csv).
 SHOWN = ["precision", "recall", "are", "relative_error", "covered", "sum_relative_error", "lost_sample_bound",
-         "standard_error", "exact_match", "mb_per_s", "bytes_per_s", "lines_per_s", "words_per_s", "matches"]
+         "standard_error", "words_wrong", "max_abs_error", "exact_match", "mb_per_s", "bytes_per_s", "lines_per_s", "words_per_s", "matches"]
 PERCENT = {"precision", "recall", "covered"}
 
 
