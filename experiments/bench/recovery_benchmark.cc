@@ -3,6 +3,7 @@
 // a Count-Min of 1e6 counters (4 x 250000, the recovery table's middle size) from it. The chain is a full record and
 // `deltas` partial deltas, as a worker writes them.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -10,7 +11,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "afstream/core/bytes.h"
