@@ -53,6 +53,12 @@ struct RecoveryInfo {
   // contributions (proofs/theorem2-count-min.md, Lemma CM2').
   std::vector<double> residual_by_failure;
   double state_loss_bound() const { return theta + l * alpha; }  // DESIGN 3: one failure loses at most this
+
+  // For a state of integer sums of per-item contributions of at most `alpha_per_item` each (Count-Min counters,
+  // Space-Saving counts): the most failures (done, k] can have taken from any sum, min(sum of floor(theta_j) +
+  // l_j * alpha, sum of missing_j * alpha + floor(residual_j)), the second only when every missing_j was measured
+  // (proofs/theorem2-count-min.md, Lemma CM2'; proofs/space-saving.md). 0 when done >= k.
+  std::int64_t integer_sum_loss_bound(std::size_t done, std::int64_t alpha_per_item) const;
 };
 
 class Operator {

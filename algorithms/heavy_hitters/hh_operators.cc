@@ -202,22 +202,7 @@ void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
   const auto done = static_cast<std::size_t>(compensation_[1]);
   const std::size_t k = info.theta_by_failure.size();
   if (k <= done) return;
-  std::int64_t bound = 0;
-  double measured = 0;
-  bool all_measured = true;
-  for (std::size_t j = done; j < k; ++j) {
-    bound += static_cast<std::int64_t>(std::floor(info.theta_by_failure[j])) +
-             static_cast<std::int64_t>(info.l_by_failure[j]) * max_weight_;
-    if (j < info.missing_by_failure.size() && info.missing_by_failure[j]) {
-      measured += static_cast<double>(*info.missing_by_failure[j]) * static_cast<double>(max_weight_);
-      // What a partial backup left unwritten (integer counters: a whole number).
-      if (j < info.residual_by_failure.size()) measured += std::floor(info.residual_by_failure[j]);
-    } else {
-      all_measured = false;
-    }
-  }
-  const std::int64_t c =
-      all_measured && measured < static_cast<double>(bound) ? static_cast<std::int64_t>(measured) : bound;
+  const std::int64_t c = info.integer_sum_loss_bound(done, max_weight_);
   if (c > 0) {
     for (std::size_t i = 0; i < counters_.size(); ++i) counters_.add(i, c);
   }

@@ -249,21 +249,7 @@ void SpaceSavingHeavyHitters::on_recovered(const RecoveryInfo& info) {
   const auto done = static_cast<std::size_t>(compensated_failures_);
   const std::size_t k = info.theta_by_failure.size();
   if (k <= done) return;
-  std::int64_t bound = 0;
-  double measured = 0;
-  bool all_measured = true;
-  for (std::size_t j = done; j < k; ++j) {
-    bound += static_cast<std::int64_t>(std::floor(info.theta_by_failure[j])) +
-             static_cast<std::int64_t>(info.l_by_failure[j]) * max_weight_;
-    if (j < info.missing_by_failure.size() && info.missing_by_failure[j]) {
-      measured += static_cast<double>(*info.missing_by_failure[j]) * static_cast<double>(max_weight_);
-      if (j < info.residual_by_failure.size()) measured += std::floor(info.residual_by_failure[j]);
-    } else {
-      all_measured = false;
-    }
-  }
-  const std::int64_t c =
-      all_measured && measured < static_cast<double>(bound) ? static_cast<std::int64_t>(measured) : bound;
+  const std::int64_t c = info.integer_sum_loss_bound(done, max_weight_);
   if (c > 0) {
     summary_.add_to_all(c);
     for (const auto& e : summary_.entries()) touch(e.key, 0);  // every entry changed: all go in the next delta
