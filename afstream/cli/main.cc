@@ -42,6 +42,8 @@
 #include "algorithms/nexmark/nexmark_source.h"
 #include "algorithms/text/text_jobs.h"
 #include "algorithms/text/text_operators.h"
+#include "ml/learn_job.h"
+#include "ml/learner_operator.h"
 
 #ifndef AFS_GIT_REVISION
 #define AFS_GIT_REVISION "unknown"
@@ -60,7 +62,8 @@ std::map<std::string, afs::JobFactory> jobs() {
           {"join", &afs::join::make_join_job},
           {"nexmark-hot-items", &afs::nexmark::make_hot_items_job},
           {"wordcount", &afs::text::make_wordcount_job},
-          {"grep", &afs::text::make_grep_job}};
+          {"grep", &afs::text::make_grep_job},
+          {"learn", &afs::ml::make_learn_job}};
 }
 
 afs::Registry registry() {
@@ -71,6 +74,7 @@ afs::Registry registry() {
   afs::join::register_join(r);
   afs::nexmark::register_nexmark(r);
   afs::text::register_text(r);
+  afs::ml::register_ml(r);
   return r;
 }
 

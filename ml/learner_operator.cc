@@ -1,0 +1,544 @@
+// The online-learning operators: the examples source, the sgd-learner (weights in a TrackedVector) and the
+// model-merge sink, plus the parameter-named datasets they share.
+#include "ml/learner_operator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "afstream/core/errors.h"
+#include "ml/generators.h"
+#include "ml/readers.h"
+
+namespace afs::ml {
+
+namespace {
+
+constexpr std::uint32_t kLearnerTag = 0x4C524753;  // "SGRL"
+constexpr std::uint16_t kLearnerVersion = 1;
+constexpr std::uint32_t kMergeTag = 0x4752454D;  // "MERG"
+constexpr std::uint16_t kMergeVersion = 1;
+
+LabelKind labels_for(Task t) {
+  switch (t) {
+    case Task::kLinear:
+      return LabelKind::kReal;
+    case Task::kSoftmax:
+      return LabelKind::kClass;
+    default:
+      return LabelKind::kBinary;
+  }
+}
+
+OnError on_error_of(const Params& p) {
+  const auto s = p.get_string("on-error", "fail");
+  if (s == "fail") return OnError::kThrow;
+  if (s == "skip") return OnError::kSkip;
+  throw ConfigError("on-error: expected fail or skip, got '" + s + "'");
+}
+
+int hash_bits_of(const Params& p, std::int64_t fallback, std::int64_t lo) {
+  const auto b = p.get_int("hash-bits", fallback);
+  if (b < lo || b > 31) {
+    throw ConfigError("hash-bits: expected an integer in [" + std::to_string(lo) + ", 31], got " + std::to_string(b));
+  }
+  return static_cast<int>(b);
+}
+
+// The generator parameters named by p (data other than file).
+SyntheticParams synthetic_of(const Params& p) {
+  const auto data = p.get_string("data", "higgs");
+  const auto n = p.get_uint("examples", 0);
+  if (n == 0) throw ConfigError("examples: the dataset size must be >= 1");
+  const auto seed = p.get_uint("seed", 1);
+  if (data == "higgs") return higgs_like(n, seed);
+  if (data == "kdd") {
+    auto s = kdd_like(n, seed);
+    s.hash_bits = hash_bits_of(p, 18, 1);
+    return s;
+  }
+  SyntheticParams s;
+  s.num_examples = n;
+  s.seed = seed;
+  const auto features = p.get_int("features", 28);
+  if (features < 1 || features > (std::int64_t{1} << 24)) {
+    throw ConfigError("features: expected an integer in [1, 2^24], got " + std::to_string(features));
+  }
+  s.num_features = static_cast<std::size_t>(features);
+  s.noise = p.get_double("noise", data == "linear" ? 0.1 : 0.5);
+  s.weight_scale = p.get_double("weight-scale", 1);
+  if (data == "logistic") {
+    s.model = SyntheticModel::kLogistic;
+  } else if (data == "linear") {
+    s.model = SyntheticModel::kLinear;
+  } else if (data == "multiclass") {
+    s.model = SyntheticModel::kMulticlass;
+    s.num_classes = static_cast<int>(p.get_int("classes", 4));
+  } else {
+    throw ConfigError("data: expected higgs, kdd, logistic, linear, multiclass or file, got '" + data + "'");
+  }
+  return s;
+}
+
+std::shared_ptr<const Dataset> load_file(const Params& p) {
+  const auto path = p.get_string("file", "");
+  if (path.empty()) throw ConfigError("file: data = file needs a file path");
+  const auto format = p.get_string("format", "csv");
+  const Task task = parse_task(p.get_string("task", "logistic"));
+  const LabelKind labels = labels_for(task);
+  const OnError on_error = on_error_of(p);
+  ReadResult r = [&] {
+    if (format == "csv") {
+      return read_csv(path, {.label_column = static_cast<int>(p.get_int("label-column", 0)),
+                             .header = p.get_string("header", "false") == "true",
+                             .labels = labels,
+                             .on_error = on_error});
+    }
+    if (format == "libsvm") {
+      return read_libsvm(path, {.labels = labels, .hash_bits = hash_bits_of(p, 0, 0), .on_error = on_error});
+    }
+    if (format == "vw") return read_vw(path, {.bits = hash_bits_of(p, 18, 1), .labels = labels, .on_error = on_error});
+    if (format == "idx") {
+      const auto lf = p.get_string("labels-file", "");
+      if (lf.empty()) throw ConfigError("labels-file: format = idx needs the labels file");
+      return read_idx(path, lf);
+    }
+    throw ConfigError("format: expected csv, libsvm, vw or idx, got '" + format + "'");
+  }();
+  if (r.data.size() == 0) throw InputError(path + ": no examples");
+  return std::make_shared<InMemoryDataset>(std::move(r.data));
+}
+
+// What identifies a dataset: every parameter dataset_from reads.
+std::string cache_key(const Params& p) {
+  std::string k;
+  for (const char* name : {"data", "examples", "seed", "features", "noise", "weight-scale", "classes", "hash-bits",
+                           "file", "format", "labels-file", "label-column", "header", "task", "on-error"}) {
+    k += name;
+    k += '=';
+    k += p.get_string(name, "");
+    k += ';';
+  }
+  return k;
+}
+
+}  // namespace
+
+std::shared_ptr<const Dataset> dataset_from(const Params& p) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Dataset>> cache;
+  const auto key = cache_key(p);
+  std::lock_guard lock(mu);  // held while loading: concurrent workers of one process wait for the one load
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::shared_ptr<const Dataset> d;
+  if (p.get_string("data", "higgs") == "file") {
+    d = load_file(p);
+  } else {
+    d = std::make_shared<SyntheticDataset>(synthetic_of(p));
+  }
+  cache.emplace(key, d);
+  return d;
+}
+
+LearnerConfig learner_config_from(const Params& p, const DatasetInfo& info) {
+  LearnerConfig c;
+  c.task = parse_task(p.get_string("task", "logistic"));
+  c.optimizer = parse_optimizer(p.get_string("optimizer", "sgd"));
+  c.eta0 = p.get_double("eta0", 0.5);
+  c.l2 = p.get_double("l2", 1e-6);
+  c.adagrad_init = p.get_double("adagrad-init", 1e-6);
+  c.num_features = info.num_features;
+  c.num_classes = c.task == Task::kSoftmax ? info.num_classes : 2;
+  if (c.task == Task::kSoftmax && info.labels != LabelKind::kClass) {
+    throw ConfigError("task: softmax needs class labels (data = multiclass, or a file with class ids)");
+  }
+  if (c.task != Task::kSoftmax && info.labels == LabelKind::kClass) {
+    throw ConfigError("task: the data has class labels; use task = softmax");
+  }
+  if (c.task != Task::kLinear && info.labels == LabelKind::kReal) {
+    throw ConfigError("task: the data has real-valued labels; use task = linear");
+  }
+  validate(c);
+  return c;
+}
+
+std::optional<Eigen::VectorXd> true_model(const Params& p) {
+  if (p.get_string("data", "higgs") == "file") return std::nullopt;
+  const auto s = synthetic_of(p);
+  if (s.sparse || s.drift != 0) return std::nullopt;
+  SyntheticDataset d(s);
+  Eigen::VectorXd w = d.true_weights(0);
+  if (s.model != SyntheticModel::kLinear && s.noise > 0) w /= s.noise;          // the scores are m / noise
+  if (s.model != SyntheticModel::kLinear && s.noise == 0) return std::nullopt;  // separable: no finite optimum
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// examples source
+
+ExampleSource::ExampleSource(const Params& p, const InstanceInfo& at) {
+  const auto begin = p.get_uint("begin", 0), n = p.get_uint("items", 0);
+  begin_ = begin + n * static_cast<std::uint64_t>(at.index) / static_cast<std::uint64_t>(at.parallelism);
+  end_ = begin + n * static_cast<std::uint64_t>(at.index + 1) / static_cast<std::uint64_t>(at.parallelism);
+}
+
+std::size_t ExampleSource::read(std::uint64_t offset, Item* out, std::size_t n) {
+  if (offset >= size()) return 0;
+  const auto k = static_cast<std::size_t>(std::min<std::uint64_t>(n, size() - offset));
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::uint64_t index = begin_ + offset + i;
+    out[i] = Item{index, static_cast<std::int64_t>(index), static_cast<std::int64_t>(index), 0};
+  }
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// sgd-learner
+
+SgdLearnerOperator::SgdLearnerOperator(const Params& p, const InstanceInfo& at)
+    : data_(dataset_from(p)),
+      config_(learner_config_from(p, data_->info())),
+      clip_(p.get_double("clip", 10)),
+      copy_(static_cast<std::uint32_t>(at.index)),
+      opt_(make_optimizer_state(config_)),
+      weights_(weight_count(config_), Metric::L2),
+      sum_sq_(config_.optimizer == OptimizerKind::kAdaGrad ? TrackedVector(opt_.sum_sq, Metric::L2)
+                                                           : TrackedVector(0, Metric::L2)) {
+  if (!(clip_ > 0) || !std::isfinite(clip_)) {
+    throw ConfigError("clip: the gradient bound H must be a finite number > 0, got " + std::to_string(clip_));
+  }
+}
+
+// Scales the step down to L2 norm eta0 * clip when it is longer. Entries with the same index (hash collisions in
+// sparse data) are summed first, so the norm is that of the actual move of the weights.
+void SgdLearnerOperator::clip_step() {
+  double sq = 0;
+  if (x_.is_sparse()) {
+    merged_.clear();
+    for (std::size_t k = 0; k < step_.size(); ++k) merged_.emplace_back(step_.index[k], step_.value[k]);
+    std::sort(merged_.begin(), merged_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t k = 0; k < merged_.size();) {
+      double v = 0;
+      const auto i = merged_[k].first;
+      for (; k < merged_.size() && merged_[k].first == i; ++k) v += merged_[k].second;
+      sq += v * v;
+    }
+  } else {
+    for (const double v : step_.value) sq += v * v;
+  }
+  const double cap = alpha();
+  if (sq > cap * cap) {
+    // A little below the cap, so that rounding in the scaled values and in the store cannot exceed it.
+    const double scale = cap / std::sqrt(sq) * (1 - 1e-12);
+    for (double& v : step_.value) v *= scale;
+    ++clipped_;
+  }
+}
+
+void SgdLearnerOperator::process(const Item& item, Emitter&) {
+  if (item.key >= data_->size()) {
+    throw InputError("sgd-learner: example index " + std::to_string(item.key) + " is outside the dataset of " +
+                     std::to_string(data_->size()) + " examples");
+  }
+  data_->example(item.key, x_);
+  // Progressive validation: the outcome before the update.
+  const auto& w = weights_.values();
+  const Prediction pred = predict(config_, w, x_);
+  const double l = loss(config_, w, x_);
+  const bool ok = correct(config_, pred, x_);
+  gradient(config_, w, x_, step_);
+  make_step(config_, opt_, step_);
+  clip_step();
+  apply_step(step_, weights_);
+  if (config_.optimizer == OptimizerKind::kAdaGrad) {
+    for (const auto i : step_.index) sum_sq_.set(i, opt_.sum_sq[static_cast<Eigen::Index>(i)]);
+  }
+  ++count_;
+  correct_ += ok ? 1 : 0;
+  loss_sum_ += l;
+  if (std::has_single_bit(count_)) {
+    records_.push_back({static_cast<double>(count_), loss_sum_, static_cast<double>(correct_)});
+  }
+}
+
+void SgdLearnerOperator::finish(Emitter& out) {
+  const std::uint64_t base = static_cast<std::uint64_t>(copy_) << 32;
+  const auto& w = weights_.values();
+  for (Eigen::Index i = 0; i < w.size(); ++i) {
+    if (w[i] != 0) out.emit(base | static_cast<std::uint64_t>(i), std::bit_cast<std::int64_t>(w[i]));
+  }
+  const auto meta = [&](std::uint32_t f, double v) { out.emit(kMetaBit | base | f, std::bit_cast<std::int64_t>(v)); };
+  for (std::size_t r = 0; r < records_.size(); ++r) {
+    const auto f = static_cast<std::uint32_t>(kRecordBase + 3 * r);
+    meta(f, records_[r].count);
+    meta(f + 1, records_[r].loss_sum);
+    meta(f + 2, records_[r].correct);
+  }
+  meta(kRecords, static_cast<double>(records_.size()));
+  meta(kSteps, static_cast<double>(opt_.t));
+  meta(kLossSum, loss_sum_);
+  meta(kCorrect, static_cast<double>(correct_));
+  meta(kCount, static_cast<double>(count_));  // last: a copy counts as reported once this arrives
+}
+
+void SgdLearnerOperator::write_scalars(ByteWriter& out) const {
+  out.put<std::uint32_t>(kLearnerTag);
+  out.put<std::uint16_t>(kLearnerVersion);
+  out.put<std::uint64_t>(opt_.t);
+  out.put<std::uint64_t>(count_);
+  out.put<std::uint64_t>(correct_);
+  out.put<double>(loss_sum_);
+  out.put_array<ProgressRecord>(records_);
+}
+
+void SgdLearnerOperator::snapshot_full(ByteWriter& out) const {
+  write_scalars(out);
+  weights_.write_full(out);
+  sum_sq_.write_full(out);
+}
+
+void SgdLearnerOperator::snapshot_delta(ByteWriter& out) const {
+  write_scalars(out);
+  weights_.write_delta(out);
+  sum_sq_.write_delta(out);
+}
+
+void SgdLearnerOperator::mark_backed_up() {
+  weights_.mark_backed_up();
+  sum_sq_.mark_backed_up();
+}
+
+namespace {
+struct LearnerScalars {
+  std::uint64_t t = 0, count = 0, correct = 0;
+  double loss_sum = 0;
+  std::vector<ProgressRecord> records;
+};
+LearnerScalars read_scalars(ByteReader& in) {
+  if (in.get<std::uint32_t>("sgd-learner tag") != kLearnerTag) throw FormatError("sgd-learner: not a learner state");
+  if (const auto v = in.get<std::uint16_t>("sgd-learner version"); v != kLearnerVersion) {
+    throw FormatError("sgd-learner: unsupported state version " + std::to_string(v));
+  }
+  LearnerScalars s;
+  s.t = in.get<std::uint64_t>("sgd-learner step counter");
+  s.count = in.get<std::uint64_t>("sgd-learner count");
+  s.correct = in.get<std::uint64_t>("sgd-learner correct");
+  s.loss_sum = in.get<double>("sgd-learner loss sum");
+  s.records = in.get_array<ProgressRecord>("sgd-learner progress records");
+  if (s.correct > s.count) throw FormatError("sgd-learner: more correct predictions than examples");
+  return s;
+}
+}  // namespace
+
+void SgdLearnerOperator::restore_full(ByteReader& in) {
+  const auto s = read_scalars(in);
+  TrackedVector w = weights_, q = sum_sq_;
+  w.read_full(in);
+  q.read_full(in);
+  in.expect_end("sgd-learner snapshot");
+  weights_ = std::move(w);
+  sum_sq_ = std::move(q);
+  opt_.t = s.t;
+  if (sum_sq_.size() > 0) opt_.sum_sq = sum_sq_.values();
+  count_ = s.count;
+  correct_ = s.correct;
+  loss_sum_ = s.loss_sum;
+  records_ = s.records;
+}
+
+void SgdLearnerOperator::apply_delta(ByteReader& in) {
+  const auto s = read_scalars(in);
+  TrackedVector w = weights_, q = sum_sq_;
+  w.apply_delta(in);
+  q.apply_delta(in);
+  in.expect_end("sgd-learner delta");
+  weights_ = std::move(w);
+  sum_sq_ = std::move(q);
+  opt_.t = s.t;
+  if (sum_sq_.size() > 0) opt_.sum_sq = sum_sq_.values();
+  count_ = s.count;
+  correct_ = s.correct;
+  loss_sum_ = s.loss_sum;
+  records_ = s.records;
+}
+
+double SgdLearnerOperator::distance(const Operator& other) const {
+  return weights_.distance(dynamic_cast<const SgdLearnerOperator&>(other).weights_);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// model-merge
+
+namespace {
+int parallelism_of(const Params& p) {
+  const auto n = p.get_int("parallelism", 1);
+  if (n < 1 || n > (1 << 20)) {
+    throw ConfigError("model-merge: parallelism must be in [1, 2^20], got " + std::to_string(n));
+  }
+  return static_cast<int>(n);
+}
+}  // namespace
+
+ModelMerge::ModelMerge(const Params& p)
+    : parallelism_(parallelism_of(p)),
+      config_(learner_config_from(p, dataset_from(p)->info())),
+      weight_count_(weight_count(config_)),
+      weights_(static_cast<std::size_t>(parallelism_) * weight_count_, Metric::L2) {}
+
+void ModelMerge::process(const Item& item, Emitter&) {
+  const std::uint64_t copy = (item.key & ~kMetaBit) >> 32, low = item.key & 0xffffffffu;
+  const double v = std::bit_cast<double>(item.value);
+  if (copy >= static_cast<std::uint64_t>(parallelism_) || (!(item.key & kMetaBit) && low >= weight_count_)) {
+    throw FormatError("model-merge: item key " + std::to_string(item.key) + " is not a weight or counter of one of " +
+                      std::to_string(parallelism_) + " learner copies of " + std::to_string(weight_count_) +
+                      " weights");
+  }
+  if (item.key & kMetaBit) {
+    const std::uint64_t k = item.key & ~kMetaBit;
+    if (fields_.contains(k) && fields_.get(k) == v) return;  // a resent duplicate
+    fields_.set(k, v);
+  } else {
+    const std::size_t i = static_cast<std::size_t>(copy) * weight_count_ + low;
+    if (weights_.get(i) != v) weights_.set(i, v);  // set: a resent duplicate changes nothing
+  }
+}
+
+double ModelMerge::divergence() const {
+  return weights_.dirty_count() > 0 || fields_.dirty_count() > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
+
+void ModelMerge::snapshot_full(ByteWriter& out) const {
+  out.put<std::uint32_t>(kMergeTag);
+  out.put<std::uint16_t>(kMergeVersion);
+  weights_.write_full(out);
+  fields_.write_full(out);
+}
+
+void ModelMerge::snapshot_delta(ByteWriter& out) const {
+  out.put<std::uint32_t>(kMergeTag);
+  out.put<std::uint16_t>(kMergeVersion);
+  weights_.write_delta(out);
+  fields_.write_delta(out);
+}
+
+void ModelMerge::mark_backed_up() {
+  weights_.mark_backed_up();
+  fields_.mark_backed_up();
+}
+
+namespace {
+void check_merge_header(ByteReader& in) {
+  if (in.get<std::uint32_t>("model-merge tag") != kMergeTag) throw FormatError("model-merge: not a merge state");
+  if (const auto v = in.get<std::uint16_t>("model-merge version"); v != kMergeVersion) {
+    throw FormatError("model-merge: unsupported state version " + std::to_string(v));
+  }
+}
+}  // namespace
+
+void ModelMerge::restore_full(ByteReader& in) {
+  check_merge_header(in);
+  TrackedVector w = weights_;
+  auto f = fields_;
+  w.read_full(in);
+  f.read_full(in);
+  in.expect_end("model-merge snapshot");
+  weights_ = std::move(w);
+  fields_ = std::move(f);
+}
+
+void ModelMerge::apply_delta(ByteReader& in) {
+  check_merge_header(in);
+  TrackedVector w = weights_;
+  auto f = fields_;
+  w.apply_delta(in);
+  f.apply_delta(in);
+  in.expect_end("model-merge delta");
+  weights_ = std::move(w);
+  fields_ = std::move(f);
+}
+
+double ModelMerge::distance(const Operator& other) const {
+  const auto& o = dynamic_cast<const ModelMerge&>(other);
+  return weights_.distance(o.weights_) == 0 && fields_.size() == o.fields_.size() && fields_.distance(o.fields_) == 0
+             ? 0.0
+             : std::numeric_limits<double>::infinity();
+}
+
+double ModelMerge::field(int copy, std::uint32_t f) const {
+  const std::uint64_t k = (static_cast<std::uint64_t>(copy) << 32) | f;
+  return fields_.contains(k) ? fields_.get(k) : 0.0;
+}
+
+int ModelMerge::copies_reported() const {
+  int n = 0;
+  for (int c = 0; c < parallelism_; ++c) n += fields_.contains((static_cast<std::uint64_t>(c) << 32) | kCount);
+  return n;
+}
+
+Eigen::VectorXd ModelMerge::averaged_model() const {
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(weight_count_));
+  int n = 0;
+  for (int c = 0; c < parallelism_; ++c) {
+    if (!fields_.contains((static_cast<std::uint64_t>(c) << 32) | kCount)) continue;
+    ++n;
+    w += weights_.values().segment(static_cast<Eigen::Index>(c * weight_count_),
+                                   static_cast<Eigen::Index>(weight_count_));
+  }
+  if (n > 0) w /= n;
+  return w;
+}
+
+double ModelMerge::total(MetaField f) const {
+  double s = 0;
+  for (int c = 0; c < parallelism_; ++c) s += field(c, f);
+  return s;
+}
+
+std::vector<ModelMerge::ProgressRow> ModelMerge::progress() const {
+  std::vector<ProgressRow> rows;
+  std::size_t points = std::numeric_limits<std::size_t>::max();
+  std::vector<int> copies;
+  for (int c = 0; c < parallelism_; ++c) {
+    if (!fields_.contains((static_cast<std::uint64_t>(c) << 32) | kCount)) continue;
+    copies.push_back(c);
+    points = std::min(points, static_cast<std::size_t>(field(c, kRecords)));
+  }
+  if (copies.empty()) return rows;
+  double last_n = 0, last_loss = 0;
+  const auto add = [&](double n, double loss_sum, double correct) {
+    if (n <= last_n) return;
+    rows.push_back({n, loss_sum / n, (loss_sum - last_loss) / (n - last_n), correct / n});
+    last_n = n;
+    last_loss = loss_sum;
+  };
+  for (std::size_t r = 0; r < points; ++r) {
+    double n = 0, loss_sum = 0, correct = 0;
+    for (const int c : copies) {
+      const auto f = static_cast<std::uint32_t>(kRecordBase + 3 * r);
+      n += field(c, f);
+      loss_sum += field(c, f + 1);
+      correct += field(c, f + 2);
+    }
+    add(n, loss_sum, correct);
+  }
+  add(total(kCount), total(kLossSum), total(kCorrect));
+  return rows;
+}
+
+void register_ml(Registry& registry) {
+  registry.add_source("examples", "example indices [begin, begin + items) of a dataset, split among instances",
+                      [](const Params& p, const InstanceInfo& at) { return std::make_unique<ExampleSource>(p, at); });
+  registry.add_operator(
+      "sgd-learner",
+      "online learner, predict then learn (data, task, optimizer, eta0, l2, clip; weights in a TrackedVector, L2)",
+      [](const Params& p, const InstanceInfo& at) { return std::make_unique<SgdLearnerOperator>(p, at); });
+  registry.add_operator("model-merge", "averages the models of parallel sgd-learner copies (sink; parallelism)",
+                        [](const Params& p, const InstanceInfo&) { return std::make_unique<ModelMerge>(p); });
+}
+
+}  // namespace afs::ml

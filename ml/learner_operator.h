@@ -1,0 +1,175 @@
+// Online learning on afstream (issue 5, part 2): the `examples` source, the `sgd-learner` operator and the
+// `model-merge` sink, written against the operator API over the engine-free core of ml/ (learner.h, dataset.h).
+//
+//   examples     a replayable source of example INDICES (key = value = time = the index); parallel instances read
+//                disjoint, contiguous ranges of [begin, begin + items). Items are 32 bytes, too small for an example:
+//                the operators fetch example n from their own copy of the dataset.
+//   sgd-learner  predict, then learn (progressive validation) on each example it receives. Its weights live in an
+//                afs::TrackedVector with the L2 metric (proofs/theorem1-sgd.md §6: divergence() is the L2 distance
+//                of the weights from the last backup); the step counter t, the AdaGrad sums and the progressive
+//                validation counters travel in the same backups. alpha = eta0 * clip: every step is clipped to L2
+//                norm eta0 * clip (the gradient bound H of Theorem 1 times the largest step size), so no example
+//                moves the weights further. beta = 0 (it emits only in finish: its nonzero weights and counters).
+//   model-merge  the sink: collects the models and counters of the parallel learner copies (data-parallel training
+//                with model averaging) and averages them; the job evaluates the average on a held-out range.
+//
+// Datasets are named by parameters (data = higgs | kdd | logistic | linear | multiclass | file, see
+// dataset_from()); a file is loaded once per process and shared by every worker of that process.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "afstream/core/operator.h"
+#include "afstream/core/params.h"
+#include "afstream/core/registry.h"
+#include "afstream/state/tracked_map.h"
+#include "afstream/state/tracked_vector.h"
+#include "ml/dataset.h"
+#include "ml/learner.h"
+
+namespace afs::ml {
+
+// The dataset named by p (cached per process by its parameters, so every worker of a process shares one copy):
+//   data = higgs | kdd (the presets of generators.h), logistic | linear | multiclass (SyntheticDataset with
+//          features, noise, classes), or file (path `file`, `format` = csv | libsvm | vw | idx, `labels-file` for
+//          idx; labels from `task`); examples (generators: total size, training + held-out), seed, hash-bits
+//          (kdd and libsvm/vw hashing), on-error = fail | skip.
+// Throws ConfigError naming a bad parameter, InputError / FormatError for an unreadable file.
+std::shared_ptr<const Dataset> dataset_from(const Params& p);
+// The learner configuration named by p (task, optimizer, eta0, l2, adagrad-init) for a dataset's shape.
+LearnerConfig learner_config_from(const Params& p, const DatasetInfo& info);
+// The true model of a generated dataset in the learner's layout, scaled to the learner's optimum for logistic data
+// (true weights / noise); nullopt for files, sparse (hashed) data and drift.
+std::optional<Eigen::VectorXd> true_model(const Params& p);
+
+// Replayable source of example indices [begin, begin + items), split evenly among the parallel instances.
+class ExampleSource final : public Source {
+ public:
+  ExampleSource(const Params& p, const InstanceInfo& at);
+  std::uint64_t size() const override { return end_ - begin_; }
+  std::size_t read(std::uint64_t offset, Item* out, std::size_t n) override;
+
+ private:
+  std::uint64_t begin_ = 0, end_ = 0;
+};
+
+// Key layout of what a learner emits at finish: weights as (copy << 32 | weight index, bit_cast<int64>(weight));
+// counters as (kMetaBit | copy << 32 | field, bit_cast<int64>(double value)).
+inline constexpr std::uint64_t kMetaBit = std::uint64_t{1} << 63;
+enum MetaField : std::uint32_t {
+  kCount = 0,        // examples learned (progressive validation count)
+  kCorrect = 1,      // of which predicted correctly before the update
+  kLossSum = 2,      // sum of the progressive losses
+  kSteps = 3,        // the optimizer's step counter t
+  kRecords = 4,      // number of progress records that follow
+  kRecordBase = 16,  // record r: fields kRecordBase + 3r + {0: count, 1: loss sum, 2: correct}
+};
+
+// One progressive-validation point: the cumulative counters when the count reached a power of two.
+struct ProgressRecord {
+  double count = 0, loss_sum = 0, correct = 0;
+  friend bool operator==(const ProgressRecord&, const ProgressRecord&) = default;
+};
+
+// The learner operator. Parameters: the dataset's (dataset_from), the learner's (learner_config_from) and clip (H > 0,
+// default 10). Snapshots: tag, version, t, counters, records, then the weights' (and AdaGrad sums') TrackedVector
+// payloads; deltas carry the scalars whole and the vectors' deltas (set semantics: idempotent).
+class SgdLearnerOperator final : public Operator {
+ public:
+  SgdLearnerOperator(const Params& p, const InstanceInfo& at);
+
+  void process(const Item& item, Emitter& out) override;
+  void finish(Emitter& out) override;
+
+  // The most one example moves the weights (L2): every step is clipped to this norm (proofs/theorem1-sgd.md §1).
+  double alpha() const override { return config_.eta0 * clip_; }
+  double beta() const override { return 0; }
+  double divergence() const override { return weights_.divergence(); }
+  void snapshot_full(ByteWriter& out) const override;
+  void snapshot_delta(ByteWriter& out) const override;
+  void mark_backed_up() override;
+  void restore_full(ByteReader& in) override;
+  void apply_delta(ByteReader& in) override;
+  double distance(const Operator& other) const override;  // L2 distance of the weights
+
+  const LearnerConfig& config() const { return config_; }
+  const Eigen::VectorXd& weights() const { return weights_.values(); }
+  std::uint64_t steps() const { return opt_.t; }
+  std::uint64_t count() const { return count_; }
+  std::uint64_t correct_count() const { return correct_; }
+  double loss_sum() const { return loss_sum_; }
+  const std::vector<ProgressRecord>& records() const { return records_; }
+  // Steps whose norm exceeded eta0 * clip and were scaled down (not part of the state; diagnostics).
+  std::uint64_t clipped() const { return clipped_; }
+
+ private:
+  void write_scalars(ByteWriter& out) const;
+  void clip_step();
+
+  std::shared_ptr<const Dataset> data_;
+  LearnerConfig config_;
+  double clip_;
+  std::uint32_t copy_;
+  OptimizerState opt_;
+  TrackedVector weights_;
+  TrackedVector sum_sq_;  // AdaGrad sums (size 0 for SGD); mirrors opt_.sum_sq so that deltas carry it
+  std::uint64_t count_ = 0, correct_ = 0;
+  double loss_sum_ = 0;
+  std::vector<ProgressRecord> records_;
+  // Scratch (not state).
+  Example x_;
+  SparseVector step_;
+  std::vector<std::pair<std::uint32_t, double>> merged_;
+  std::uint64_t clipped_ = 0;
+};
+
+// The sink. Parameters: parallelism (learner copies) and the dataset's and learner's (for the weight count). Every
+// change must be backed up at once (divergence +infinity while anything is unbacked, as join-merge): it holds the
+// results. alpha 1, beta 0.
+class ModelMerge final : public Operator {
+ public:
+  explicit ModelMerge(const Params& p);
+  void process(const Item& item, Emitter& out) override;
+  double alpha() const override { return 1; }
+  double beta() const override { return 0; }
+  double divergence() const override;
+  void snapshot_full(ByteWriter& out) const override;
+  void snapshot_delta(ByteWriter& out) const override;
+  void mark_backed_up() override;
+  void restore_full(ByteReader& in) override;
+  void apply_delta(ByteReader& in) override;
+  double distance(const Operator& other) const override;
+
+  const LearnerConfig& config() const { return config_; }
+  int parallelism() const { return parallelism_; }
+  // Copies that reported their counters.
+  int copies_reported() const;
+  // The average of the reported copies' weights (model averaging).
+  Eigen::VectorXd averaged_model() const;
+  // Totals over the copies: examples, correct predictions, loss sum.
+  double total(MetaField f) const;
+  // Progressive validation over all copies at the record points every reported copy reached, then the final totals:
+  // rows of (items, average loss, since-last loss, accuracy).
+  struct ProgressRow {
+    double items = 0, average_loss = 0, since_last_loss = 0, accuracy = 0;
+  };
+  std::vector<ProgressRow> progress() const;
+
+ private:
+  double field(int copy, std::uint32_t f) const;
+
+  int parallelism_;
+  LearnerConfig config_;
+  std::size_t weight_count_;
+  TrackedVector weights_;                  // copy * weight_count + index
+  TrackedMap<double> fields_{Metric::L1};  // copy << 32 | field -> value
+};
+
+void register_ml(Registry& registry);
+
+}  // namespace afs::ml

@@ -1,0 +1,146 @@
+// Integration tests of `afstream run --job learn` as a user runs it (the real binary in a child process): identical
+// results in none, approx and exact without failures; the held-out prediction rate after four failures of every
+// worker (threads and processes) within 2 points of the failure-free run; a CSV file as data; bad options named.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "tests/run_output.h"
+#include "tests/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using afs::testing::slurp;
+using afs::testing::TempDir;
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs the afstream binary with args, capturing stdout and stderr into `scratch`; bounded by a timeout.
+Result run(const std::string& args, const fs::path& scratch) {
+  const auto out = scratch / "out.txt", err = scratch / "err.txt";
+  const std::string cmd =
+      "timeout 120 " + std::string(AFS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
+  const int rc = std::system(cmd.c_str());
+  Result r;
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+// learn.csv's row as column -> value.
+std::map<std::string, double> learn_row(const fs::path& dir) {
+  std::istringstream in(slurp(dir / "learn.csv"));
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  const auto h = afs::testing::split_csv(header), v = afs::testing::split_csv(row);
+  std::map<std::string, double> m;
+  for (std::size_t i = 0; i < h.size() && i < v.size(); ++i) m[h[i]] = std::stod(v[i]);
+  return m;
+}
+
+const std::string kLearn = "run --job learn --items 20000 --learn.holdout 5000 --quiet ";
+
+// Without failures the three modes learn the same model from the same examples: learn.csv and progress.csv are
+// byte-identical, and logistic regression on the HIGGS-like data predicts the held-out set above 62%.
+TEST(LearnCli, NoneApproxExactGiveIdenticalResults) {
+  TempDir scratch, a, b, c;
+  for (const auto& [mode, dir] : {std::pair{"none", &a}, std::pair{"approx", &b}, std::pair{"exact", &c}}) {
+    const auto r =
+        run(kLearn + "--runtime threads --ft.mode " + mode + " --ft.theta 10 --ft.l 1000 --out " + dir->path().string(),
+            scratch.path());
+    ASSERT_EQ(r.status, 0) << mode << ": " << r.err;
+  }
+  const auto none = slurp(a.path() / "learn.csv");
+  EXPECT_EQ(none, slurp(b.path() / "learn.csv"));
+  EXPECT_EQ(none, slurp(c.path() / "learn.csv"));
+  EXPECT_EQ(slurp(a.path() / "progress.csv"), slurp(b.path() / "progress.csv"));
+  EXPECT_EQ(slurp(a.path() / "progress.csv"), slurp(c.path() / "progress.csv"));
+  const auto row = learn_row(a.path());
+  EXPECT_EQ(row.at("examples"), 20000);
+  EXPECT_EQ(row.at("holdout_examples"), 5000);
+  EXPECT_GT(row.at("holdout_accuracy"), 0.62) << none;
+  EXPECT_GT(row.at("progressive_accuracy"), 0.6) << none;
+  EXPECT_LT(row.at("l1_to_true"), 1.5) << none;  // ||w*||_1 is about 3.4: the model is close to the truth
+  // progress.csv: lines at doubling counts (over both copies), then the final count.
+  std::istringstream p(slurp(a.path() / "progress.csv"));
+  std::string line;
+  std::getline(p, line);
+  EXPECT_EQ(line, "items,average_loss,since_last_loss,accuracy");
+  int rows = 0;
+  while (std::getline(p, line)) ++rows;
+  EXPECT_EQ(rows, 15);  // 2, 4, ..., 16384, 20000
+}
+
+// Four failures of every worker, approximate mode at the paper's LR setting (Theta 10, L 1e3), on threads and on
+// worker processes: the held-out prediction rate stays within 2 points of the failure-free run, above 62%.
+TEST(LearnCli, FailuresKeepThePredictionRate) {
+  TempDir scratch, base;
+  auto r = run(kLearn + "--runtime threads --ft.mode none --out " + base.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const double reference = learn_row(base.path()).at("holdout_accuracy");
+  for (const std::string runtime : {"threads", "processes"}) {
+    TempDir d;
+    r = run(kLearn + "--runtime " + runtime +
+                " --ft.mode approx --ft.theta 10 --ft.l 1000 --fail.count 4 --fail.target all --out " +
+                d.path().string(),
+            scratch.path());
+    ASSERT_EQ(r.status, 0) << runtime << ": " << r.err;
+    const auto row = learn_row(d.path());
+    EXPECT_NEAR(row.at("holdout_accuracy"), reference, 0.02) << runtime;
+    EXPECT_GT(row.at("holdout_accuracy"), 0.62) << runtime;
+    std::istringstream f(slurp(d.path() / "failures.csv"));
+    int lines = 0;
+    for (std::string l; std::getline(f, l);) ++lines;
+    EXPECT_GE(lines, 5) << runtime << ": the failures happened";
+  }
+}
+
+// A user's CSV file (label first, 0/1, three features) with the held-out rows at its end.
+TEST(LearnCli, LearnsFromACsvFile) {
+  TempDir scratch, d;
+  const auto csv = scratch.path() / "data.csv";
+  {
+    std::ofstream f(csv);
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> n01;
+    for (int i = 0; i < 6000; ++i) {
+      const double x1 = n01(rng), x2 = n01(rng), x3 = n01(rng);
+      f << (2 * x1 - x2 + 0.5 > 0 ? 1 : 0) << ',' << x1 << ',' << x2 << ',' << x3 << '\n';
+    }
+  }
+  const auto r = run("run --job learn --runtime threads --learn.data file --learn.file " + csv.string() +
+                         " --learn.format csv --learn.holdout 1000 --quiet --out " + d.path().string(),
+                     scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto row = learn_row(d.path());
+  EXPECT_EQ(row.at("examples"), 5000);
+  EXPECT_EQ(row.at("holdout_examples"), 1000);
+  EXPECT_GT(row.at("holdout_accuracy"), 0.95);
+}
+
+TEST(LearnCli, BadOptionsNameTheOption) {
+  TempDir scratch;
+  for (const auto& [args, name] :
+       {std::pair{"--learn.task cubic", "learn.task"}, std::pair{"--learn.optimizer momentum", "learn.optimizer"},
+        std::pair{"--learn.eta0 -1", "learn.eta0"}, std::pair{"--learn.clip 0", "learn.clip"},
+        std::pair{"--learn.data file", "learn.file"}, std::pair{"--learn.data mnist", "learn.data"},
+        std::pair{"--learn.task softmax", "learn.task"}, std::pair{"--learn.parallelism 0", "learn.parallelism"}}) {
+    const auto r = run("run --job learn --items 1000 --quiet " + std::string(args), scratch.path());
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.err.find(name), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,211 @@
+// Tests of the online-learning operators (ml/learner_operator.h): the sgd-learner gives the core learner's weights
+// bit for bit on the same example sequence, clips every step to alpha, passes the operator conformance kit
+// (snapshot / restore / continue equals an uninterrupted run), and the model-merge sink averages the copies.
+#include "ml/learner_operator.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "afstream/core/errors.h"
+#include "afstream/testing/conformance.h"
+#include "ml/metrics.h"
+
+namespace afs::ml {
+namespace {
+
+using afs::testing::RecordingEmitter;
+
+Params params(const std::string& data, const std::string& task, const std::string& optimizer, double clip = 1e9) {
+  Params p;
+  p.set("data", data).set("examples", std::uint64_t{6000}).set("seed", std::uint64_t{7});
+  p.set("task", task).set("optimizer", optimizer).set("eta0", 0.5).set("l2", 1e-4).set("clip", clip);
+  if (data == "kdd") p.set("hash-bits", std::int64_t{10});  // small: many hash collisions (repeated indices)
+  if (data == "multiclass") p.set("features", std::int64_t{8}).set("classes", std::int64_t{4});
+  if (data == "linear") p.set("features", std::int64_t{10});
+  return p;
+}
+
+std::vector<Item> indices(std::uint64_t begin, std::uint64_t end) {
+  std::vector<Item> v;
+  for (std::uint64_t n = begin; n < end; ++n) v.push_back({n, static_cast<std::int64_t>(n), 0, 0});
+  return v;
+}
+
+struct Case {
+  std::string data, task, optimizer;
+};
+const Case kCases[] = {
+    {"higgs", "logistic", "sgd"},         {"higgs", "logistic", "adagrad"}, {"higgs", "hinge", "sgd"},
+    {"linear", "linear", "sgd"},          {"linear", "linear", "adagrad"},  {"multiclass", "softmax", "sgd"},
+    {"multiclass", "softmax", "adagrad"}, {"kdd", "logistic", "sgd"},       {"kdd", "logistic", "adagrad"}};
+
+// Without clipping (a huge clip), the operator's weights, step counter and progressive counters equal learn()'s on
+// the same sequence, bit for bit, for every task and optimizer, dense and sparse (hash collisions included).
+TEST(SgdLearnerOperator, SameWeightsAsCoreLearn) {
+  for (const auto& c : kCases) {
+    const Params p = params(c.data, c.task, c.optimizer);
+    SgdLearnerOperator op(p, {});
+    const auto data = dataset_from(p);
+    Learner l = make_learner(learner_config_from(p, data->info()));
+    RecordingEmitter out;
+    std::uint64_t correct = 0;
+    double loss_sum = 0;
+    Example x;
+    for (const auto& item : indices(0, 3000)) {
+      op.process(item, out);
+      data->example(item.key, x);
+      const Outcome o = learn(l, x);
+      correct += o.correct ? 1 : 0;
+      loss_sum += o.loss;
+    }
+    const std::string what = c.data + "/" + c.task + "/" + c.optimizer;
+    EXPECT_EQ(op.clipped(), 0u) << what;
+    ASSERT_EQ(op.weights().size(), l.weights.size()) << what;
+    for (Eigen::Index i = 0; i < l.weights.size(); ++i) ASSERT_EQ(op.weights()[i], l.weights[i]) << what << " " << i;
+    EXPECT_EQ(op.steps(), l.optimizer.t) << what;
+    EXPECT_EQ(op.count(), 3000u) << what;
+    EXPECT_EQ(op.correct_count(), correct) << what;
+    EXPECT_EQ(op.loss_sum(), loss_sum) << what;
+    EXPECT_TRUE(out.items.empty()) << what;  // beta = 0: nothing before finish
+    // Records at the powers of two: 1, 2, ..., 2048.
+    ASSERT_EQ(op.records().size(), 12u) << what;
+    EXPECT_EQ(op.records().back().count, 2048) << what;
+  }
+}
+
+// A learner on the HIGGS-like data learns: its held-out prediction rate is well above chance (the data caps a
+// linear model near two thirds).
+TEST(SgdLearnerOperator, LearnsTheHiggsLikeData) {
+  const Params p = params("higgs", "logistic", "sgd", 10);
+  SgdLearnerOperator op(p, {});
+  RecordingEmitter out;
+  for (const auto& item : indices(0, 5000)) op.process(item, out);
+  const auto h = evaluate(op.config(), op.weights(), *dataset_from(p), 5000, 6000);
+  EXPECT_GT(h.accuracy, 0.6);
+}
+
+// Every step is clipped to alpha = eta0 * clip: no example moves the weights further (L2), and small clips do clip.
+TEST(SgdLearnerOperator, EveryStepIsWithinAlpha) {
+  for (const auto& c : kCases) {
+    const Params p = params(c.data, c.task, c.optimizer, 0.2);
+    SgdLearnerOperator op(p, {});
+    EXPECT_DOUBLE_EQ(op.alpha(), 0.5 * 0.2);
+    RecordingEmitter out;
+    Eigen::VectorXd before = op.weights();
+    for (const auto& item : indices(0, 1000)) {
+      op.process(item, out);
+      ASSERT_LE((op.weights() - before).norm(), op.alpha() * (1 + 1e-9)) << c.data << "/" << c.task;
+      before = op.weights();
+    }
+    EXPECT_GT(op.clipped(), 0u) << c.data << "/" << c.task << "/" << c.optimizer;
+  }
+}
+
+// The conformance kit: divergence equals the brute-force L2 distance of the weights, delta chains, snapshot /
+// restore / continue equals an uninterrupted run (bytes and emitted items, finish included), truncations rejected,
+// alpha and beta hold.
+TEST(SgdLearnerOperator, Conforms) {
+  const Case cases[] = {{"higgs", "logistic", "sgd"},
+                        {"kdd", "logistic", "adagrad"},
+                        {"multiclass", "softmax", "sgd"},
+                        {"linear", "linear", "adagrad"}};
+  for (const auto& c : cases) {
+    const Params p = params(c.data, c.task, c.optimizer, 2);
+    const auto items = indices(100, 1600);
+    afs::testing::ConformanceOptions o;
+    o.max_truncations = 64;
+    EXPECT_TRUE(afs::testing::OperatorConforms([&] { return std::make_unique<SgdLearnerOperator>(p, InstanceInfo{}); },
+                                               items, o))
+        << c.data << "/" << c.task << "/" << c.optimizer;
+  }
+}
+
+TEST(SgdLearnerOperator, RejectsBadOptionsAndIndices) {
+  const auto message = [](const Params& p) {
+    try {
+      SgdLearnerOperator op(p, {});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(params("higgs", "logistic", "sgd", 0)).find("clip"), std::string::npos);
+  EXPECT_NE(message(params("higgs", "softmax", "sgd")).find("task"), std::string::npos);
+  EXPECT_NE(message(params("nope", "logistic", "sgd")).find("data"), std::string::npos);
+  EXPECT_NE(message(params("higgs", "logistic", "momentum")).find("momentum"), std::string::npos);
+  Params bad = params("higgs", "logistic", "sgd");
+  bad.set("eta0", -1.0);
+  EXPECT_NE(message(bad).find("eta0"), std::string::npos);
+  SgdLearnerOperator op(params("higgs", "logistic", "sgd"), {});
+  RecordingEmitter out;
+  EXPECT_THROW(op.process({6000, 0, 0, 0}, out), InputError);
+}
+
+TEST(ExampleSource, InstancesReadDisjointRangesCoveringAll) {
+  const Params p = Params().set("items", std::uint64_t{1001}).set("begin", std::uint64_t{5});
+  std::vector<int> seen(1006, 0);
+  for (int i = 0; i < 3; ++i) {
+    ExampleSource s(p, {i, 3});
+    std::vector<Item> buf(2000);
+    const auto n = s.read(0, buf.data(), buf.size());
+    EXPECT_EQ(n, s.size());
+    for (std::size_t k = 0; k < n; ++k) {
+      ++seen[buf[k].key];
+      EXPECT_EQ(buf[k].value, static_cast<std::int64_t>(buf[k].key));
+    }
+    std::vector<Item> again(3);
+    ASSERT_EQ(s.read(7, again.data(), 3), 3u);  // replayable: same items at the same offset
+    EXPECT_EQ(again[0].key, buf[7].key);
+  }
+  for (std::size_t k = 0; k < seen.size(); ++k) EXPECT_EQ(seen[k], k < 5 ? 0 : 1) << k;
+}
+
+// Two copies on disjoint ranges: the sink averages their weights, sums their counters and combines their progress
+// records; it conforms (every change backed up at once) and rejects an item that is not a weight or counter.
+TEST(ModelMerge, AveragesTheCopies) {
+  Params p = params("higgs", "logistic", "adagrad", 10);
+  p.set("parallelism", std::int64_t{2});
+  RecordingEmitter out;
+  SgdLearnerOperator a(p, {0, 2}), b(p, {1, 2});
+  for (const auto& item : indices(0, 1000)) a.process(item, out);
+  for (const auto& item : indices(1000, 2000)) b.process(item, out);
+  a.finish(out);
+  b.finish(out);
+  ModelMerge m(p);
+  std::vector<Item> items;
+  for (const auto& e : out.items) items.push_back({e.key, e.value, e.time, 0});
+  RecordingEmitter none;
+  for (const auto& item : items) m.process(item, none);
+  EXPECT_TRUE(none.items.empty());
+  EXPECT_EQ(m.copies_reported(), 2);
+  const Eigen::VectorXd avg = (a.weights() + b.weights()) / 2;
+  EXPECT_LT((m.averaged_model() - avg).norm(), 1e-15);
+  EXPECT_EQ(m.total(kCount), 2000);
+  EXPECT_EQ(m.total(kCorrect), static_cast<double>(a.correct_count() + b.correct_count()));
+  EXPECT_DOUBLE_EQ(m.total(kLossSum), a.loss_sum() + b.loss_sum());
+  const auto rows = m.progress();
+  ASSERT_EQ(rows.size(), 11u);  // 2 x (1, 2, ..., 512), then 2000
+  EXPECT_EQ(rows[0].items, 2);
+  EXPECT_EQ(rows[9].items, 1024);
+  EXPECT_EQ(rows.back().items, 2000);
+  EXPECT_DOUBLE_EQ(rows.back().average_loss, (a.loss_sum() + b.loss_sum()) / 2000);
+  EXPECT_DOUBLE_EQ(rows.back().since_last_loss,
+                   (a.loss_sum() + b.loss_sum() - a.records().back().loss_sum - b.records().back().loss_sum) / 976);
+  // Resent duplicates change nothing.
+  for (const auto& item : items) m.process(item, none);
+  EXPECT_EQ(m.total(kCount), 2000);
+  afs::testing::ConformanceOptions o;
+  o.max_truncations = 64;
+  EXPECT_TRUE(afs::testing::OperatorConforms([&] { return std::make_unique<ModelMerge>(p); }, items, o));
+  EXPECT_THROW(m.process({std::uint64_t{2} << 32, 0, 0, 0}, none), FormatError);  // copy 2 of 2
+  EXPECT_THROW(m.process({29, 0, 0, 0}, none), FormatError);                      // weight 29 of 29
+}
+
+}  // namespace
+}  // namespace afs::ml
