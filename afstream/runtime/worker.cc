@@ -766,6 +766,11 @@ void Worker::admit() {
   const bool log_all = logs_every_item();
   std::size_t n = staging_.size();
   if (ft && !log_all) n = std::min<std::size_t>(n, l > unbacked_ ? l - unbacked_ : 0);
+  // The processing queue holds at most net.queue-items: beyond that, items wait in the stage and then in the socket
+  // (their sender's window), instead of growing the queue (mode none admitted everything it could read: its queues
+  // grew to millions of items, reallocating and faulting pages as they went).
+  const std::size_t room = ctx_.config.queue_items > queue_.size() ? ctx_.config.queue_items - queue_.size() : 0;
+  n = std::min(n, room);
   if (n == 0) return;
   bool punctuation = false;
   for (std::size_t i = 0; i < n; ++i) {
