@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -20,8 +23,8 @@ namespace afs::ml {
 namespace {
 
 constexpr std::uint32_t kLearnerTag = 0x4C524753;  // "SGRL"
-constexpr std::uint16_t kLearnerVersion = 1;
-constexpr std::uint32_t kMergeTag = 0x4752454D;  // "MERG"
+constexpr std::uint16_t kLearnerVersion = 2;       // 2: the convergence trace
+constexpr std::uint32_t kMergeTag = 0x4752454D;    // "MERG"
 constexpr std::uint16_t kMergeVersion = 1;
 
 LabelKind labels_for(Task t) {
@@ -212,6 +215,33 @@ SgdLearnerOperator::SgdLearnerOperator(const Params& p, const InstanceInfo& at)
   if (!(clip_ > 0) || !std::isfinite(clip_)) {
     throw ConfigError("clip: the gradient bound H must be a finite number > 0, got " + std::to_string(clip_));
   }
+  const auto every = p.get_int("trace-every", 0);
+  if (every < 0) throw ConfigError("trace-every: expected examples >= 0 (0 = no trace), got " + std::to_string(every));
+  trace_every_ = static_cast<std::uint64_t>(every);
+  const auto clock = p.get_string("trace-clock", "wall");
+  if (clock != "wall" && clock != "off") throw ConfigError("trace-clock: expected wall or off, got '" + clock + "'");
+  trace_clock_ = clock == "wall";
+  const auto now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  trace_start_ns_ = p.get_int("trace-start-ns", now_ns);
+  if (trace_every_ > 0) trace_weights_ = Eigen::VectorXd::Zero(weights_.values().size());
+}
+
+// A trace point: the counters now, the wall time since the start, and the L1 change of the weights since the
+// previous point (proofs/theorem1-sgd.md measures convergence in the iterates; [J] plots this L1 norm).
+void SgdLearnerOperator::take_trace_point() {
+  const auto& w = weights_.values();
+  double seconds = 0;  // trace-clock = off
+  if (trace_clock_) {
+    const auto now_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    seconds = static_cast<double>(now_ns - trace_start_ns_) * 1e-9;
+  }
+  trace_.push_back({static_cast<double>(count_), seconds, (w - trace_weights_).lpNorm<1>(), loss_sum_,
+                    static_cast<double>(correct_), w.lpNorm<1>()});
+  trace_weights_ = w;
+  trace_dirty_ = true;
 }
 
 // Scales the step down to L2 norm eta0 * clip when it is longer. Entries with the same index (hash collisions in
@@ -264,6 +294,7 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
   if (std::has_single_bit(count_)) {
     records_.push_back({static_cast<double>(count_), loss_sum_, static_cast<double>(correct_)});
   }
+  if (trace_every_ > 0 && count_ % trace_every_ == 0) take_trace_point();
 }
 
 void SgdLearnerOperator::finish(Emitter& out) {
@@ -280,6 +311,17 @@ void SgdLearnerOperator::finish(Emitter& out) {
     meta(f + 2, records_[r].correct);
   }
   meta(kRecords, static_cast<double>(records_.size()));
+  for (std::size_t r = 0; r < trace_.size(); ++r) {
+    const auto f = static_cast<std::uint32_t>(kTraceBase + 6 * r);
+    const TracePoint& t = trace_[r];
+    meta(f, t.count);
+    meta(f + 1, t.seconds);
+    meta(f + 2, t.l1);
+    meta(f + 3, t.loss_sum);
+    meta(f + 4, t.correct);
+    meta(f + 5, t.norm);
+  }
+  meta(kTraces, static_cast<double>(trace_.size()));
   meta(kSteps, static_cast<double>(opt_.t));
   meta(kLossSum, loss_sum_);
   meta(kCorrect, static_cast<double>(correct_));
@@ -294,23 +336,34 @@ void SgdLearnerOperator::write_scalars(ByteWriter& out) const {
   out.put<std::uint64_t>(correct_);
   out.put<double>(loss_sum_);
   out.put_array<ProgressRecord>(records_);
+  out.put_array<TracePoint>(trace_);
 }
+
+namespace {
+void write_trace_weights(ByteWriter& out, const Eigen::VectorXd& w) {
+  out.put_array<double>(std::span<const double>(w.data(), static_cast<std::size_t>(w.size())));
+}
+}  // namespace
 
 void SgdLearnerOperator::snapshot_full(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_full(out);
   sum_sq_.write_full(out);
+  write_trace_weights(out, trace_weights_);
 }
 
 void SgdLearnerOperator::snapshot_delta(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_delta(out);
   sum_sq_.write_delta(out);
+  out.put<std::uint8_t>(trace_dirty_ ? 1 : 0);  // the trace weights change only at trace points
+  if (trace_dirty_) write_trace_weights(out, trace_weights_);
 }
 
 void SgdLearnerOperator::mark_backed_up() {
   weights_.mark_backed_up();
   sum_sq_.mark_backed_up();
+  trace_dirty_ = false;
 }
 
 namespace {
@@ -318,6 +371,7 @@ struct LearnerScalars {
   std::uint64_t t = 0, count = 0, correct = 0;
   double loss_sum = 0;
   std::vector<ProgressRecord> records;
+  std::vector<TracePoint> trace;
 };
 LearnerScalars read_scalars(ByteReader& in) {
   if (in.get<std::uint32_t>("sgd-learner tag") != kLearnerTag) throw FormatError("sgd-learner: not a learner state");
@@ -330,8 +384,17 @@ LearnerScalars read_scalars(ByteReader& in) {
   s.correct = in.get<std::uint64_t>("sgd-learner correct");
   s.loss_sum = in.get<double>("sgd-learner loss sum");
   s.records = in.get_array<ProgressRecord>("sgd-learner progress records");
+  s.trace = in.get_array<TracePoint>("sgd-learner trace points");
   if (s.correct > s.count) throw FormatError("sgd-learner: more correct predictions than examples");
   return s;
+}
+
+Eigen::VectorXd read_trace_weights(ByteReader& in, Eigen::Index n) {
+  const auto v = in.get_array<double>("sgd-learner trace weights");
+  if (static_cast<Eigen::Index>(v.size()) != n) {
+    throw FormatError("sgd-learner: " + std::to_string(v.size()) + " trace weights, expected " + std::to_string(n));
+  }
+  return Eigen::Map<const Eigen::VectorXd>(v.data(), n);
 }
 }  // namespace
 
@@ -340,7 +403,11 @@ void SgdLearnerOperator::restore_full(ByteReader& in) {
   TrackedVector w = weights_, q = sum_sq_;
   w.read_full(in);
   q.read_full(in);
+  Eigen::VectorXd tw = read_trace_weights(in, trace_weights_.size());
   in.expect_end("sgd-learner snapshot");
+  trace_weights_ = std::move(tw);
+  trace_ = s.trace;
+  trace_dirty_ = false;
   weights_ = std::move(w);
   sum_sq_ = std::move(q);
   opt_.t = s.t;
@@ -356,7 +423,13 @@ void SgdLearnerOperator::apply_delta(ByteReader& in) {
   TrackedVector w = weights_, q = sum_sq_;
   w.apply_delta(in);
   q.apply_delta(in);
+  const auto flag = in.get<std::uint8_t>("sgd-learner trace flag");
+  if (flag > 1) throw FormatError("sgd-learner: bad trace flag " + std::to_string(flag));
+  Eigen::VectorXd tw = flag ? read_trace_weights(in, trace_weights_.size()) : trace_weights_;
   in.expect_end("sgd-learner delta");
+  trace_weights_ = std::move(tw);
+  trace_ = s.trace;
+  trace_dirty_ = false;
   weights_ = std::move(w);
   sum_sq_ = std::move(q);
   opt_.t = s.t;
@@ -528,6 +601,45 @@ std::vector<ModelMerge::ProgressRow> ModelMerge::progress() const {
   }
   add(total(kCount), total(kLossSum), total(kCorrect));
   return rows;
+}
+
+std::vector<TracePoint> ModelMerge::trace(int copy) const {
+  std::vector<TracePoint> out;
+  const auto points_of = [&](int c) -> std::size_t {
+    const std::uint64_t k = (static_cast<std::uint64_t>(c) << 32) | kTraces;
+    return fields_.contains(k) ? static_cast<std::size_t>(fields_.get(k)) : 0;
+  };
+  const auto point = [&](int c, std::size_t r) {
+    const auto f = static_cast<std::uint32_t>(kTraceBase + 6 * r);
+    return TracePoint{field(c, f), field(c, f + 1), field(c, f + 2), field(c, f + 3), field(c, f + 4), field(c, f + 5)};
+  };
+  if (copy >= 0) {
+    if (copy >= parallelism_) throw std::out_of_range("model-merge: no copy " + std::to_string(copy));
+    for (std::size_t r = 0; r < points_of(copy); ++r) out.push_back(point(copy, r));
+    return out;
+  }
+  std::vector<int> copies;
+  std::size_t points = std::numeric_limits<std::size_t>::max();
+  for (int c = 0; c < parallelism_; ++c) {
+    if (!fields_.contains((static_cast<std::uint64_t>(c) << 32) | kCount)) continue;
+    copies.push_back(c);
+    points = std::min(points, points_of(c));
+  }
+  if (copies.empty()) return out;
+  for (std::size_t r = 0; r < points; ++r) {
+    TracePoint sum{0, 0, 0, 0, 0, 0};
+    for (const int c : copies) {
+      const TracePoint t = point(c, r);
+      sum.count += t.count;
+      sum.seconds = std::max(sum.seconds, t.seconds);
+      sum.l1 += t.l1 / static_cast<double>(copies.size());
+      sum.loss_sum += t.loss_sum;
+      sum.correct += t.correct;
+      sum.norm += t.norm / static_cast<double>(copies.size());
+    }
+    out.push_back(sum);
+  }
+  return out;
 }
 
 void register_ml(Registry& registry) {

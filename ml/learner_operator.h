@@ -62,12 +62,14 @@ class ExampleSource final : public Source {
 // counters as (kMetaBit | copy << 32 | field, bit_cast<int64>(double value)).
 inline constexpr std::uint64_t kMetaBit = std::uint64_t{1} << 63;
 enum MetaField : std::uint32_t {
-  kCount = 0,        // examples learned (progressive validation count)
-  kCorrect = 1,      // of which predicted correctly before the update
-  kLossSum = 2,      // sum of the progressive losses
-  kSteps = 3,        // the optimizer's step counter t
-  kRecords = 4,      // number of progress records that follow
-  kRecordBase = 16,  // record r: fields kRecordBase + 3r + {0: count, 1: loss sum, 2: correct}
+  kCount = 0,                           // examples learned (progressive validation count)
+  kCorrect = 1,                         // of which predicted correctly before the update
+  kLossSum = 2,                         // sum of the progressive losses
+  kSteps = 3,                           // the optimizer's step counter t
+  kRecords = 4,                         // number of progress records that follow
+  kRecordBase = 16,                     // record r: fields kRecordBase + 3r + {0: count, 1: loss sum, 2: correct}
+  kTraces = 5,                          // number of convergence-trace points that follow
+  kTraceBase = std::uint32_t{1} << 20,  // point r: kTraceBase + 6r + {count, seconds, l1, loss, correct, norm}
 };
 
 // One progressive-validation point: the cumulative counters when the count reached a power of two.
@@ -76,9 +78,24 @@ struct ProgressRecord {
   friend bool operator==(const ProgressRecord&, const ProgressRecord&) = default;
 };
 
-// The learner operator. Parameters: the dataset's (dataset_from), the learner's (learner_config_from) and clip (H > 0,
-// default 10). Snapshots: tag, version, t, counters, records, then the weights' (and AdaGrad sums') TrackedVector
-// payloads; deltas carry the scalars whole and the vectors' deltas (set semantics: idempotent).
+// One convergence-trace point of a learner copy (issue 5, item 4): taken when the copy's example count reaches a
+// multiple of trace-every. l1 is ||w - w_prev||_1, the L1 norm of the model change since the previous trace point
+// (the first one: since the all-zero start), the convergence measure of [J] (PAPER.md "Workloads"); seconds is the
+// wall time since the job started (0 with trace-clock = off).
+struct TracePoint {
+  double count = 0, seconds = 0, l1 = 0, loss_sum = 0, correct = 0;
+  double norm = 0;  // ||w||_1 at the point: l1 / norm is the relative change
+  friend bool operator==(const TracePoint&, const TracePoint&) = default;
+};
+
+// The learner operator. Parameters: the dataset's (dataset_from), the learner's (learner_config_from), clip (H > 0,
+// default 10), trace-every (examples of this copy between trace points, 0 = no trace; default 0), trace-clock (wall:
+// seconds since trace-start-ns, a system_clock time in ns since the epoch that the job sets for all copies, default
+// the operator's construction; off: 0, for deterministic states) and trace-start-ns.
+// Snapshots: tag, version, t, counters, records, trace points, then the weights' (and AdaGrad sums') TrackedVector
+// payloads and the weights at the last trace point (in a delta only when a trace point was taken since the last
+// backup); deltas carry the scalars whole and the vectors' deltas (set semantics: idempotent). The trace is state:
+// after a restore the copy's trace is that of the restored iterate's history, so its items keep increasing.
 class SgdLearnerOperator final : public Operator {
  public:
   SgdLearnerOperator(const Params& p, const InstanceInfo& at);
@@ -104,12 +121,15 @@ class SgdLearnerOperator final : public Operator {
   std::uint64_t correct_count() const { return correct_; }
   double loss_sum() const { return loss_sum_; }
   const std::vector<ProgressRecord>& records() const { return records_; }
+  const std::vector<TracePoint>& trace() const { return trace_; }
+  std::uint64_t trace_every() const { return trace_every_; }
   // Steps whose norm exceeded eta0 * clip and were scaled down (not part of the state; diagnostics).
   std::uint64_t clipped() const { return clipped_; }
 
  private:
   void write_scalars(ByteWriter& out) const;
   void clip_step();
+  void take_trace_point();
 
   std::shared_ptr<const Dataset> data_;
   LearnerConfig config_;
@@ -121,6 +141,12 @@ class SgdLearnerOperator final : public Operator {
   std::uint64_t count_ = 0, correct_ = 0;
   double loss_sum_ = 0;
   std::vector<ProgressRecord> records_;
+  std::uint64_t trace_every_ = 0;
+  bool trace_clock_ = true;
+  std::int64_t trace_start_ns_ = 0;
+  std::vector<TracePoint> trace_;
+  Eigen::VectorXd trace_weights_;  // the weights at the last trace point (state: the next point's L1 change)
+  bool trace_dirty_ = false;       // a trace point was taken since the last backup (not state)
   // Scratch (not state).
   Example x_;
   SparseVector step_;
@@ -159,6 +185,11 @@ class ModelMerge final : public Operator {
     double items = 0, average_loss = 0, since_last_loss = 0, accuracy = 0;
   };
   std::vector<ProgressRow> progress() const;
+  // The convergence trace: copy >= 0 gives that copy's points in order; copy = -1 the points every reported copy
+  // reached, combined: count, loss sum and correct summed over the copies, seconds the latest copy's, l1 the mean of
+  // the copies' L1 changes (an upper bound on the L1 change of the averaged model, by the triangle inequality) and
+  // norm the mean of their ||w||_1.
+  std::vector<TracePoint> trace(int copy) const;
 
  private:
   double field(int copy, std::uint32_t f) const;

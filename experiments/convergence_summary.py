@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""The table and plots of experiments/convergence.sh (issue 5, item 5), from OUT/summary.csv and OUT/traces/.
+
+Table (Markdown on stdout): per dataset, config and failure count, medians over rounds of the held-out prediction
+rate, the progressive accuracy, converged_items and converged_seconds, and the convergence delay: per round,
+converged(k failures) / converged(0 failures) of the same config and dataset, in items and in seconds; the median
+of those ratios, minus 1, in percent (the paper's +13% / +20% with 8 failures). "never" counts the rounds that did not
+converge. A second table gives the prediction-rate change with failures against the failure-free run of the same
+config (points; the paper loses 3.9 points after 10 failures at Theta 10, L 1e3).
+
+Plots (OUT/convergence-DATASET.png and .pdf; needs matplotlib, so run with /usr/bin/python3 here): round 1's traces,
+progressive loss, progressive accuracy and L1 model change against items (top) and against seconds (bottom), one line
+per config and failure count; failures marked at their at_items from failures.csv (on the time axis at the time the
+trace reached those items, interpolated)."""
+import csv
+import math
+import os
+import statistics
+import sys
+
+
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def med(vals):
+    vals = [v for v in vals if not math.isnan(v)]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def fmt(v, digits=1, pct=False, sign=False):
+    if math.isnan(v):
+        return "n/a"
+    if pct:
+        v *= 100
+    return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
+
+
+def table(rows):
+    configs = []
+    for r in rows:
+        if r["config"] not in configs:
+            configs.append(r["config"])
+    by = {}
+    for r in rows:
+        by.setdefault((r["dataset"], r["config"], int(r["failures_planned"])), {})[r["round"]] = r
+    out = ["| dataset | config | failures | held-out prediction rate | vs 0 failures (points) | progressive accuracy |"
+           " converged items | converged s | delay (items) | delay (s) | never converged |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for ds in sorted({k[0] for k in by}, key=lambda d: ["higgs", "kdd"].index(d) if d in ("higgs", "kdd") else 9):
+        for cfg in configs:
+            for f in sorted({k[2] for k in by if k[0] == ds and k[1] == cfg}):
+                runs = by[(ds, cfg, f)]
+                base = by.get((ds, cfg, 0), {})
+                acc = med([num(r["holdout_accuracy"]) for r in runs.values()])
+                dacc = med([num(r["holdout_accuracy"]) - num(base[k]["holdout_accuracy"]) for k, r in runs.items()
+                            if k in base])
+                pacc = med([num(r["progressive_accuracy"]) for r in runs.values()])
+                ci = med([num(r["converged_items"]) for r in runs.values()])
+                cs = med([num(r["converged_seconds"]) for r in runs.values()])
+                ratio = lambda col: med([num(r[col]) / num(base[k][col]) - 1 for k, r in runs.items()
+                                         if k in base and num(base[k][col]) > 0])
+                never = sum(1 for r in runs.values() if math.isnan(num(r["converged_items"])))
+                out.append(f"| {ds} | {cfg} | {f} | {fmt(acc, 2, True)}% | "
+                           f"{fmt(dacc, 2, True, True) if f else ''} | {fmt(pacc, 2, True)}% | "
+                           f"{fmt(ci, 0)} | {fmt(cs, 2)} | "
+                           f"{(fmt(ratio('converged_items'), 1, True, True) + '%') if f else ''} | "
+                           f"{(fmt(ratio('converged_seconds'), 1, True, True) + '%') if f else ''} | "
+                           f"{never}/{len(runs)} |")
+    return "\n".join(out)
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def plots(out_dir, rows):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    traces = os.path.join(out_dir, "traces")
+    for ds in sorted({r["dataset"] for r in rows}):
+        runs = [r for r in rows if r["dataset"] == ds and r["round"] == "1"]
+        if not runs:
+            continue
+        fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+        cmap = plt.get_cmap("tab10")
+        for n, r in enumerate(runs):
+            tag = f"{ds}-{r['config'].replace(' ', '')}-{r['failures_planned']}-r1"
+            tpath = os.path.join(traces, tag + ".trace.csv")
+            if not os.path.exists(tpath):
+                continue
+            t = read_csv(tpath)
+            items = [num(p["items"]) for p in t]
+            secs = [num(p["seconds"]) for p in t]
+            label = f"{r['config']}, {r['failures_planned']} failures"
+            style = {"color": cmap(n % 10), "linewidth": 1.2, "label": label,
+                     "linestyle": "-" if r["failures_planned"] == "0" else ("--" if r["failures_planned"] == "4" else ":")}
+            fails = sorted({num(f["at_items"]) for f in read_csv(os.path.join(traces, tag + ".failures.csv"))})
+            for col, (ax_items, ax_time) in zip(("progressive_loss", "progressive_accuracy", "l1_change"),
+                                                zip(axes[0], axes[1])):
+                y = [num(p[col]) for p in t]
+                ax_items.plot(items, y, **style)
+                ax_time.plot(secs, y, **style)
+                for a in fails:
+                    ax_items.axvline(a, color=style["color"], alpha=0.25, linewidth=0.8)
+                    if len(items) > 1:
+                        ax_time.axvline(interp(a, items, secs), color=style["color"], alpha=0.25, linewidth=0.8)
+        for j, (col, name) in enumerate((("progressive_loss", "progressive loss"),
+                                         ("progressive_accuracy", "progressive accuracy"),
+                                         ("l1_change", "L1 model change per trace point"))):
+            axes[0][j].set_xlabel("training examples")
+            axes[1][j].set_xlabel("seconds")
+            for ax in (axes[0][j], axes[1][j]):
+                ax.set_ylabel(name)
+                if col == "l1_change":
+                    ax.set_yscale("log")
+                ax.grid(alpha=0.3)
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(f"{ds}-like data, logistic SGD: convergence with failures of all workers "
+                     "(vertical lines: failures; round 1)")
+        fig.tight_layout()
+        for ext in ("png", "pdf"):
+            fig.savefig(os.path.join(out_dir, f"convergence-{ds}.{ext}"), dpi=110)
+        plt.close(fig)
+
+
+def interp(x, xs, ys):
+    if x <= xs[0]:
+        return ys[0]
+    for i in range(1, len(xs)):
+        if x <= xs[i]:
+            f = (x - xs[i - 1]) / (xs[i] - xs[i - 1]) if xs[i] > xs[i - 1] else 0
+            return ys[i - 1] + f * (ys[i] - ys[i - 1])
+    return ys[-1]
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "experiments/results/convergence"
+    rows = read_csv(os.path.join(out_dir, "summary.csv"))
+    for r in rows:
+        r["failures_planned"] = str(len([p for p in r["fail_points"].split(",") if p]))
+    print(table(rows))
+    print()
+    print("Delay: median over rounds of converged(k failures) / converged(0 failures) - 1, same dataset and config. "
+          "Converged: the first trace point (one per 1% of the input) after which the relative L1 model change "
+          "(mean over the 2 learner copies of ||w - w_prev||_1, over the mean ||w||_1) stays below learn.tolerance "
+          "(0.2 dense, 0.025 sparse) for learn.window = 5 points. Seconds: wall time from the job's start.")
+    try:
+        plots(out_dir, rows)
+    except ImportError as e:
+        print(f"\n(no plots: {e}; run with /usr/bin/python3)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
