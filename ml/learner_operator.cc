@@ -366,19 +366,19 @@ void SgdLearnerOperator::mark_backed_up() {
   trace_dirty_ = false;
 }
 
-namespace {
-struct LearnerScalars {
+struct SgdLearnerOperator::Scalars {
   std::uint64_t t = 0, count = 0, correct = 0;
   double loss_sum = 0;
   std::vector<ProgressRecord> records;
   std::vector<TracePoint> trace;
 };
-LearnerScalars read_scalars(ByteReader& in) {
+
+SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
   if (in.get<std::uint32_t>("sgd-learner tag") != kLearnerTag) throw FormatError("sgd-learner: not a learner state");
   if (const auto v = in.get<std::uint16_t>("sgd-learner version"); v != kLearnerVersion) {
     throw FormatError("sgd-learner: unsupported state version " + std::to_string(v));
   }
-  LearnerScalars s;
+  Scalars s;
   s.t = in.get<std::uint64_t>("sgd-learner step counter");
   s.count = in.get<std::uint64_t>("sgd-learner count");
   s.correct = in.get<std::uint64_t>("sgd-learner correct");
@@ -389,6 +389,22 @@ LearnerScalars read_scalars(ByteReader& in) {
   return s;
 }
 
+void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq,
+                               Eigen::VectorXd&& trace_weights) {
+  trace_weights_ = std::move(trace_weights);
+  trace_ = std::move(s.trace);
+  trace_dirty_ = false;
+  weights_ = std::move(weights);
+  sum_sq_ = std::move(sum_sq);
+  opt_.t = s.t;
+  if (sum_sq_.size() > 0) opt_.sum_sq = sum_sq_.values();
+  count_ = s.count;
+  correct_ = s.correct;
+  loss_sum_ = s.loss_sum;
+  records_ = std::move(s.records);
+}
+
+namespace {
 Eigen::VectorXd read_trace_weights(ByteReader& in, Eigen::Index n) {
   const auto v = in.get_array<double>("sgd-learner trace weights");
   if (static_cast<Eigen::Index>(v.size()) != n) {
@@ -399,27 +415,17 @@ Eigen::VectorXd read_trace_weights(ByteReader& in, Eigen::Index n) {
 }  // namespace
 
 void SgdLearnerOperator::restore_full(ByteReader& in) {
-  const auto s = read_scalars(in);
+  auto s = read_scalars(in);
   TrackedVector w = weights_, q = sum_sq_;
   w.read_full(in);
   q.read_full(in);
   Eigen::VectorXd tw = read_trace_weights(in, trace_weights_.size());
   in.expect_end("sgd-learner snapshot");
-  trace_weights_ = std::move(tw);
-  trace_ = s.trace;
-  trace_dirty_ = false;
-  weights_ = std::move(w);
-  sum_sq_ = std::move(q);
-  opt_.t = s.t;
-  if (sum_sq_.size() > 0) opt_.sum_sq = sum_sq_.values();
-  count_ = s.count;
-  correct_ = s.correct;
-  loss_sum_ = s.loss_sum;
-  records_ = s.records;
+  adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
 }
 
 void SgdLearnerOperator::apply_delta(ByteReader& in) {
-  const auto s = read_scalars(in);
+  auto s = read_scalars(in);
   TrackedVector w = weights_, q = sum_sq_;
   w.apply_delta(in);
   q.apply_delta(in);
@@ -427,17 +433,7 @@ void SgdLearnerOperator::apply_delta(ByteReader& in) {
   if (flag > 1) throw FormatError("sgd-learner: bad trace flag " + std::to_string(flag));
   Eigen::VectorXd tw = flag ? read_trace_weights(in, trace_weights_.size()) : trace_weights_;
   in.expect_end("sgd-learner delta");
-  trace_weights_ = std::move(tw);
-  trace_ = s.trace;
-  trace_dirty_ = false;
-  weights_ = std::move(w);
-  sum_sq_ = std::move(q);
-  opt_.t = s.t;
-  if (sum_sq_.size() > 0) opt_.sum_sq = sum_sq_.values();
-  count_ = s.count;
-  correct_ = s.correct;
-  loss_sum_ = s.loss_sum;
-  records_ = s.records;
+  adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
 }
 
 double SgdLearnerOperator::distance(const Operator& other) const {

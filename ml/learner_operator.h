@@ -127,6 +127,10 @@ class SgdLearnerOperator final : public Operator {
   std::uint64_t clipped() const { return clipped_; }
 
  private:
+  struct Scalars;  // the step counter, validation counters, progress records and trace of a snapshot
+  static Scalars read_scalars(ByteReader& in);
+  // Takes a snapshot's parts, all read and checked (restore_full and apply_delta are all or nothing).
+  void adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq, Eigen::VectorXd&& trace_weights);
   void write_scalars(ByteWriter& out) const;
   void clip_step();
   void take_trace_point();

@@ -1,9 +1,13 @@
-// Test helper: reading what `afstream run --out DIR` wrote (whole files, summary.csv as column -> value, CSV rows
-// and columns found by their header name), for the integration tests that run the program.
+// Test helper for the integration tests that run the program: running it (bounded in time, output captured) and
+// reading what `afstream run --out DIR` wrote (whole files, summary.csv as column -> value, CSV rows and columns
+// found by their header name).
 #pragma once
+
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,6 +34,22 @@ inline std::vector<std::string> split_csv(const std::string& line) {
 // The index of column `name` in a CSV header row; header.size() if it is not there.
 inline std::size_t column_of(const std::vector<std::string>& header, const std::string& name) {
   return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+}
+
+struct ProgramResult {
+  int status = -1;  // the exit status; -1 if it did not exit normally; 124 if `timeout` stopped it
+  std::string out, err;
+};
+
+// Runs `program args` (args: a shell word list) through `timeout`, with stdout and stderr captured in files under
+// `scratch` (which must exist).
+inline ProgramResult run_program(const std::string& program, const std::string& args,
+                                 const std::filesystem::path& scratch, int timeout_seconds = 120) {
+  const auto out = scratch / "stdout.txt", err = scratch / "stderr.txt";
+  const std::string cmd = "timeout " + std::to_string(timeout_seconds) + " " + program + " " + args + " >" +
+                          out.string() + " 2>" + err.string();
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
 }
 
 // summary.csv (header + one row) as column -> value.

@@ -20,30 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
+using Result = afs::testing::ProgramResult;
 
 // Runs the afstream binary with args (a shell word list), capturing stdout and stderr; bounded by `timeout`.
 Result run(const std::string& args) {
-  const auto dir = fs::temp_directory_path() / ("afs-cli-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const auto out = dir / "out.txt", err = dir / "err.txt";
-  const std::string cmd =
-      "timeout 120 " + std::string(AFS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  Result r;
-  const int rc = std::system(cmd.c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  std::ifstream fo(out), fe(err);
-  std::stringstream so, se;
-  so << fo.rdbuf();
-  se << fe.rdbuf();
-  r.out = so.str();
-  r.err = se.str();
-  fs::remove_all(dir);
-  return r;
+  afs::testing::TempDir scratch;
+  return afs::testing::run_program(AFS_BINARY, args, scratch.path());
 }
 
 int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }

@@ -20,22 +20,11 @@ namespace fs = std::filesystem;
 using afs::testing::slurp;
 using afs::testing::TempDir;
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
+using Result = afs::testing::ProgramResult;
 
 // Runs the afstream binary with args, capturing stdout and stderr into `scratch`; bounded by a timeout.
 Result run(const std::string& args, const fs::path& scratch) {
-  const auto out = scratch / "out.txt", err = scratch / "err.txt";
-  const std::string cmd =
-      "timeout 120 " + std::string(AFS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int rc = std::system(cmd.c_str());
-  Result r;
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return afs::testing::run_program(AFS_BINARY, args, scratch);
 }
 
 // learn.csv's row as column -> value.

@@ -26,17 +26,11 @@ using afs::testing::slurp;
 using afs::testing::summary;
 using afs::testing::TempDir;
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
+using Result = afs::testing::ProgramResult;
 
+// Runs the afstream binary with args, capturing stdout and stderr into `scratch`; bounded by a timeout.
 Result run(const std::string& args, const fs::path& scratch) {
-  const auto out = scratch / "stdout.txt", err = scratch / "stderr.txt";
-  const std::string cmd =
-      "timeout 60 " + std::string(AFS_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string();
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+  return afs::testing::run_program(AFS_BINARY, args, scratch, 60);
 }
 
 // A corpus of a few files (one in a subdirectory, one empty, one without a last newline) of seeded random text.
