@@ -17,19 +17,12 @@
 
 #include "afstream/core/errors.h"
 #include "algorithms/heavy_hitters/zipf.h"
+#include "tests/error_message.h"
 
 namespace afs::hh {
 namespace {
 
-template <typename Error, typename F>
-void expect_throw_mentioning(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using afs::testing::expect_throw_mentioning;
 
 std::vector<Item> zipf_stream(std::uint64_t num_keys, double skew, std::uint64_t n, std::uint64_t seed) {
   ZipfGenerator gen({.num_keys = num_keys, .skew = skew, .total_items = n, .seed = seed});

@@ -18,9 +18,14 @@
 #include "afstream/core/bytes.h"
 #include "afstream/testing/conformance.h"
 #include "algorithms/heavy_hitters/zipf.h"
+#include "tests/unit/algorithms/operator_test_util.h"
 
 namespace afs::hh {
 namespace {
+
+using afs::testing::full_of;
+using afs::testing::NullEmitter;
+using afs::testing::recovery;
 
 constexpr std::uint64_t kItems = 4000;
 constexpr std::uint64_t kKeys = 500;
@@ -60,28 +65,6 @@ std::size_t keys_above(const std::unordered_map<std::uint64_t, std::int64_t>& ex
   for (const auto& [k, v] : exact) n += static_cast<double>(v) > phi ? 1 : 0;
   return n;
 }
-
-std::vector<std::uint8_t> full_of(const Operator& op) {
-  ByteWriter w;
-  op.snapshot_full(w);
-  return w.take();
-}
-
-RecoveryInfo recovery(std::vector<double> thetas, std::vector<double> ls, double alpha) {
-  RecoveryInfo info;
-  info.failure_count = static_cast<int>(thetas.size());
-  info.theta = thetas.back();
-  info.l = ls.back();
-  info.alpha = alpha;
-  info.theta_by_failure = std::move(thetas);
-  info.l_by_failure = std::move(ls);
-  return info;
-}
-
-class NullEmitter final : public Emitter {
- public:
-  void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
-};
 
 TEST(CountMinHhConformance, UnitWeights) {
   const auto items = zipf_items(3, Weights::Unit);

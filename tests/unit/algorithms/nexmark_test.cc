@@ -15,19 +15,12 @@
 
 #include "afstream/core/errors.h"
 #include "algorithms/nexmark/nexmark_source.h"
+#include "tests/error_message.h"
 
 namespace afs::nexmark {
 namespace {
 
-template <typename Error, typename F>
-void expect_throw_mentioning(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using afs::testing::expect_throw_mentioning;
 
 std::vector<Event> sequential(const Generator& gen) {
   std::vector<Event> v;

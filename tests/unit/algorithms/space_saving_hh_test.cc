@@ -21,9 +21,14 @@
 #include "afstream/testing/conformance.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
 #include "algorithms/heavy_hitters/zipf.h"
+#include "tests/unit/algorithms/operator_test_util.h"
 
 namespace afs::hh {
 namespace {
+
+using afs::testing::full_of;
+using afs::testing::NullEmitter;
+using afs::testing::recovery;
 
 constexpr std::uint64_t kKeys = 500;
 
@@ -54,28 +59,6 @@ double total_of(const std::vector<Item>& items) {
   for (const Item& it : items) t += static_cast<double>(it.value);
   return t;
 }
-
-std::vector<std::uint8_t> full_of(const Operator& op) {
-  ByteWriter w;
-  op.snapshot_full(w);
-  return w.take();
-}
-
-RecoveryInfo recovery(std::vector<double> thetas, std::vector<double> ls, double alpha) {
-  RecoveryInfo info;
-  info.failure_count = static_cast<int>(thetas.size());
-  info.theta = thetas.back();
-  info.l = ls.back();
-  info.alpha = alpha;
-  info.theta_by_failure = std::move(thetas);
-  info.l_by_failure = std::move(ls);
-  return info;
-}
-
-class NullEmitter final : public Emitter {
- public:
-  void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
-};
 
 // Every bound of Theorem SS on one summary against exact weights: count - error <= true <= count for a monitored
 // key, true <= min_count() for any other.

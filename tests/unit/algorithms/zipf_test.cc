@@ -14,19 +14,12 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
+#include "tests/error_message.h"
 
 namespace afs::hh {
 namespace {
 
-template <typename Error, typename F>
-void expect_throw_mentioning(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception mentioning '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using afs::testing::expect_throw_mentioning;
 
 std::vector<Item> fill_chunked(const ZipfGenerator& gen, std::uint64_t begin, std::uint64_t end,
                                const std::vector<std::size_t>& chunk_sizes) {
