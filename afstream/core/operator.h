@@ -75,6 +75,14 @@ class Operator {
 
   // Distance from the state at the last mark_backed_up() (or construction). O(1).
   virtual double divergence() const = 0;
+  // True when a process() call that emits nothing never moves divergence() by more than alpha() (a tracked
+  // container whose metric obeys the triangle inequality, fed at most alpha per item). The runtime then compares
+  // divergence() with theta only once the items since the last comparison could have used up the room left:
+  // floor((theta - d) / alpha) items after a comparison that found d, or at once after an item that emitted (so an
+  // operator may still demand a backup with its output, as count-min-hh does with each report). An operator whose
+  // divergence can jump otherwise (a sink that backs up every field at once) keeps the default, false: compared
+  // after every item.
+  virtual bool divergence_bounded_by_alpha() const { return false; }
   // Serialize the whole state.
   virtual void snapshot_full(ByteWriter& out) const = 0;
   // Serialize what changed since the last mark_backed_up(); applying it to that state gives the current state.

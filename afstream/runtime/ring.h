@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/circular_buffer.hpp>
 #include <cstddef>
+#include <span>
 
 namespace afs {
 
@@ -20,6 +21,17 @@ class Ring {
     buf_.push_back(v);
   }
   void pop_front() { buf_.pop_front(); }
+  // Drop the first n (n <= size()) at once: O(1) for trivially destructible T.
+  void pop_front(std::size_t n) { buf_.erase_begin(n); }
+  // The longest run of elements stored contiguously from position `from` on, at most n of them (a ring wraps once,
+  // so two calls cover any range): lets a batch be handed to the network without copying it first.
+  std::span<const T> contiguous(std::size_t from, std::size_t n) const {
+    const auto one = buf_.array_one();
+    if (from < one.second) return {one.first + from, std::min(n, one.second - from)};
+    const auto two = buf_.array_two();
+    from -= one.second;
+    return {two.first + from, std::min(n, two.second - from)};
+  }
   const T& front() const { return buf_.front(); }
   T& front() { return buf_.front(); }
   const T& operator[](std::size_t i) const { return buf_[i]; }

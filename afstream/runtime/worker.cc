@@ -115,6 +115,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     op_ = ctx.registry->make_operator(stage_.kind, stage_.params, at);
     op_type_ = type_id_of(stage_.kind);
     op_alpha_ = op_->alpha();
+    alpha_bounds_drift_ = op_alpha_ > 0 && op_->divergence_bounded_by_alpha();
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
   if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_->beta());
@@ -534,10 +535,7 @@ void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uin
       o.out_seq = held;
       o.acked = std::max(o.acked, held);
       o.sent = std::max(o.sent, held);
-      while (!o.unacked.empty() && o.unacked.front().seq <= held) {
-        o.unacked.pop_front();
-        --unacked_;
-      }
+      drop_acknowledged(o, held);
     }
   }
 }
@@ -624,6 +622,7 @@ void Worker::compensate() {
     info.residual_by_failure = residual_by_failure_;
     if (!residual_by_failure_.empty()) rec.residual = residual_by_failure_.back();
     op_->on_recovered(info);
+    unchecked_items_ = 0;
     // Always a backup: the compensation (even of nothing), and how many failures it covers, are part of the state,
     // so that a later recovery neither repeats nor loses it. Taken as at an R-state check: after any pending one,
     // written asynchronously (the first items flow while a big state is written), waited for at once only if the
@@ -862,16 +861,21 @@ bool Worker::send_ack(InChannel& in, std::uint64_t seq) {
   return true;
 }
 
+// The unacknowledged items hold consecutive sequence numbers: those up to `seq` leave in one step.
+void Worker::drop_acknowledged(OutChannel& o, std::uint64_t seq) {
+  if (o.unacked.empty() || o.unacked.front().seq > seq) return;
+  const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(seq - o.unacked.front().seq + 1, o.unacked.size()));
+  o.unacked.pop_front(n);
+  unacked_ -= n;
+}
+
 void Worker::on_ack(const net::AckMsg& a) {
   if (a.channel >= out_slot_.size() || out_slot_[a.channel] < 0) return;
   auto& o = outs_[out_slot(a.channel)];
   o.covered = std::max(o.covered, std::min(a.covered, std::max(o.out_seq, o.eos_seq)));
   if (a.seq <= o.acked) return;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
-  while (!o.unacked.empty() && o.unacked.front().seq <= o.acked) {
-    o.unacked.pop_front();
-    --unacked_;
-  }
+  drop_acknowledged(o, o.acked);
   if (o.sent < o.acked) o.sent = o.acked;
 }
 
@@ -917,7 +921,10 @@ std::size_t Worker::process_some(std::size_t budget) {
   if (n) {
     processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
     // Hopping / sliding windows raise the thresholds again once the failures have left the window (DESIGN 3).
-    if (ctx_.config.reset != ResetPolicy::Fixed) schedule_.on_progress(processed_);
+    if (ctx_.config.reset != ResetPolicy::Fixed) {
+      schedule_.on_progress(processed_);
+      unchecked_items_ = 0;
+    }
   }
   admit();
   send_due_acks();
@@ -952,6 +959,13 @@ void Worker::after_update() {
     case FtMode::None:
       return;
     case FtMode::Approx: {
+      // One item adds at most alpha to the divergence (Operator::divergence_bounded_by_alpha), so after a check
+      // that left room r below what the next step compares with, the next floor(r / alpha) items cannot reach it:
+      // they skip the check. An item that emits, a recovery and a change of thresholds reset the count.
+      if (unchecked_items_ > 0) {
+        --unchecked_items_;
+        return;
+      }
       if (logs_every_item()) {  // theta below alpha: protected as in exact mode (see logs_every_item)
         if (++since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
         return;
@@ -963,6 +977,10 @@ void Worker::after_update() {
       const double theta = schedule_.current().theta;
       const double d = op_->divergence();
       const double trigger = theta * (1 - ctx_.config.state_headroom);
+      if (d <= trigger && alpha_bounds_drift_) {
+        const double room = pending_state_ticket_ ? std::min(trigger, theta - pending_divergence_) - d : trigger - d;
+        if (room >= op_alpha_) unchecked_items_ = static_cast<std::uint64_t>(room / op_alpha_);
+      }
       if (d > trigger) {
         if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
         pending_state_ticket_ = 0;
@@ -1026,6 +1044,7 @@ Worker::OutChannel& Worker::out_for(std::uint64_t key) {
 }
 
 void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
+  unchecked_items_ = 0;  // an item that emits is compared with theta at once (Operator::divergence_bounded_by_alpha)
   if (outs_.empty()) return;
   auto push = [&](OutChannel& o) {
     Item it{key, value, time, ++o.out_seq};
@@ -1106,12 +1125,10 @@ void Worker::flush(bool force) {
         const std::size_t offset = static_cast<std::size_t>(first - o.unacked.front().seq);
         const std::size_t avail = o.unacked.size() - offset;
         if (avail < batch && !force) break;
-        const std::size_t n = std::min(batch, avail);
-        static thread_local std::vector<Item> buf;
-        buf.assign(o.unacked.begin() + static_cast<std::ptrdiff_t>(offset),
-                   o.unacked.begin() + static_cast<std::ptrdiff_t>(offset + n));
-        if (!send_batch(o, first, buf, false)) break;
-        o.sent += n;
+        // Straight from the ring (a batch that would wrap around its end goes as two).
+        const auto items = o.unacked.contiguous(offset, std::min(batch, avail));
+        if (!send_batch(o, first, items, false)) break;
+        o.sent += items.size();
       }
     }
     // End of stream once everything before it was sent.

@@ -180,6 +180,7 @@ class Worker {
     Ring<Item> unacked;         // items with seq in (acked, out_seq]
     std::vector<Item> pending;  // mode none: items not yet sent
   };
+  void drop_acknowledged(OutChannel& o, std::uint64_t seq);
   struct InChannel {
     int id = 0;
     int from_worker = 0;
@@ -292,6 +293,8 @@ class Worker {
   std::unique_ptr<Operator> op_;
   std::unique_ptr<Source> source_;
   std::uint32_t op_type_ = 0;
+  std::uint64_t unchecked_items_ = 0;  // items that may skip the Theta check (after_update: alpha bounds their drift)
+  bool alpha_bounds_drift_ = false;   // op_->divergence_bounded_by_alpha() with a positive alpha
   double op_alpha_ = 0;                // op_->alpha(), constant (read per item when choosing how to protect it)
   std::size_t numbering_pending_ = 0;  // output channels waiting for their receiver's answer (query_numbering)
   std::uint64_t unacked_ = 0;  // items held unacknowledged over all output channels (sum of OutChannel::unacked)

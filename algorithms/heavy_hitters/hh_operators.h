@@ -67,6 +67,8 @@ class CountMinHeavyHitters final : public Operator {
 
   double alpha() const override { return static_cast<double>(max_weight_); }  // one item moves a counter this much
   double beta() const override { return 1; }                                  // a key is reported at most once per item
+  // The counters move by at most alpha per item; a report (which emits) jumps to infinity to force a backup.
+  bool divergence_bounded_by_alpha() const override { return true; }
   double divergence() const override {
     return reported_since_backup_ ? std::numeric_limits<double>::infinity() : counters_.divergence();
   }

@@ -121,6 +121,7 @@ class WordCount final : public TrackedMapOperator {
  public:
   explicit WordCount(const Params& p);
   double alpha() const override { return static_cast<double>(max_weight_); }
+  bool divergence_bounded_by_alpha() const override { return true; }  // one count rises by at most max-weight
   double beta() const override { return 0; }
   void process(const Item& item, Emitter& out) override;
   void finish(Emitter& out) override;
