@@ -77,7 +77,7 @@ po::options_description run_options() {
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of every generator")(
       "out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")(
       "quiet,q", po::bool_switch(), "no progress lines")("ft.mode", po::value<std::string>()->default_value("approx"),
-                                                         "fault tolerance: none | approx | exact")(
+                                                         ("fault tolerance: " + ft_mode_names()).c_str())(
       "ft.state-divergence-max", po::value<double>()->default_value(1e5),
       "Theta: state divergence allowed before a state backup")("ft.theta", po::value<double>(),
                                                                "alias of ft.state-divergence-max")(
@@ -92,6 +92,9 @@ po::options_description run_options() {
       "ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")(
       "ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
       "exact mode: items between state backups")(
+      "ft.ask-every", po::value<std::uint64_t>()->default_value(8192),
+      "ask mode: items a worker processes between checkpoints (at most half of net.flow-window: senders hold "
+      "every item until a checkpoint covers it)")(
       "ft.state-headroom", po::value<double>()->default_value(0.0),
       "share of theta left for the state to drift while a backup is written asynchronously (0: synchronous)")(
       "ft.delta-residual", po::value<double>()->default_value(0.5),
@@ -269,6 +272,11 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.queue_items = vm["net.queue-items"].as<std::size_t>();
   if (c.batch_items == 0) throw ConfigError("net.batch-items: expected > 0");
   if (c.queue_items < c.batch_items) throw ConfigError("net.queue-items: expected >= net.batch-items");
+  c.ask_every = vm["ft.ask-every"].as<std::uint64_t>();
+  if (c.ask_every == 0 || c.ask_every > c.flow_window / 2) {
+    throw ConfigError("ft.ask-every: expected 1 .. net.flow-window / 2 = " + std::to_string(c.flow_window / 2) +
+                      ", got " + std::to_string(c.ask_every));
+  }
   r.fail_count = vm["fail.count"].as<int>();
   if (r.fail_count < 0) throw ConfigError("fail.count: expected >= 0");
   r.fail_target = vm["fail.target"].as<std::string>();

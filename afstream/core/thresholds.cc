@@ -15,15 +15,27 @@ const char* to_string(FtMode m) {
       return "approx";
     case FtMode::Exact:
       return "exact";
+    case FtMode::Ask:
+      return "ask";
   }
   return "?";
 }
 
+namespace {
+constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::Ask};
+}
+
+std::string ft_mode_names() {
+  std::string s;
+  for (auto m : kModes) s += (s.empty() ? "" : " | ") + std::string(to_string(m));
+  return s;
+}
+
 FtMode parse_ft_mode(std::string_view s) {
-  if (s == "none") return FtMode::None;
-  if (s == "approx") return FtMode::Approx;
-  if (s == "exact") return FtMode::Exact;
-  throw ConfigError("ft.mode: expected none, approx or exact, got '" + std::string(s) + "'");
+  for (auto m : kModes) {
+    if (s == to_string(m)) return m;
+  }
+  throw ConfigError("ft.mode: expected " + ft_mode_names() + ", got '" + std::string(s) + "'");
 }
 
 const char* to_string(ResetPolicy p) {

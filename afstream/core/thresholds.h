@@ -18,10 +18,14 @@ enum class FtMode {
   None,    // no backups at all: the reference for throughput and failure-free accuracy
   Approx,  // AF-Stream: Theta / L / Gamma
   Exact,   // upstream backup: every item logged before processing, state backed up every fixed number of items
+  Ask,     // backtrack recovery: periodic checkpoints, no per-item acks, senders hold output until a downstream
+           // checkpoint covers it, a recovered worker ASKs its senders to resend from its checkpoint (exactly once)
 };
 
 const char* to_string(FtMode m);
 FtMode parse_ft_mode(std::string_view s);  // throws ConfigError
+// The modes' names, "none | approx | ...", for help texts and errors: one list.
+std::string ft_mode_names();
 
 // How runtime thresholds come back after failures (DESIGN 3, "Reset policy").
 enum class ResetPolicy {

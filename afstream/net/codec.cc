@@ -28,6 +28,7 @@ static_assert(static_cast<std::uint16_t>(ControlKind::kResendFrom) ==
 static_assert(static_cast<std::uint16_t>(ControlKind::kStop) == static_cast<std::uint16_t>(wire::Control::Kind::STOP));
 static_assert(static_cast<std::uint16_t>(ControlKind::kHeartbeat) ==
               static_cast<std::uint16_t>(wire::Control::Kind::HEARTBEAT));
+static_assert(static_cast<std::uint16_t>(ControlKind::kAsk) == static_cast<std::uint16_t>(wire::Control::Kind::ASK));
 static_assert(static_cast<std::uint16_t>(StoreErrorKind::kCorruptRecord) ==
               static_cast<std::uint16_t>(wire::StoreError::Kind::CORRUPT_RECORD));
 static_assert(static_cast<std::uint16_t>(StoreErrorKind::kStoreFailure) ==
@@ -42,7 +43,7 @@ static_assert(sizeof(capnp::word) == 8 && alignof(capnp::word) <= 8);
 
 namespace {
 
-constexpr std::uint16_t kMaxControlKind = static_cast<std::uint16_t>(ControlKind::kHeartbeat);
+constexpr std::uint16_t kMaxControlKind = static_cast<std::uint16_t>(ControlKind::kAsk);
 
 // Words of a single-segment frame beyond the 3 list bodies of a batch: segment table (1), root pointer (1),
 // Envelope (2 data + 1 pointer), Batch (2 data + 3 pointers). Used to size the encoder's buffer; if it were
@@ -110,6 +111,8 @@ std::string_view to_string(ControlKind kind) {
       return "stop";
     case ControlKind::kHeartbeat:
       return "heartbeat";
+    case ControlKind::kAsk:
+      return "ask";
   }
   return "unknown";
 }

@@ -66,6 +66,7 @@ enum class ControlKind : std::uint16_t {
   kResendFrom = 2,     // resend items of `channel` starting at `seq`
   kStop = 3,           // stop the job (or the addressed worker)
   kHeartbeat = 4,      // liveness ping/reply
+  kAsk = 5,            // ask mode: a recovered receiver asks for `channel` again from `seq` (its checkpoint + 1)
 };
 std::string_view to_string(ControlKind kind);
 

@@ -73,6 +73,7 @@ struct Control {
     resendFrom @2;     # resend items of `channel` starting at `seq`
     stop @3;           # stop (end the job, or the addressed worker)
     heartbeat @4;      # liveness ping/reply
+    ask @5;            # ask mode: a recovered receiver asks for `channel` again from `seq` (its checkpoint + 1)
   }
 }
 

@@ -28,6 +28,8 @@ struct RunConfig {
   std::uint64_t flow_window = 1u << 16;      // unacked items a sender may hold when gamma does not bound it
   std::size_t queue_items = 1u << 14;        // received, unprocessed items a worker holds before it stops reading
   std::uint64_t exact_state_every = 100000;  // exact mode: items between state backups
+  std::uint64_t ask_every = 8192;            // ask mode: items a worker processes between checkpoints
+  std::chrono::milliseconds ask_idle{2};     // ask mode: an idle worker checkpoints what it processed after this
   double state_headroom = 0.0;               // approx: share of theta left for drift while a backup is written
   int full_backup_every = 1024;              // longest chain of deltas after a full snapshot
   // approx: a state backup may leave up to this share of its trigger, theta * (1 - state_headroom), unwritten

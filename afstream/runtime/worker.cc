@@ -205,6 +205,10 @@ void Worker::run() {
         }
       } else {
         if (numbering_pending_ == 0 && unacked_total() < window()) process_some(4 * ctx_.config.batch_items);
+        if (ask_mode()) {
+          send_asks();
+          checkpoint_if_idle();
+        }
         if (!inputs_done_ && numbering_pending_ == 0 && queue_.empty() && staging_.empty() &&
             std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.ended; })) {
           inputs_done_ = true;
@@ -471,6 +475,9 @@ void Worker::restore() {
     }
     measure_pending_ = crash_in_ && op_ && !crash_in_->state_at_crash.empty();
     for (auto& in : ins_) in.admitted = in.received;  // everything up to here is in the state or the log
+    if (ask_mode() && crash_in_) {
+      for (auto& in : ins_) in.ask_pending = !in.ended;
+    }
     if (crash_in_) crash_in_->record.replayed_items = replayed;
     continue_output_numbering();
   }
@@ -524,6 +531,19 @@ void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uin
     auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, r);
     zmq::message_t m(frame.data(), frame.size());
     (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
+  } else if (c.kind == net::ControlKind::kAsk) {
+    // A recovered receiver's checkpoint reflects channel c up to c.seq - 1: those items are covered; resend the rest.
+    if (c.channel >= out_slot_.size() || out_slot_[c.channel] < 0) return;
+    auto& o = outs_[out_slot(c.channel)];
+    if (static_cast<std::uint32_t>(o.to_worker) != sender || !peer_ready(o.to_worker)) return;
+    if (known_epoch_[o.to_worker] != sender_epoch) return;  // asked again once its incarnation is known here
+    const std::uint64_t held = std::min(c.seq > 0 ? c.seq - 1 : 0, std::max(o.out_seq, o.eos_seq));
+    if (held > o.acked) {
+      o.acked = held;
+      drop_acknowledged(o, held);
+    }
+    o.covered = std::max(o.covered, held);
+    o.sent = o.acked;
   } else if (c.kind == net::ControlKind::kResendFrom) {
     if (c.channel >= out_slot_.size() || out_slot_[c.channel] < 0) return;
     auto& o = outs_[out_slot(c.channel)];
@@ -751,11 +771,15 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
   // A resent end of stream (mode none); an ack that cannot go out yet stays due (send_due_acks).
   if (!took && !acks_enabled() && b.end_of_stream && !send_ack(in, eos_seq)) in.ack_due = std::max(in.ack_due, eos_seq);
   if (!took && acks_enabled()) {
-    // Only duplicates (a restarted sender resending): acknowledge them so it can let them go.
-    if (in.deferred_acks.empty()) {
+    // Only duplicates (a restarted sender resending): acknowledge them so it can let them go. Ask mode
+    // acknowledges only what a checkpoint covers.
+    if (ask_mode()) {
+      in.ack_due = std::max(in.ack_due, in.covered);
+    } else if (in.deferred_acks.empty()) {
       in.ack_due = std::max(in.ack_due, in.admitted);
     }
   }
+  in.ask_pending = false;  // the sender is sending again: it has what this worker asked for, or more
 }
 
 void Worker::admit() {
@@ -764,7 +788,7 @@ void Worker::admit() {
   const auto l = schedule_.current().l;
   const bool log_all = logs_every_item();
   std::size_t n = staging_.size();
-  if (ft && !log_all) n = std::min<std::size_t>(n, l > unbacked_ ? l - unbacked_ : 0);
+  if (ft && !log_all && !ask_mode()) n = std::min<std::size_t>(n, l > unbacked_ ? l - unbacked_ : 0);
   // The processing queue holds at most net.queue-items: beyond that, items wait in the stage and then in the socket
   // (their sender's window), instead of growing the queue (mode none admitted everything it could read: its queues
   // grew to millions of items, reallocating and faulting pages as they went).
@@ -787,7 +811,8 @@ void Worker::admit() {
     queue_.push_back(ci);
     staging_.pop_front();
   }
-  if (!ft) return;
+  // Ask mode: no acknowledgement on receipt and no item log; senders hold the items until a checkpoint covers them.
+  if (!ft || ask_mode()) return;
   unbacked_ += n;
   if (log_all || punctuation) {
     backup_items();
@@ -831,7 +856,9 @@ void Worker::send_due_acks() {
   for (auto& in : ins_) {
     // An ack that cannot go out yet (the sender's new incarnation is not known here yet: with worker processes a
     // batch can arrive before the controller's announcement) stays due; dropping it would leave the sender waiting.
-    if ((in.ack_due || in.covered > in.covered_sent) && send_ack(in, std::max(in.ack_due, in.last_ack))) in.ack_due = 0;
+    // Ask mode acknowledges exactly what its confirmed checkpoints cover (checkpoint notices).
+    const std::uint64_t seq = ask_mode() ? in.covered : std::max(in.ack_due, in.last_ack);
+    if ((in.ack_due || in.covered > in.covered_sent) && send_ack(in, seq)) in.ack_due = 0;
   }
 }
 
@@ -1006,6 +1033,42 @@ void Worker::after_update() {
     case FtMode::Exact:
       if (++since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
       return;
+    case FtMode::Ask:
+      if (++since_state_backup_ >= ctx_.config.ask_every) checkpoint();
+      return;
+  }
+}
+
+// Ask mode (backtrack recovery): the state, whole (a delta, never a partial one), with the input positions it
+// reflects and the outputs no receiver's checkpoint covers yet, written asynchronously. Once the store confirms
+// it, its positions are reported upstream (update_coverage, send_due_acks) and the senders let those items go.
+void Worker::checkpoint() {
+  backup_state(false);
+  last_checkpoint_at_ = Clock::now();
+}
+
+// Ask mode: a worker that has run out of input checkpoints what it processed since its last checkpoint (at most
+// every ft.ask-idle), so that a sender waiting for coverage at its window is never stuck.
+void Worker::checkpoint_if_idle() {
+  if (!ask_mode() || source_ || since_state_backup_ == 0 || !queue_.empty() || !staging_.empty()) return;
+  if (Clock::now() - last_checkpoint_at_ < ctx_.config.ask_idle) return;
+  checkpoint();
+}
+
+// Ask mode, after a restart: ask each sender for its channel again from the first item the restored checkpoint
+// does not reflect (DESIGN 6, ask). Repeated until the sender sends again (a control message can be dropped while
+// its incarnation is not known on either side yet).
+void Worker::send_asks() {
+  const auto now = Clock::now();
+  for (auto& in : ins_) {
+    if (!in.ask_pending || now - in.asked_at < std::chrono::milliseconds(20)) continue;
+    if (!peer_ready(in.from_worker)) continue;
+    in.asked_at = now;
+    net::ControlMsg q{net::ControlKind::kAsk, static_cast<std::uint32_t>(id_), epoch_, in.received + 1,
+                      static_cast<std::uint32_t>(in.id)};
+    auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, q);
+    zmq::message_t m(frame.data(), frame.size());
+    (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
   }
 }
 
@@ -1163,6 +1226,12 @@ bool Worker::all_covered() const {
 // backup), when no input comes from a source (no sender waits for coverage), or when every admitted item is logged
 // (the log covers them: send_ack).
 void Worker::backup_at_end_of_stream() {
+  if (ask_mode()) {  // every sender waits for a checkpoint that covers its end of stream
+    if (std::any_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.covered < in.processed; })) {
+      checkpoint();
+    }
+    return;
+  }
   if (ctx_.config.mode != FtMode::Approx || logs_every_item()) return;
   if (std::none_of(ins_.begin(), ins_.end(),
                    [](const InChannel& in) { return in.from_source && in.covered < in.processed; })) {
@@ -1285,7 +1354,10 @@ void Worker::backup_state(bool wait, double residual) {
           committed_mark_.out_seqs.empty() ? 0 : committed_mark_.out_seqs[i];
     }
   }
-  const bool keep_outputs = !source_ && (ctx_.config.mode == FtMode::Exact || schedule_.current().gamma == 0);
+  // Ask mode too: a recovered worker regenerates only the outputs of the inputs after its checkpoint, so the ones
+  // before it that no receiver has covered yet travel in the checkpoint.
+  const bool keep_outputs = !source_ && (ctx_.config.mode == FtMode::Exact || ask_mode() ||
+                                         schedule_.current().gamma == 0);
   if (keep_outputs) {
     for (const auto& o : outs_) {
       for (const auto& it : o.unacked) rec.unacked_outputs.push_back({static_cast<std::uint32_t>(o.id), false, it});

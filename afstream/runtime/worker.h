@@ -195,6 +195,8 @@ class Worker {
     std::uint64_t covered = 0;       // highest seq reflected in a confirmed state backup
     std::uint64_t last_ack = 0;      // highest seq acknowledged to the sender
     std::uint64_t covered_sent = 0;  // covered value last reported to the sender
+    bool ask_pending = false;        // ask mode, after a restart: still asking its sender to resend (send_asks)
+    Clock::time_point asked_at{};
   };
   // After a recovery, per input channel: what the restored state and the replayed log hold, to measure the items
   // the recovered state never sees once the sender's first batch shows where it resumes (RecoveryInfo).
@@ -265,6 +267,11 @@ class Worker {
   void advance_committed_mark();
   void rewind_source();
   bool acks_enabled() const { return ctx_.config.mode != FtMode::None; }
+  bool ask_mode() const { return ctx_.config.mode == FtMode::Ask; }
+  void checkpoint();
+  void checkpoint_if_idle();
+  void send_asks();
+  Clock::time_point last_checkpoint_at_{};
   OutChannel& out_for(std::uint64_t key);
 
   ClusterContext& ctx_;

@@ -113,7 +113,8 @@ TEST(NetCodec, AckRoundTrip) {
 TEST(NetCodec, ControlRoundTripAllKinds) {
   Encoder encoder;
   for (ControlKind kind :
-       {ControlKind::kPeerRestarted, ControlKind::kResendFrom, ControlKind::kStop, ControlKind::kHeartbeat}) {
+       {ControlKind::kPeerRestarted, ControlKind::kResendFrom, ControlKind::kStop, ControlKind::kHeartbeat,
+        ControlKind::kAsk}) {
     const Message m{
         .sender = 0, .epoch = 1, .body = ControlMsg{.kind = kind, .worker = 5, .epoch = 6, .seq = 77, .channel = 8}};
     EXPECT_EQ(decode(encoder.encode(m)), m) << to_string(kind);
