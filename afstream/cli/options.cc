@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "afstream/core/duration.h"
 #include "afstream/core/errors.h"
 #include "afstream/net/endpoint.h"
 
@@ -92,6 +93,10 @@ po::options_description run_options() {
       "ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")(
       "ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
       "exact mode: items between state backups")(
+      "ft.microbatch-interval", po::value<std::string>()->default_value("1s"),
+      "microbatch mode: a batch closes (state checkpoint, outputs released) after this long (500ms, 2s, ...)")(
+      "ft.microbatch-items", po::value<std::uint64_t>()->default_value(0),
+      "microbatch mode: or after this many items processed (0: by interval only)")(
       "ft.ask-every", po::value<std::uint64_t>()->default_value(8192),
       "ask mode: items a worker processes between checkpoints (at most half of net.flow-window: senders hold "
       "every item until a checkpoint covers it)")(
@@ -272,6 +277,9 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.queue_items = vm["net.queue-items"].as<std::size_t>();
   if (c.batch_items == 0) throw ConfigError("net.batch-items: expected > 0");
   if (c.queue_items < c.batch_items) throw ConfigError("net.queue-items: expected >= net.batch-items");
+  c.microbatch_interval = parse_duration(vm["ft.microbatch-interval"].as<std::string>(), "ft.microbatch-interval");
+  if (c.microbatch_interval.count() == 0) throw ConfigError("ft.microbatch-interval: expected > 0");
+  c.microbatch_items = vm["ft.microbatch-items"].as<std::uint64_t>();
   c.ask_every = vm["ft.ask-every"].as<std::uint64_t>();
   if (c.ask_every == 0 || c.ask_every > c.flow_window / 2) {
     throw ConfigError("ft.ask-every: expected 1 .. net.flow-window / 2 = " + std::to_string(c.flow_window / 2) +

@@ -15,6 +15,8 @@ const char* to_string(FtMode m) {
       return "approx";
     case FtMode::Exact:
       return "exact";
+    case FtMode::MicroBatch:
+      return "microbatch";
     case FtMode::Ask:
       return "ask";
   }
@@ -22,7 +24,7 @@ const char* to_string(FtMode m) {
 }
 
 namespace {
-constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::Ask};
+constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::MicroBatch, FtMode::Ask};
 }
 
 std::string ft_mode_names() {

@@ -18,6 +18,8 @@ enum class FtMode {
   None,    // no backups at all: the reference for throughput and failure-free accuracy
   Approx,  // AF-Stream: Theta / L / Gamma
   Exact,   // upstream backup: every item logged before processing, state backed up every fixed number of items
+  MicroBatch,  // Spark Streaming style: items logged, the state checkpointed at every batch boundary (an interval
+               // or a size), outputs released per batch; a failure recomputes the batch from the log
   Ask,     // backtrack recovery: periodic checkpoints, no per-item acks, senders hold output until a downstream
            // checkpoint covers it, a recovered worker ASKs its senders to resend from its checkpoint (exactly once)
 };

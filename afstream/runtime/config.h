@@ -28,6 +28,8 @@ struct RunConfig {
   std::uint64_t flow_window = 1u << 16;      // unacked items a sender may hold when gamma does not bound it
   std::size_t queue_items = 1u << 14;        // received, unprocessed items a worker holds before it stops reading
   std::uint64_t exact_state_every = 100000;  // exact mode: items between state backups
+  std::chrono::milliseconds microbatch_interval{1000};  // microbatch mode: a batch closes after this long
+  std::uint64_t microbatch_items = 0;                   // microbatch mode: or after this many items (0: no limit)
   std::uint64_t ask_every = 8192;            // ask mode: items a worker processes between checkpoints
   std::chrono::milliseconds ask_idle{2};     // ask mode: an idle worker checkpoints what it processed after this
   double state_headroom = 0.0;               // approx: share of theta left for drift while a backup is written

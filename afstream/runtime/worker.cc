@@ -209,6 +209,7 @@ void Worker::run() {
           send_asks();
           checkpoint_if_idle();
         }
+        end_microbatch_if_due();
         if (!inputs_done_ && numbering_pending_ == 0 && queue_.empty() && staging_.empty() &&
             std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.ended; })) {
           inputs_done_ = true;
@@ -217,6 +218,9 @@ void Worker::run() {
           measure_loss();
           backup_at_end_of_stream();
           op_->finish(*emitter_);
+          // Microbatch: the final results go out at once (a recovery from the last boundary emits them again,
+          // with the same sequence numbers).
+          for (auto& o : outs_) o.released = o.out_seq;
           finish_outputs();
         }
       }
@@ -405,6 +409,7 @@ void Worker::restore() {
       o.out_seq = it == last.outputs.end() ? 0 : it->second;
       o.acked = o.sent = o.out_seq;
     }
+    for (auto& o : outs_) o.released = o.out_seq;  // a checkpoint holds released outputs only
     for (const auto& ci : last.unacked_outputs) {
       auto& o = outs_[out_slot(ci.channel)];
       if (o.unacked.empty()) o.acked = o.sent = ci.item.seq - 1;
@@ -976,7 +981,7 @@ void Worker::process_one(const ChannelItem& ci) {
 // state backup every ft.exact-state-every items, and loses nothing at a failure, which is within any bound and
 // cheaper than a state backup per item.
 bool Worker::logs_every_item() const {
-  if (ctx_.config.mode == FtMode::Exact) return true;
+  if (ctx_.config.mode == FtMode::Exact || microbatch_mode()) return true;
   if (ctx_.config.mode != FtMode::Approx || source_) return false;
   return schedule_.current().l == 0 || (op_ && schedule_.current().theta < op_alpha_);
 }
@@ -1036,6 +1041,42 @@ void Worker::after_update() {
     case FtMode::Ask:
       if (++since_state_backup_ >= ctx_.config.ask_every) checkpoint();
       return;
+    case FtMode::MicroBatch: {
+      ++since_state_backup_;
+      const auto limit = ctx_.config.microbatch_items;
+      if ((limit > 0 && since_state_backup_ >= limit) ||
+          ((since_state_backup_ & 63) == 0 && Clock::now() - batch_started_ >= ctx_.config.microbatch_interval)) {
+        end_microbatch();
+      }
+      return;
+    }
+  }
+}
+
+// Microbatch mode: the batch boundary. The state is checkpointed (synchronously: the batch is committed once the
+// store has it; every item of it is already in the item log), then the batch's outputs are released to the
+// network. A failure restores the last boundary and recomputes the batch from the log, with the same output
+// sequence numbers, so receivers never see an output twice.
+void Worker::end_microbatch() {
+  bool held = false;
+  for (const auto& o : outs_) held = held || o.released < o.out_seq;
+  if (since_state_backup_ > 0 || held) {
+    backup_state(true);
+    for (auto& o : outs_) o.released = o.out_seq;
+  }
+  batch_started_ = Clock::now();
+}
+
+// Microbatch mode: a batch also closes when the worker has run out of input and its interval has passed, and when
+// its held outputs fill the window (they count against it: nothing else would let it go on).
+void Worker::end_microbatch_if_due() {
+  if (!microbatch_mode() || source_) return;
+  const bool idle = queue_.empty() && staging_.empty();
+  bool held = false;
+  for (const auto& o : outs_) held = held || o.released < o.out_seq;
+  if ((idle && Clock::now() - batch_started_ >= ctx_.config.microbatch_interval) ||
+      (held && unacked_total() >= window())) {
+    end_microbatch();
   }
 }
 
@@ -1182,11 +1223,12 @@ void Worker::flush(bool force) {
       if (from > 0) o.sent = o.pending[from - 1].seq;
       o.pending.erase(o.pending.begin(), o.pending.begin() + static_cast<std::ptrdiff_t>(from));
     } else {
-      // Send the unacknowledged items not sent yet, in batches.
-      while (o.sent < o.out_seq) {
+      // Send the unacknowledged items not sent yet, in batches (microbatch: only the released ones).
+      const std::uint64_t upto = microbatch_mode() && !source_ ? o.released : o.out_seq;
+      while (o.sent < upto) {
         const std::uint64_t first = o.sent + 1;
         const std::size_t offset = static_cast<std::size_t>(first - o.unacked.front().seq);
-        const std::size_t avail = o.unacked.size() - offset;
+        const std::size_t avail = static_cast<std::size_t>(upto - o.sent);
         if (avail < batch && !force) break;
         // Straight from the ring (a batch that would wrap around its end goes as two).
         const auto items = o.unacked.contiguous(offset, std::min(batch, avail));
@@ -1226,6 +1268,10 @@ bool Worker::all_covered() const {
 // backup), when no input comes from a source (no sender waits for coverage), or when every admitted item is logged
 // (the log covers them: send_ack).
 void Worker::backup_at_end_of_stream() {
+  if (microbatch_mode()) {  // the last batch ends with the stream
+    end_microbatch();
+    return;
+  }
   if (ask_mode()) {  // every sender waits for a checkpoint that covers its end of stream
     if (std::any_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.covered < in.processed; })) {
       checkpoint();
@@ -1356,7 +1402,7 @@ void Worker::backup_state(bool wait, double residual) {
   }
   // Ask mode too: a recovered worker regenerates only the outputs of the inputs after its checkpoint, so the ones
   // before it that no receiver has covered yet travel in the checkpoint.
-  const bool keep_outputs = !source_ && (ctx_.config.mode == FtMode::Exact || ask_mode() ||
+  const bool keep_outputs = !source_ && (ctx_.config.mode == FtMode::Exact || ask_mode() || microbatch_mode() ||
                                          schedule_.current().gamma == 0);
   if (keep_outputs) {
     for (const auto& o : outs_) {

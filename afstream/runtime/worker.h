@@ -175,6 +175,7 @@ class Worker {
     std::uint64_t sent = 0;     // highest seq handed to the socket
     std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
+    std::uint64_t released = 0;  // microbatch: highest seq of a committed batch (sent; later ones are held)
     bool numbering_pending = false;  // after a recovery: waiting for the receiver to say where to continue
     Clock::time_point queried_at{};
     Ring<Item> unacked;         // items with seq in (acked, out_seq]
@@ -268,6 +269,10 @@ class Worker {
   void rewind_source();
   bool acks_enabled() const { return ctx_.config.mode != FtMode::None; }
   bool ask_mode() const { return ctx_.config.mode == FtMode::Ask; }
+  bool microbatch_mode() const { return ctx_.config.mode == FtMode::MicroBatch; }
+  void end_microbatch();
+  void end_microbatch_if_due();
+  Clock::time_point batch_started_ = Clock::now();
   void checkpoint();
   void checkpoint_if_idle();
   void send_asks();

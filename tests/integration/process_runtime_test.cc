@@ -185,30 +185,35 @@ TEST(ProcessRuntime, HeavyHittersKilledAtTheEndMissNothingBehindTheSource) {
   }
 }
 
-// Ask mode (backtrack recovery) with real SIGKILLs of every worker, early, midway and at the very end of the
-// stream: exactly-once state, so the heavy hitters and every estimate equal a failure-free run's.
-TEST(ProcessRuntime, AskModeSigkillsLeaveExactlyTheFailureFreeResults) {
+// The exact modes with real SIGKILLs of every worker, early, midway and at the very end of the stream: ask
+// (backtrack recovery: checkpoints, no item log) and microbatch (item log, a checkpoint per batch). Exactly-once
+// state, so the heavy hitters and every estimate equal a failure-free run's.
+TEST(ProcessRuntime, ExactModesSigkillsLeaveExactlyTheFailureFreeResults) {
   TempDir t;
   const std::string job = "--job heavy-hitters --items 400000 --hh.keys 20000 --seed 4 --quiet";
   const auto clean = t.path() / "clean";
   ASSERT_EQ(run_afstream(job + " --ft.mode none --runtime threads --out " + clean.string(), t.path() / "c.log"), 0)
       << slurp(t.path() / "c.log");
-  for (const std::string plan : {"--fail.at 40000,200000,399000 --fail.target all", "--fail.count 3 --fail.target 1,3"}) {
-    const auto out = t.path() / "ask";
-    std::filesystem::remove_all(out);
-    ASSERT_EQ(run_afstream(job + " --ft.mode ask --ft.ask-every 2000 --runtime processes " + plan + " --out " +
-                               out.string(),
-                           t.path() / "a.log"),
-              0)
-        << slurp(t.path() / "a.log");
-    const auto rows = failure_rows(out / "failures.csv");
-    EXPECT_GE(rows.size(), 6u) << plan;
-    for (const auto& row : rows) EXPECT_EQ(row.at("lost_items"), "0") << plan << " worker " << row.at("worker");
-    const auto a = summary(clean), b = summary(out);
-    for (const char* k : {"precision", "recall", "are", "reported", "true_heavy"}) {
-      EXPECT_EQ(a.at(k), b.at(k)) << plan << ": " << k;
+  for (const std::string mode : {"ask --ft.ask-every 2000", "microbatch --ft.microbatch-items 5000"}) {
+    for (const std::string plan :
+         {"--fail.at 40000,200000,399000 --fail.target all", "--fail.count 3 --fail.target 1,3"}) {
+      const auto out = t.path() / "run";
+      std::filesystem::remove_all(out);
+      ASSERT_EQ(run_afstream(job + " --ft.mode " + mode + " --runtime processes " + plan + " --out " + out.string(),
+                             t.path() / "a.log"),
+                0)
+          << slurp(t.path() / "a.log");
+      const auto rows = failure_rows(out / "failures.csv");
+      EXPECT_GE(rows.size(), 6u) << mode << ", " << plan;
+      for (const auto& row : rows) {
+        EXPECT_EQ(row.at("lost_items"), "0") << mode << ", " << plan << " worker " << row.at("worker");
+      }
+      const auto a = summary(clean), b = summary(out);
+      for (const char* k : {"precision", "recall", "are", "reported", "true_heavy"}) {
+        EXPECT_EQ(a.at(k), b.at(k)) << mode << ", " << plan << ": " << k;
+      }
+      if (mode.starts_with("ask")) EXPECT_EQ(b.at("item_backups"), "0") << plan;
     }
-    EXPECT_EQ(b.at("item_backups"), "0") << plan;
   }
 }
 
