@@ -235,6 +235,12 @@ class Worker {
   void after_update();
   void produce();
   void emit(std::uint64_t key, std::int64_t value, std::int64_t time);
+  // The feedback side channel and ready() (afstream/core/operator.h).
+  void broadcast(std::uint64_t key, std::int64_t value, std::int64_t time);
+  void send_feedback();
+  void call_on_blocked();
+  std::vector<Item> feedback_out_;  // fed back since the last send_feedback()
+  Clock::time_point blocked_called_at_{};
   void flush(bool force);
   bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos);
   void finish_outputs();
