@@ -44,6 +44,8 @@
 #include "algorithms/text/text_operators.h"
 #include "ml/learn_job.h"
 #include "ml/learner_operator.h"
+#include "ml/ps_job.h"
+#include "ml/ps_operators.h"
 
 #ifndef AFS_GIT_REVISION
 #define AFS_GIT_REVISION "unknown"
@@ -63,7 +65,8 @@ std::map<std::string, afs::JobFactory> jobs() {
           {"nexmark-hot-items", &afs::nexmark::make_hot_items_job},
           {"wordcount", &afs::text::make_wordcount_job},
           {"grep", &afs::text::make_grep_job},
-          {"learn", &afs::ml::make_learn_job}};
+          {"learn", &afs::ml::make_learn_job},
+          {"ps", &afs::ml::make_ps_job}};
 }
 
 afs::Registry registry() {
@@ -75,6 +78,7 @@ afs::Registry registry() {
   afs::nexmark::register_nexmark(r);
   afs::text::register_text(r);
   afs::ml::register_ml(r);
+  afs::ml::register_ps(r);
   return r;
 }
 

@@ -1,9 +1,15 @@
-// RecoveryInfo's loss bound for states of integer sums (operator.h).
+// RecoveryInfo's loss bound for states of integer sums, and the default feedback channel (operator.h).
 #include "afstream/core/operator.h"
 
 #include <cmath>
 
+#include "afstream/core/errors.h"
+
 namespace afs {
+
+void Emitter::feed_back(std::uint64_t, std::int64_t, std::int64_t) {
+  throw RuntimeError("feed_back: this runtime has no feedback channel");
+}
 
 std::int64_t RecoveryInfo::integer_sum_loss_bound(std::size_t done, std::int64_t alpha_per_item) const {
   const std::size_t k = theta_by_failure.size();

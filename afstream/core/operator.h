@@ -9,11 +9,15 @@
 //   - on_recovered(): an optional compensation hook after the k-th recovery (e.g. Theorem 2 for Count-Min).
 //   - distance(): a brute-force distance to another instance's state in the same metric as divergence(); used by
 //     the conformance kit (afstream/testing) and by tests measuring what a failure lost.
+//   - feedback (parameter servers, ml/ps_operators.h): an operator may feed items back to the workers upstream of
+//     it (Emitter::feed_back, received by their on_feedback), and may hold off its next data item (ready(),
+//     on_blocked()). The channel is lossy soft state, like a heartbeat: see Emitter::feed_back.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "afstream/core/bytes.h"
@@ -25,6 +29,15 @@ class Emitter {
  public:
   virtual ~Emitter() = default;
   virtual void emit(std::uint64_t key, std::int64_t value, std::int64_t time = 0) = 0;
+  // One item on EVERY downstream channel of the next stage, whatever the partitioning (e.g. a clock tick that each
+  // parameter-server shard must see). An ordinary data item on each channel: sequence numbers, acks and backups as
+  // for emit(). The default (an emitter without channels) emits it once.
+  virtual void broadcast(std::uint64_t key, std::int64_t value, std::int64_t time = 0) { emit(key, value, time); }
+  // Feedback: an item sent upstream, at the next flush, to every worker with a channel into this one (their
+  // Operator::on_feedback). Lossy by design (soft state, like a heartbeat): no sequence numbers, no acks, no
+  // backups, never counted in L or Gamma; a frame that does not fit the peer's queue, or is sent to a peer that is
+  // down, is dropped. Operators that use it must tolerate loss and repeat what matters (ml/ps_operators.h).
+  virtual void feed_back(std::uint64_t /*key*/, std::int64_t /*value*/, std::int64_t /*time*/ = 0);
 };
 
 // What the runtime tells an operator after it has been restored and its backed-up items replayed.
@@ -108,6 +121,21 @@ class Operator {
   virtual void apply_delta(ByteReader& in) = 0;
 
   virtual void on_recovered(const RecoveryInfo& /*info*/) {}
+
+  // Feedback from the workers downstream of this one (Emitter::feed_back), on the compute thread, in arrival order;
+  // may emit. Feedback is soft state: it may be lost, repeated (by the sender) or arrive after a restore.
+  virtual void on_feedback(std::span<const Item> /*items*/, Emitter& /*out*/) {}
+  // While false the worker takes no data item from its queue: it keeps receiving, acknowledging, handling feedback
+  // and acks, and flushing (a worker whose operator is not ready sends what it emitted at once). End of stream is
+  // not held: once the items before it are processed, an input's end-of-stream punctuation is taken even when not
+  // ready, and finish() is called once every input ended, ready or not (an operator that waits for feedback must
+  // not wait for it in finish()).
+  virtual bool ready() const { return true; }
+  // True for an operator whose ready() can ever be false: the runtime asks ready() (a virtual call per item) only
+  // for those.
+  virtual bool waits_for_feedback() const { return false; }
+  // Called every few milliseconds (about 5 ms) while ready() is false, e.g. to send a lost request again.
+  virtual void on_blocked(Emitter& /*out*/) {}
 
   // Brute-force distance between this state and other's, in divergence()'s metric (other has the same type).
   virtual double distance(const Operator& other) const = 0;

@@ -239,6 +239,26 @@ std::span<const std::uint8_t> Encoder::encode_batch(std::uint32_t sender, std::u
   return state_->finish();
 }
 
+std::span<const std::uint8_t> Encoder::encode_feedback(std::uint32_t sender, std::uint32_t epoch,
+                                                       std::span<const Item> items) {
+  const std::size_t n = items.size();
+  if (n > kMaxBatchItems) {
+    throw FormatError("cannot encode feedback of " + std::to_string(n) + " items: the wire limit is " +
+                      std::to_string(kMaxBatchItems) + " items per frame");
+  }
+  auto fb = state_->envelope(kBatchOverheadWords + 3 * n, sender, epoch).initFeedback();
+  const auto count = static_cast<unsigned>(n);
+  auto keys = fb.initKeys(count);
+  auto values = fb.initValues(count);
+  auto times = fb.initTimes(count);
+  for (unsigned i = 0; i < count; ++i) {
+    keys.set(i, items[i].key);
+    values.set(i, items[i].value);
+    times.set(i, items[i].time);
+  }
+  return state_->finish();
+}
+
 std::span<const std::uint8_t> Encoder::encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                                   std::uint64_t seq, std::uint64_t covered) {
   auto ack = state_->envelope(kSmallMessageWords, sender, epoch).initAck();
@@ -498,6 +518,9 @@ std::span<const std::uint8_t> Encoder::encode(const Message& message) {
     std::span<const std::uint8_t> operator()(const AssignmentMsg& a) const {
       return e.encode_assignment(m.sender, m.epoch, a);
     }
+    std::span<const std::uint8_t> operator()(const FeedbackMsg& f) const {
+      return e.encode_feedback(m.sender, m.epoch, f.items);
+    }
   };
   return std::visit(Visitor{*this, message}, message.body);
 }
@@ -537,6 +560,8 @@ const char* body_name(wire::Envelope::Which which) {
       return "directory";
     case wire::Envelope::ASSIGNMENT:
       return "assignment";
+    case wire::Envelope::FEEDBACK:
+      return "feedback";
   }
   return "unknown";
 }
@@ -826,6 +851,21 @@ void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits
       case wire::Envelope::ASSIGNMENT:
         out.body = read_assignment(env.getAssignment());
         return;
+      case wire::Envelope::FEEDBACK: {
+        auto fb = env.getFeedback();
+        auto keys = fb.getKeys();
+        auto values = fb.getValues();
+        auto times = fb.getTimes();
+        if (values.size() != keys.size() || times.size() != keys.size()) {
+          throw FormatError("wire feedback has lists of different lengths: " + std::to_string(keys.size()) + " keys, " +
+                            std::to_string(values.size()) + " values, " + std::to_string(times.size()) + " times");
+        }
+        FeedbackMsg f;
+        f.items.resize(keys.size());
+        for (unsigned i = 0; i < keys.size(); ++i) f.items[i] = Item{keys[i], values[i], times[i], 0};
+        out.body = std::move(f);
+        return;
+      }
     }
     throw FormatError("wire message has unknown body kind " + std::to_string(static_cast<unsigned>(env.which())));
   });

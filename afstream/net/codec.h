@@ -275,11 +275,19 @@ struct DirectoryMsg {
   friend bool operator==(const DirectoryMsg&, const DirectoryMsg&) = default;
 };
 
+// Feedback items from a worker to the workers upstream of it (afstream/core/operator.h, Emitter::feed_back): soft
+// state, no channel and no sequence numbers (decoding leaves Item::seq 0).
+struct FeedbackMsg {
+  std::vector<Item> items;
+
+  friend bool operator==(const FeedbackMsg&, const FeedbackMsg&) = default;
+};
+
 struct Message {
   std::uint32_t sender = 0;  // worker id
   std::uint32_t epoch = 0;   // the sender's incarnation
   std::variant<BatchMsg, AckMsg, ControlMsg, StoreRequestMsg, StoreReplyMsg, WorkerReportMsg, DirectoryMsg,
-               AssignmentMsg>
+               AssignmentMsg, FeedbackMsg>
       body;
 
   friend bool operator==(const Message&, const Message&) = default;
@@ -306,6 +314,8 @@ class Encoder {
 
   std::span<const std::uint8_t> encode_batch(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                              std::uint64_t first_seq, std::span<const Item> items, bool end_of_stream);
+  // Feedback items (Item::seq ignored); at most the batch limit of items per frame (FormatError beyond).
+  std::span<const std::uint8_t> encode_feedback(std::uint32_t sender, std::uint32_t epoch, std::span<const Item> items);
   std::span<const std::uint8_t> encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                            std::uint64_t seq, std::uint64_t covered = 0);
   std::span<const std::uint8_t> encode_control(std::uint32_t sender, std::uint32_t epoch, const ControlMsg& control);

@@ -16,6 +16,10 @@
 # sockets serve with (WorkerReport.curveKey in the hello, PeerState.curveKey in the Directory), the backup server's
 # (Assignment.storeKey), and the connections a worker refused (WorkerStatus.unauthorizedConnections). A reader
 # without them sees empty keys and zeros, which is what a job without CURVE sends.
+#
+# Still version 2, with Envelope.feedback added (the upstream feedback side channel of parameter servers,
+# afstream/core/operator.h Emitter::feed_back): soft state, lossy by design. Only jobs whose operators feed back send
+# it; a worker built before it would count such a frame as a bad message and drop it, which the channel tolerates.
 @0x8f9c61cf0b7a1162;
 
 using Cxx = import "/capnp/c++.capnp";
@@ -37,7 +41,16 @@ struct Envelope {
     workerReport @8 :WorkerReport;  # worker process -> controller (afstream/runtime/process_cluster.h)
     directory @9 :Directory;        # controller -> worker processes
     assignment @10 :Assignment;     # controller -> a worker that registered (WorkerReport kind register)
+    feedback @11 :FeedbackBatch;    # worker -> its upstream workers (Emitter::feed_back), on their ack sockets
   }
+}
+
+# Feedback items, columnar, sent by a worker to the workers upstream of it: no channel, no sequence numbers, never
+# acknowledged or backed up (soft state). keys, values and times have the same length.
+struct FeedbackBatch {
+  keys @0 :List(UInt64);
+  values @1 :List(Int64);
+  times @2 :List(Int64);
 }
 
 # Items on one channel, columnar. Item i has seq = firstSeq + i; keys, values and times have the same length.

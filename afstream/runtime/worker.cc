@@ -89,6 +89,10 @@ class Worker::RuntimeEmitter final : public Emitter {
  public:
   explicit RuntimeEmitter(Worker& w) : w_(w) {}
   void emit(std::uint64_t key, std::int64_t value, std::int64_t time) override { w_.emit(key, value, time); }
+  void broadcast(std::uint64_t key, std::int64_t value, std::int64_t time) override { w_.broadcast(key, value, time); }
+  void feed_back(std::uint64_t key, std::int64_t value, std::int64_t time) override {
+    w_.feedback_out_.push_back(Item{key, value, time, 0});
+  }
 
  private:
   Worker& w_;
@@ -116,6 +120,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     op_type_ = type_id_of(stage_.kind);
     op_alpha_ = op_->alpha();
     alpha_bounds_drift_ = op_alpha_ > 0 && op_->divergence_bounded_by_alpha();
+    op_waits_ = op_->waits_for_feedback();
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
   if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_->beta());
@@ -192,8 +197,11 @@ void Worker::run() {
         if (!missing_by_failure_.empty()) missing_by_failure_.back() = -1;
         maybe_compensate();
       }
+      // Not ready (Operator::ready): wait for input instead of spinning on a queue it will not take from.
+      const bool blocked = op_waits_ && !op_->ready();
+      if (blocked) call_on_blocked();
       const bool busy = (!queue_.empty() || !staging_.empty() || (source_ && source_offset_ < source_size_)) &&
-                        unacked_total() < window();
+                        unacked_total() < window() && !blocked;
       receive(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1));
       release_acks();
       if (source_) {
@@ -224,7 +232,8 @@ void Worker::run() {
           finish_outputs();
         }
       }
-      flush(queue_.empty() || inputs_done_);
+      flush(queue_.empty() || inputs_done_ || blocked);
+      send_feedback();
       // Done once everything sent is acknowledged, every ack sent, and every upstream worker is done for good: an
       // upstream that crashes after its end of stream replays it, and must find this worker to acknowledge it. A
       // source also waits until every receiver has covered its whole stream by a confirmed backup (all_covered):
@@ -717,6 +726,11 @@ bool Worker::receive(std::chrono::milliseconds wait) {
       on_ack(*a);
     } else if (auto* c = std::get_if<net::ControlMsg>(&scratch_.body)) {
       on_control(*c, scratch_.sender, scratch_.epoch);
+    } else if (auto* f = std::get_if<net::FeedbackMsg>(&scratch_.body)) {
+      if (op_) {
+        op_->on_feedback(f->items, *emitter_);
+        unchecked_items_ = 0;  // the state may have moved: compare with theta at the next item
+      }
     }
   }
   for (int n = 0; n < 64; ++n) {
@@ -921,6 +935,7 @@ std::size_t Worker::process_some(std::size_t budget) {
     }
     check_kill();
     const ChannelItem ci = queue_.front();
+    if (op_waits_ && !ci.end_of_stream && !op_->ready()) break;  // held until feedback makes it ready (Operator::ready)
     // The item counts as unprocessed until its post-update backup check completes (proofs/general-bounds.md).
     if (measure_pending_) {
       auto it = crash_in_->processed.find(ci.channel);
@@ -1182,6 +1197,51 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
     }
   }
   counters_.items_out.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Emitter::broadcast: one item on every output channel.
+void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time) {
+  unchecked_items_ = 0;  // as emit(): an item that emits is compared with theta at once
+  for (auto& o : outs_) {
+    Item it{key, value, time, ++o.out_seq};
+    if (acks_enabled()) {
+      o.unacked.push_back(it);
+      ++unacked_;
+    } else {
+      o.pending.push_back(it);
+    }
+    counters_.items_out.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// Emitter::feed_back: what the operator fed back goes to every worker upstream of this one, on the sockets acks use,
+// without sequence numbers, acks or backups (soft state: a frame to a peer that is down or full is dropped).
+void Worker::send_feedback() {
+  if (feedback_out_.empty()) return;
+  constexpr std::size_t kFeedbackFrameItems = 8192;
+  std::vector<int> sent_to;
+  for (const auto& in : ins_) {
+    if (std::find(sent_to.begin(), sent_to.end(), in.from_worker) != sent_to.end()) continue;
+    sent_to.push_back(in.from_worker);
+    // As send_ack: a peer just learned (first call false) can take it at once.
+    if (!peer_ready(in.from_worker) && !peer_ready(in.from_worker)) continue;
+    for (std::size_t from = 0; from < feedback_out_.size(); from += kFeedbackFrameItems) {
+      const std::size_t n = std::min(kFeedbackFrameItems, feedback_out_.size() - from);
+      auto frame = encoder_.encode_feedback(static_cast<std::uint32_t>(id_), epoch_, {feedback_out_.data() + from, n});
+      zmq::message_t m(frame.data(), frame.size());
+      (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
+    }
+  }
+  feedback_out_.clear();
+}
+
+// Operator::on_blocked, at most every kBlockedCallEvery while the operator is not ready.
+void Worker::call_on_blocked() {
+  constexpr auto kBlockedCallEvery = std::chrono::milliseconds(5);
+  const auto now = Clock::now();
+  if (now - blocked_called_at_ < kBlockedCallEvery) return;
+  blocked_called_at_ = now;
+  op_->on_blocked(*emitter_);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -239,6 +239,12 @@ class Worker {
   void after_update();
   void produce();
   void emit(std::uint64_t key, std::int64_t value, std::int64_t time);
+  // The feedback side channel and ready() (afstream/core/operator.h).
+  void broadcast(std::uint64_t key, std::int64_t value, std::int64_t time);
+  void send_feedback();
+  void call_on_blocked();
+  std::vector<Item> feedback_out_;  // fed back since the last send_feedback()
+  Clock::time_point blocked_called_at_{};
   void flush(bool force);
   bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos);
   void finish_outputs();
@@ -306,6 +312,7 @@ class Worker {
   std::unique_ptr<Source> source_;
   std::uint32_t op_type_ = 0;
   std::uint64_t unchecked_items_ = 0;  // items that may skip the Theta check (after_update: alpha bounds their drift)
+  bool op_waits_ = false;             // op_->waits_for_feedback(): ready() is consulted
   bool alpha_bounds_drift_ = false;   // op_->divergence_bounded_by_alpha() with a positive alpha
   double op_alpha_ = 0;                // op_->alpha(), constant (read per item when choosing how to protect it)
   std::size_t numbering_pending_ = 0;  // output channels waiting for their receiver's answer (query_numbering)

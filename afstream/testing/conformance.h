@@ -97,11 +97,16 @@ struct Emitted {
   }
 };
 
-// An Emitter that records everything, in order.
+// An Emitter that records everything, in order. Feedback (Emitter::feed_back) is recorded apart and not compared:
+// it is soft state, lossy by design.
 class RecordingEmitter final : public Emitter {
  public:
   void emit(std::uint64_t key, std::int64_t value, std::int64_t time) override { items.push_back({key, value, time}); }
+  void feed_back(std::uint64_t key, std::int64_t value, std::int64_t time) override {
+    fed_back.push_back({key, value, time});
+  }
   std::vector<Emitted> items;
+  std::vector<Emitted> fed_back;
 };
 
 }  // namespace afs::testing

@@ -1,12 +1,14 @@
 // Integration tests of `afstream run --job learn` as a user runs it (the real binary in a child process): identical
 // results in none, approx and exact without failures; the held-out prediction rate after four failures of every
-// worker (threads and processes) within 2 points of the failure-free run; a CSV file as data; bad options named.
+// worker (threads and processes) within 2 points of the failure-free run; a CSV file as data; bad options named; and
+// `--job ps` (parameter server, SSP): learn.csv within the staleness bound, bad options named.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -127,6 +129,45 @@ TEST(LearnCli, BadOptionsNameTheOption) {
         std::pair{"--learn.data file", "learn.file"}, std::pair{"--learn.data mnist", "learn.data"},
         std::pair{"--learn.task softmax", "learn.task"}, std::pair{"--learn.parallelism 0", "learn.parallelism"}}) {
     const auto r = run("run --job learn --items 1000 --quiet " + std::string(args), scratch.path());
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.err.find(name), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+// `--job ps` (ml/ps_operators.h) as a user runs it: SSP with s = 2 on threads writes learn.csv with its consistency
+// and a staleness within the bound, and learns the HIGGS-like model above 62%; bad options are named.
+TEST(PsCli, SspRunWritesLearnCsvWithinTheStalenessBound) {
+  TempDir scratch, d;
+  const auto r =
+      run("run --job ps --items 20000 --learn.holdout 5000 --runtime threads --learn.consistency ssp "
+          "--learn.staleness 2 --learn.workers 3 --learn.servers 2 --learn.batch 8 --quiet --out " +
+              d.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream in(slurp(d.path() / "learn.csv"));
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  const auto h = afs::testing::split_csv(header), v = afs::testing::split_csv(row);
+  ASSERT_EQ(h.size(), v.size());
+  std::map<std::string, std::string> m;
+  for (std::size_t i = 0; i < h.size(); ++i) m[h[i]] = v[i];
+  EXPECT_EQ(m.at("consistency"), "ssp");
+  EXPECT_EQ(std::stod(m.at("examples")), 20000);
+  EXPECT_EQ(std::stod(m.at("staleness_bound")), 2);
+  EXPECT_LE(std::stod(m.at("max_staleness")), 2);
+  EXPECT_LE(std::stod(m.at("server_max_gap")), 2);
+  EXPECT_EQ(std::stod(m.at("worker_clocks")), 3 * 834);  // 6666 or 6667 examples each: 833 clocks and a partial one
+  EXPECT_GT(std::stod(m.at("holdout_accuracy")), 0.62);
+}
+
+TEST(PsCli, BadOptionsNameTheOption) {
+  TempDir scratch;
+  for (const auto& [args, name] :
+       {std::pair{"--learn.consistency eventual", "learn.consistency"}, std::pair{"--learn.batch 0", "learn.batch"},
+        std::pair{"--learn.staleness -1", "learn.staleness"}, std::pair{"--learn.workers 0", "learn.workers"},
+        std::pair{"--learn.servers 0", "learn.servers"}, std::pair{"--learn.data file", "learn.data"}}) {
+    const auto r = run("run --job ps --items 1000 --runtime threads --quiet " + std::string(args), scratch.path());
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.err.find(name), std::string::npos) << args << ": " << r.err;
   }
