@@ -48,7 +48,7 @@ constexpr std::uint16_t kMaxControlKind = static_cast<std::uint16_t>(ControlKind
 // Words of a single-segment frame beyond the 3 list bodies of a batch: segment table (1), root pointer (1),
 // Envelope (2 data + 1 pointer), Batch (2 data + 3 pointers). Used to size the encoder's buffer; if it were
 // ever too small the encoder falls back to a (correct, slower) multi-segment copy.
-constexpr std::size_t kBatchOverheadWords = 10;
+constexpr std::size_t kBatchOverheadWords = 11;
 
 // A Cap'n Proto segment holds at most 2^29 words; keep a batch within one.
 constexpr std::size_t kMaxBatchItems = ((std::size_t{1} << 29) - kBatchOverheadWords) / 3;
@@ -204,13 +204,21 @@ Encoder& Encoder::operator=(Encoder&&) noexcept = default;
 
 std::span<const std::uint8_t> Encoder::encode_batch(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                                     std::uint64_t first_seq, std::span<const Item> items,
-                                                    bool end_of_stream) {
+                                                    bool end_of_stream, std::span<const std::uint64_t> roots) {
   const std::size_t n = items.size();
   if (n > kMaxBatchItems) {
     throw FormatError("cannot encode a batch of " + std::to_string(n) + " items: the wire limit is " +
                       std::to_string(kMaxBatchItems) + " items per batch");
   }
-  auto batch = state_->envelope(kBatchOverheadWords + 3 * n, sender, epoch).initBatch();
+  if (!roots.empty() && roots.size() != n) {
+    throw FormatError("cannot encode a batch of " + std::to_string(n) + " items with " +
+                      std::to_string(roots.size()) + " roots");
+  }
+  auto batch = state_->envelope(kBatchOverheadWords + (roots.empty() ? 3 : 4) * n, sender, epoch).initBatch();
+  if (!roots.empty()) {
+    auto r = batch.initRoots(static_cast<unsigned>(n));
+    for (unsigned i = 0; i < n; ++i) r.set(i, roots[i]);
+  }
   batch.setChannel(channel);
   batch.setFirstSeq(first_seq);
   batch.setEndOfStream(end_of_stream);
@@ -260,11 +268,17 @@ std::span<const std::uint8_t> Encoder::encode_feedback(std::uint32_t sender, std
 }
 
 std::span<const std::uint8_t> Encoder::encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
-                                                  std::uint64_t seq, std::uint64_t covered) {
-  auto ack = state_->envelope(kSmallMessageWords, sender, epoch).initAck();
+                                                  std::uint64_t seq, std::uint64_t covered,
+                                                  std::span<const std::uint64_t> trees) {
+  auto ack = state_->envelope(kSmallMessageWords + trees.size(), sender, epoch).initAck();
   ack.setChannel(channel);
   ack.setSeq(seq);
   ack.setCovered(covered);
+  if (!trees.empty()) {
+    if (trees.size() % 2 != 0) throw FormatError("cannot encode tree acks: (root, xor) pairs expected");
+    auto t = ack.initTrees(static_cast<unsigned>(trees.size()));
+    for (unsigned i = 0; i < trees.size(); ++i) t.set(i, trees[i]);
+  }
   return state_->finish();
 }
 
@@ -495,10 +509,10 @@ std::span<const std::uint8_t> Encoder::encode(const Message& message) {
     Encoder& e;
     const Message& m;
     std::span<const std::uint8_t> operator()(const BatchMsg& b) const {
-      return e.encode_batch(m.sender, m.epoch, b.channel, b.first_seq, b.items, b.end_of_stream);
+      return e.encode_batch(m.sender, m.epoch, b.channel, b.first_seq, b.items, b.end_of_stream, b.roots);
     }
     std::span<const std::uint8_t> operator()(const AckMsg& a) const {
-      return e.encode_ack(m.sender, m.epoch, a.channel, a.seq, a.covered);
+      return e.encode_ack(m.sender, m.epoch, a.channel, a.seq, a.covered, a.trees);
     }
     std::span<const std::uint8_t> operator()(const ControlMsg& c) const {
       return e.encode_control(m.sender, m.epoch, c);
@@ -633,6 +647,12 @@ void read_batch(wire::Batch::Reader batch, BatchMsg& out) {
   out.channel = batch.getChannel();
   out.first_seq = first_seq;
   out.end_of_stream = batch.getEndOfStream();
+  const auto roots = batch.getRoots();
+  if (roots.size() != 0 && roots.size() != n) {
+    throw FormatError("wire batch has " + std::to_string(n) + " items and " + std::to_string(roots.size()) + " roots");
+  }
+  out.roots.resize(roots.size());
+  for (unsigned i = 0; i < roots.size(); ++i) out.roots[i] = roots[i];
   out.items.resize(n);
   Item* it = out.items.data();
 
@@ -824,7 +844,12 @@ void decode_into(std::span<const std::uint8_t> frame, const DecodeLimits& limits
       }
       case wire::Envelope::ACK: {
         auto ack = env.getAck();
-        out.body = AckMsg{ack.getChannel(), ack.getSeq(), ack.getCovered()};
+        AckMsg a{ack.getChannel(), ack.getSeq(), ack.getCovered(), {}};
+        const auto trees = ack.getTrees();
+        if (trees.size() % 2 != 0) throw FormatError("wire ack has an odd number of tree entries");
+        a.trees.reserve(trees.size());
+        for (auto v : trees) a.trees.push_back(v);
+        out.body = std::move(a);
         return;
       }
       case wire::Envelope::CONTROL:

@@ -47,6 +47,7 @@ struct BatchMsg {
   std::uint64_t first_seq = 0;
   std::vector<Item> items;
   bool end_of_stream = false;  // the channel ends after the last item of this batch
+  std::vector<std::uint64_t> roots;  // ack mode: each item's root id (same length as items); else empty
 
   friend bool operator==(const BatchMsg&, const BatchMsg&) = default;
 };
@@ -56,6 +57,7 @@ struct AckMsg {
   std::uint32_t channel = 0;
   std::uint64_t seq = 0;
   std::uint64_t covered = 0;  // items with seq <= covered are in a confirmed backup of the receiver
+  std::vector<std::uint64_t> trees;  // ack mode, to a source: pairs (root, xor of edge ids); channel/seq unused
 
   friend bool operator==(const AckMsg&, const AckMsg&) = default;
 };
@@ -313,11 +315,13 @@ class Encoder {
   Encoder& operator=(Encoder&&) noexcept;
 
   std::span<const std::uint8_t> encode_batch(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
-                                             std::uint64_t first_seq, std::span<const Item> items, bool end_of_stream);
+                                             std::uint64_t first_seq, std::span<const Item> items, bool end_of_stream,
+                                             std::span<const std::uint64_t> roots = {});
   // Feedback items (Item::seq ignored); at most the batch limit of items per frame (FormatError beyond).
   std::span<const std::uint8_t> encode_feedback(std::uint32_t sender, std::uint32_t epoch, std::span<const Item> items);
   std::span<const std::uint8_t> encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
-                                           std::uint64_t seq, std::uint64_t covered = 0);
+                                           std::uint64_t seq, std::uint64_t covered = 0,
+                                           std::span<const std::uint64_t> trees = {});
   std::span<const std::uint8_t> encode_control(std::uint32_t sender, std::uint32_t epoch, const ControlMsg& control);
   std::span<const std::uint8_t> encode_worker_report(std::uint32_t sender, std::uint32_t epoch,
                                                      const WorkerReportMsg& report);

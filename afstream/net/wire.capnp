@@ -61,6 +61,7 @@ struct Batch {
   values @3 :List(Int64);
   times @4 :List(Int64);
   endOfStream @5 :Bool;  # punctuation: the channel ends after the last item of this batch
+  roots @6 :List(UInt64);  # ack mode: the root (source tuple) id of each item's tree; empty in other modes
 }
 
 # Cumulative acknowledgement: every item with seq <= this one on the channel was received.
@@ -70,6 +71,7 @@ struct Ack {
   channel @0 :UInt32;
   seq @1 :UInt64;
   covered @2 :UInt64;
+  trees @3 :List(UInt64);  # ack mode, to a source (the acker of its trees): pairs (root, xor of edge ids)
 }
 
 # Controller messages. Which fields matter depends on kind (see codec.h, ControlKind).

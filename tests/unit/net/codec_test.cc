@@ -75,7 +75,7 @@ TEST_P(BatchRoundTrip, DecodesWhatWasEncoded) {
   const Message original = batch_message(n, 1000, eos);
   Encoder encoder;
   const Bytes frame = to_bytes(encoder.encode(original));
-  EXPECT_EQ(frame.size(), 8 * (10 + 3 * n)) << "a batch is one flat segment of the documented size";
+  EXPECT_EQ(frame.size(), 8 * (11 + 3 * n)) << "a batch is one flat segment of the documented size";
   EXPECT_EQ(decode(frame), original);
   EXPECT_EQ(encode(original), frame) << "the convenience encoder produces the same bytes";
 
@@ -101,6 +101,23 @@ TEST(NetCodec, EncodeBatchIgnoresItemSeqAndDecodeNumbersConsecutively) {
     EXPECT_EQ(batch.items[i].seq, 50 + i);
     EXPECT_EQ(batch.items[i].key, items[i].key);
   }
+}
+
+// Ack mode: each item's root id travels in a parallel list, and tree acks as (root, xor) pairs.
+TEST(NetCodec, RootsAndTreeAcksRoundTrip) {
+  Message m = batch_message(7, 40, false);
+  auto& b = std::get<BatchMsg>(m.body);
+  for (std::size_t i = 0; i < b.items.size(); ++i) b.roots.push_back(0xabcdef0000000000ULL + i);
+  EXPECT_EQ(decode(encode(m)), m);
+  const Message a{.sender = 3,
+                  .epoch = 2,
+                  .body = AckMsg{.channel = 0, .seq = 0, .covered = 0, .trees = {1, 0xffffffffffffffffULL, 9, 5}}};
+  EXPECT_EQ(decode(encode(a)), a);
+  Encoder encoder;
+  const std::vector<std::uint64_t> two = {1, 2};
+  EXPECT_THROW((void)encoder.encode_batch(1, 1, 0, 1, std::get<BatchMsg>(m.body).items, false, two), FormatError);
+  const std::vector<std::uint64_t> odd = {1, 2, 3};
+  EXPECT_THROW((void)encoder.encode_ack(1, 1, 0, 0, 0, odd), FormatError);
 }
 
 TEST(NetCodec, AckRoundTrip) {
