@@ -25,6 +25,11 @@ class Emitter {
  public:
   virtual ~Emitter() = default;
   virtual void emit(std::uint64_t key, std::int64_t value, std::int64_t time = 0) = 0;
+  // The input channel (Topology channel id) of the item being processed. With the item's seq it is the item's
+  // identity, the one receivers dedupe by (DESIGN 2, 5 step 4): unique, and the same when a retry, a replay or a
+  // restart delivers the item again. An exactly-once sink keys its external effects by it (algorithms/sinks).
+  // The runtime sets it before each process(); emitters that do not know it (tests') say 0.
+  virtual std::uint32_t input_channel() const { return 0; }
 };
 
 // What the runtime tells an operator after it has been restored and its backed-up items replayed.

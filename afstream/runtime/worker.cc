@@ -89,6 +89,8 @@ class Worker::RuntimeEmitter final : public Emitter {
  public:
   explicit RuntimeEmitter(Worker& w) : w_(w) {}
   void emit(std::uint64_t key, std::int64_t value, std::int64_t time) override { w_.emit(key, value, time); }
+  std::uint32_t input_channel() const override { return channel; }
+  std::uint32_t channel = 0;  // of the item in process (process_one)
 
  private:
   Worker& w_;
@@ -938,6 +940,7 @@ void Worker::process_one(const ChannelItem& ci) {
     in.processed = ci.item.seq;
     return;
   }
+  emitter_->channel = ci.channel;
   op_->process(ci.item, *emitter_);
   in.processed = ci.item.seq;
   after_update();
