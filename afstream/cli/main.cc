@@ -40,6 +40,8 @@
 #include "algorithms/join/join_operators.h"
 #include "algorithms/nexmark/nexmark_job.h"
 #include "algorithms/nexmark/nexmark_source.h"
+#include "algorithms/sinks/copy_job.h"
+#include "algorithms/sinks/sink_operators.h"
 #include "algorithms/text/text_jobs.h"
 #include "algorithms/text/text_operators.h"
 #include "ml/learn_job.h"
@@ -66,7 +68,8 @@ std::map<std::string, afs::JobFactory> jobs() {
           {"wordcount", &afs::text::make_wordcount_job},
           {"grep", &afs::text::make_grep_job},
           {"learn", &afs::ml::make_learn_job},
-          {"ps", &afs::ml::make_ps_job}};
+          {"ps", &afs::ml::make_ps_job},
+          {"copy", &afs::sinks::make_copy_job}};
 }
 
 afs::Registry registry() {
@@ -79,6 +82,7 @@ afs::Registry registry() {
   afs::text::register_text(r);
   afs::ml::register_ml(r);
   afs::ml::register_ps(r);
+  afs::sinks::register_sinks(r);
   return r;
 }
 

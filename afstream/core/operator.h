@@ -38,6 +38,11 @@ class Emitter {
   // backups, never counted in L or Gamma; a frame that does not fit the peer's queue, or is sent to a peer that is
   // down, is dropped. Operators that use it must tolerate loss and repeat what matters (ml/ps_operators.h).
   virtual void feed_back(std::uint64_t /*key*/, std::int64_t /*value*/, std::int64_t /*time*/ = 0);
+  // The input channel (Topology channel id) of the item being processed. With the item's seq it is the item's
+  // identity, the one receivers dedupe by (DESIGN 2, 5 step 4): unique, and the same when a retry, a replay or a
+  // restart delivers the item again. An exactly-once sink keys its external effects by it (algorithms/sinks).
+  // The runtime sets it before each process(); emitters that do not know it (tests') say 0.
+  virtual std::uint32_t input_channel() const { return 0; }
 };
 
 // What the runtime tells an operator after it has been restored and its backed-up items replayed.

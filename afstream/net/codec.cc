@@ -46,7 +46,7 @@ namespace {
 constexpr std::uint16_t kMaxControlKind = static_cast<std::uint16_t>(ControlKind::kAsk);
 
 // Words of a single-segment frame beyond the 3 list bodies of a batch: segment table (1), root pointer (1),
-// Envelope (2 data + 1 pointer), Batch (2 data + 3 pointers). Used to size the encoder's buffer; if it were
+// Envelope (2 data + 1 pointer), Batch (2 data + 4 pointers). Used to size the encoder's buffer; if it were
 // ever too small the encoder falls back to a (correct, slower) multi-segment copy.
 constexpr std::size_t kBatchOverheadWords = 11;
 

@@ -93,6 +93,8 @@ class Worker::RuntimeEmitter final : public Emitter {
   void feed_back(std::uint64_t key, std::int64_t value, std::int64_t time) override {
     w_.feedback_out_.push_back(Item{key, value, time, 0});
   }
+  std::uint32_t input_channel() const override { return channel; }
+  std::uint32_t channel = 0;  // of the item in process (process_one)
 
  private:
   Worker& w_;
@@ -985,6 +987,7 @@ void Worker::process_one(const ChannelItem& ci) {
     in.processed = ci.item.seq;
     return;
   }
+  emitter_->channel = ci.channel;
   op_->process(ci.item, *emitter_);
   in.processed = ci.item.seq;
   after_update();

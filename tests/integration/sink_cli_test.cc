@@ -1,0 +1,87 @@
+// Integration tests of `afstream run --job copy` on the process runtime: real worker processes (source, two
+// pass-through relays, the exactly-once sink) SIGKILLed by the controller's failure plan while the sink writes its
+// RocksDB table, restarted and recovered. In exact mode the table read back afterwards holds every source item's
+// effect exactly once (none missing, none duplicated, contents right). Mode none against exact mode is tested on
+// the threads runtime (exactly_once_sink_test.cc): on processes, where a kill lands in the sink's stream depends on
+// socket buffers, and mode none with kills did not always finish (algorithms/sinks/README.md, "Known issue").
+// Also: the job's bad options are one line naming the option.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/run_output.h"
+#include "tests/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using afs::testing::run_program;
+using afs::testing::slurp;
+using afs::testing::summary;
+using afs::testing::TempDir;
+
+const std::string kCopy = "run --job copy --items 100000 --copy.keys 5000 --seed 4 --quiet --net.batch-items 256 ";
+
+int data_lines(const fs::path& csv) {
+  std::ifstream f(csv);
+  std::string line;
+  int n = -1;  // header
+  while (std::getline(f, line)) ++n;
+  return n;
+}
+
+void expect_exactly_once(const std::map<std::string, std::string>& s, const std::string& what) {
+  EXPECT_EQ(s.at("exactly_once"), "1") << what;
+  EXPECT_EQ(s.at("effects"), "100000") << what;
+  EXPECT_EQ(s.at("missing"), "0") << what;
+  EXPECT_EQ(s.at("duplicates"), "0") << what;
+  EXPECT_EQ(s.at("wrong"), "0") << what;
+  EXPECT_EQ(s.at("seq_gaps"), "0") << what;
+  EXPECT_EQ(s.at("sink_items"), "100000") << what;
+  EXPECT_EQ(s.at("state_matches_db"), "1") << what;
+}
+
+TEST(SinkCli, ProcessesExactModeKillsOfEveryWorkerLeaveEveryEffectOnce) {
+  TempDir t("afs-sink-cli");
+  const auto out = t.path() / "out";
+  const auto r = run_program(AFS_BINARY,
+                             kCopy +
+                                 "--runtime processes --ft.mode exact --ft.exact-state-every 5000 "
+                                 "--fail.at 0.15,0.35,0.55,0.75 --fail.target all --copy.db " +
+                                 (t.path() / "db").string() + " --out " + out.string(),
+                             t.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GE(data_lines(out / "failures.csv"), 8) << slurp(out / "failures.csv");  // 4 kills of up to 4 workers
+  expect_exactly_once(summary(out), "all workers killed 4 times");
+}
+
+TEST(SinkCli, ProcessesExactModeRepeatedKillsOfTheSinkLeaveEveryEffectOnce) {
+  TempDir t("afs-sink-cli");
+  const auto out = t.path() / "out";
+  const auto r = run_program(AFS_BINARY,
+                             kCopy +
+                                 "--runtime processes --ft.mode exact --ft.exact-state-every 5000 "
+                                 "--fail.count 5 --fail.target 3 --copy.flush-every 700 --copy.db " +
+                                 (t.path() / "db").string() + " --out " + out.string(),
+                             t.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GE(data_lines(out / "failures.csv"), 4) << slurp(out / "failures.csv");
+  expect_exactly_once(summary(out), "the sink killed 5 times");
+}
+
+TEST(SinkCli, BadOptionsNameTheOption) {
+  TempDir t("afs-sink-cli");
+  auto r = run_program(AFS_BINARY, kCopy + "--runtime threads", t.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("copy.db"), std::string::npos) << r.err;
+  r = run_program(AFS_BINARY, kCopy + "--runtime threads --copy.sink maybe --copy.db " + t.str(), t.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("copy.sink"), std::string::npos) << r.err;
+  r = run_program(AFS_BINARY, kCopy + "--runtime threads --copy.flush-every 0 --copy.db " + (t.path() / "d").string(),
+                  t.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("flush-every"), std::string::npos) << r.err;
+}
+
+}  // namespace
