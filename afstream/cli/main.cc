@@ -391,7 +391,8 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
                                    "state_backups",
                                    "item_backups",
                                    "backup_bytes",
-                                   "recovery_ms_median"};
+                                   "recovery_ms_median",
+                                   "trees_replayed"};
   auto num = [](double v) {
     char b[64];
     std::snprintf(b, sizeof b, "%.6g", v);
@@ -410,6 +411,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   row["item_backups"] = std::to_string(result.item_backups);
   row["backup_bytes"] = std::to_string(result.backup_bytes);
   row["recovery_ms_median"] = num(median(rec));
+  row["trees_replayed"] = std::to_string(result.trees_replayed);
   for (const auto& [k, v] : scores) {
     cols.push_back(k);
     row[k] = num(v);

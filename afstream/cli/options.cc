@@ -97,6 +97,13 @@ po::options_description run_options() {
       "microbatch mode: a batch closes (state checkpoint, outputs released) after this long (500ms, 2s, ...)")(
       "ft.microbatch-items", po::value<std::uint64_t>()->default_value(0),
       "microbatch mode: or after this many items processed (0: by interval only)")(
+      "ft.ack-timeout", po::value<std::string>()->default_value("30s"),
+      "ack mode: a source item whose tree of emitted items is not complete after this is replayed (Storm's "
+      "message timeout)")(
+      "ft.ack-max-pending", po::value<std::uint64_t>()->default_value(16384),
+      "ack mode: incomplete trees a source may have before it waits (Storm's max spout pending)")(
+      "ft.ack-state-every", po::value<std::uint64_t>()->default_value(4096),
+      "ack mode: items between state backups; a worker acknowledges an item only once a backup holds its effect")(
       "ft.ask-every", po::value<std::uint64_t>()->default_value(8192),
       "ask mode: items a worker processes between checkpoints (at most half of net.flow-window: senders hold "
       "every item until a checkpoint covers it)")(
@@ -280,6 +287,12 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.microbatch_interval = parse_duration(vm["ft.microbatch-interval"].as<std::string>(), "ft.microbatch-interval");
   if (c.microbatch_interval.count() == 0) throw ConfigError("ft.microbatch-interval: expected > 0");
   c.microbatch_items = vm["ft.microbatch-items"].as<std::uint64_t>();
+  c.ack_timeout = parse_duration(vm["ft.ack-timeout"].as<std::string>(), "ft.ack-timeout");
+  if (c.ack_timeout.count() == 0) throw ConfigError("ft.ack-timeout: expected > 0");
+  c.ack_max_pending = vm["ft.ack-max-pending"].as<std::uint64_t>();
+  if (c.ack_max_pending == 0) throw ConfigError("ft.ack-max-pending: expected > 0");
+  c.ack_state_every = vm["ft.ack-state-every"].as<std::uint64_t>();
+  if (c.ack_state_every == 0) throw ConfigError("ft.ack-state-every: expected > 0");
   c.ask_every = vm["ft.ask-every"].as<std::uint64_t>();
   if (c.ask_every == 0 || c.ask_every > c.flow_window / 2) {
     throw ConfigError("ft.ask-every: expected 1 .. net.flow-window / 2 = " + std::to_string(c.flow_window / 2) +

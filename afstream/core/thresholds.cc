@@ -17,6 +17,8 @@ const char* to_string(FtMode m) {
       return "exact";
     case FtMode::MicroBatch:
       return "microbatch";
+    case FtMode::Ack:
+      return "ack";
     case FtMode::Ask:
       return "ask";
   }
@@ -24,7 +26,7 @@ const char* to_string(FtMode m) {
 }
 
 namespace {
-constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::MicroBatch, FtMode::Ask};
+constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::MicroBatch, FtMode::Ack, FtMode::Ask};
 }
 
 std::string ft_mode_names() {

@@ -20,6 +20,8 @@ enum class FtMode {
   Exact,   // upstream backup: every item logged before processing, state backed up every fixed number of items
   MicroBatch,  // Spark Streaming style: items logged, the state checkpointed at every batch boundary (an interval
                // or a size), outputs released per batch; a failure recomputes the batch from the log
+  Ack,         // Storm style: every source item roots a tree of emitted items tracked by XOR of 64-bit edge ids;
+               // a tree not complete within a timeout is replayed from the source (at least once)
   Ask,     // backtrack recovery: periodic checkpoints, no per-item acks, senders hold output until a downstream
            // checkpoint covers it, a recovered worker ASKs its senders to resend from its checkpoint (exactly once)
 };

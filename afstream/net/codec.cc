@@ -310,6 +310,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   st.setItemBackups(s.item_backups);
   st.setBackupBytes(s.backup_bytes);
   st.setDuplicatesDropped(s.duplicates_dropped);
+  st.setTreesReplayed(s.trees_replayed);
   st.setGaps(s.gaps);
   st.setBadMessages(s.bad_messages);
   st.setUnbacked(s.unbacked);
@@ -802,7 +803,8 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
               st.getUnacked(),
               st.getDivergence(),
               st.getSourceOffset(),
-              st.getUnauthorizedConnections()};
+              st.getUnauthorizedConnections(),
+              st.getTreesReplayed()};
   m.final_state = to_vector(r.getFinalState());
   auto rc = r.getRecovery();
   m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),

@@ -221,6 +221,7 @@ struct WorkerStatusMsg {
   double divergence = 0;
   std::uint64_t source_offset = 0;
   std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused (the client's key not authorized)
+  std::uint64_t trees_replayed = 0;            // ack mode (sources): items replayed after their tree timed out
   friend bool operator==(const WorkerStatusMsg&, const WorkerStatusMsg&) = default;
 };
 

@@ -209,6 +209,7 @@ struct WorkerStatus {
   divergence @10 :Float64;
   sourceOffset @11 :UInt64;    # sources: furthest position produced
   unauthorizedConnections @12 :UInt64;  # CURVE: connections refused, the client's key not authorized
+  treesReplayed @13 :UInt64;   # ack mode (sources): items replayed after their tree timed out
 }
 
 struct RecoveryReport {

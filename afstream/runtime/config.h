@@ -30,6 +30,9 @@ struct RunConfig {
   std::uint64_t exact_state_every = 100000;  // exact mode: items between state backups
   std::chrono::milliseconds microbatch_interval{1000};  // microbatch mode: a batch closes after this long
   std::uint64_t microbatch_items = 0;                   // microbatch mode: or after this many items (0: no limit)
+  std::chrono::milliseconds ack_timeout{30000};  // ack mode: a tree not complete after this is replayed
+  std::uint64_t ack_max_pending = 16384;         // ack mode: incomplete trees a source may have
+  std::uint64_t ack_state_every = 4096;          // ack mode: items between state backups (acks wait for them)
   std::uint64_t ask_every = 8192;            // ask mode: items a worker processes between checkpoints
   std::chrono::milliseconds ask_idle{2};     // ask mode: an idle worker checkpoints what it processed after this
   double state_headroom = 0.0;               // approx: share of theta left for drift while a backup is written

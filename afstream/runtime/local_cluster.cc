@@ -193,6 +193,7 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
     result.item_backups += c->item_backups.load();
     result.backup_bytes += c->backup_bytes.load();
     result.duplicates_dropped += c->duplicates_dropped.load();
+    result.trees_replayed += c->trees_replayed.load();
     result.gaps += c->gaps.load();
     result.bad_messages += c->bad_messages.load();
   }

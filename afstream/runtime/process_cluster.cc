@@ -166,6 +166,7 @@ struct ProcessCluster::Impl {
     a.item_backups += b.item_backups;
     a.backup_bytes += b.backup_bytes;
     a.duplicates_dropped += b.duplicates_dropped;
+    a.trees_replayed += b.trees_replayed;
     a.gaps += b.gaps;
     a.bad_messages += b.bad_messages;
     a.unauthorized_connections += b.unauthorized_connections;
@@ -671,6 +672,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   result.item_backups = t.item_backups;
   result.backup_bytes = t.backup_bytes;
   result.duplicates_dropped = t.duplicates_dropped;
+  result.trees_replayed = t.trees_replayed;
   result.gaps = t.gaps;
   result.bad_messages += t.bad_messages;
   result.unauthorized_connections = unauthorized();

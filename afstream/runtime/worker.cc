@@ -11,6 +11,15 @@ namespace afs {
 
 namespace {
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+// Ack mode: the id of the edge that carries item `seq` of `channel` (unique: a channel never numbers two items
+// alike, a restarted sender continues after what its receiver holds), mixed (splitmix64) so that XORs of ids of
+// different edges are never 0 by structure (Storm draws them at random).
+std::uint64_t edge_id(int channel, std::uint64_t seq) {
+  std::uint64_t z = (static_cast<std::uint64_t>(channel) << 44) ^ seq ^ 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return (z ^ (z >> 31)) | 1;  // never 0
+}
 // After a recovery, how long to wait for every sender to resume before compensating with the worst-case bound
 // instead of the measured loss (a sender with nothing left to send never shows where it resumes).
 constexpr auto kResumeWait = std::chrono::seconds(2);
@@ -207,19 +216,25 @@ void Worker::run() {
       receive(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1));
       release_acks();
       if (source_) {
-        if (source_offset_ < source_size_ && unacked_total() < window()) produce();
-        if (source_offset_ >= source_size_ && !inputs_done_) {
+        if (ack_mode()) replay_expired_trees();
+        const bool may_produce =
+            !ack_mode() || (numbering_pending_ == 0 && trees_.size() < ctx_.config.ack_max_pending);
+        if (source_offset_ < source_size_ && unacked_total() < window() && may_produce) produce();
+        // Ack mode: the stream ends only once every tree is complete (a replay may still be needed).
+        if (source_offset_ >= source_size_ && !inputs_done_ && trees_.empty()) {
           inputs_done_ = true;
           if (awaiting_live_item_) on_live_item(true);
           finish_outputs();
         }
       } else {
+        if (ctx_.config.mode == FtMode::None && crash_in_) end_inputs_of_finished_senders();
         if (numbering_pending_ == 0 && unacked_total() < window()) process_some(4 * ctx_.config.batch_items);
         if (ask_mode()) {
           send_asks();
           checkpoint_if_idle();
         }
         end_microbatch_if_due();
+        if (ack_mode()) ack_checkpoint_if_due();
         if (!inputs_done_ && numbering_pending_ == 0 && queue_.empty() && staging_.empty() &&
             std::all_of(ins_.begin(), ins_.end(), [](const InChannel& c) { return c.ended; })) {
           inputs_done_ = true;
@@ -227,11 +242,23 @@ void Worker::run() {
           if (awaiting_live_item_) on_live_item(true);
           measure_loss();
           backup_at_end_of_stream();
+          if (ack_mode()) begin_finish_tree();
           op_->finish(*emitter_);
           // Microbatch: the final results go out at once (a recovery from the last boundary emits them again,
           // with the same sequence numbers).
           for (auto& o : outs_) o.released = o.out_seq;
-          finish_outputs();
+          if (ack_mode()) {
+            end_finish_tree();  // the end of stream follows once they are all acknowledged
+          } else {
+            finish_outputs();
+          }
+        }
+        if (ack_mode()) {
+          replay_expired_trees();
+          if (finish_pending_ && trees_.empty()) {
+            finish_pending_ = false;
+            finish_outputs();
+          }
         }
       }
       flush(queue_.empty() || inputs_done_ || blocked);
@@ -241,7 +268,7 @@ void Worker::run() {
       // source also waits until every receiver has covered its whole stream by a confirmed backup (all_covered):
       // until then a receiver that fails restores a backup older than what it acknowledged, and only the source
       // can send it the rest again (R-source, Proposition S).
-      if (inputs_done_ && all_acked() && all_covered() &&
+      if (inputs_done_ && all_acked() && all_covered() && !finish_pending_ &&
           std::all_of(ins_.begin(), ins_.end(), [&](const InChannel& c) {
             return c.deferred_acks.empty() && ctx_.directory->finished(c.from_worker);
           })) {
@@ -354,6 +381,12 @@ void Worker::refresh_peers() {
     if (learn(o.to_worker)) restarted.insert(o.to_worker);
   }
   for (auto& in : ins_) learn(in.from_worker);
+  // Ack mode: every worker acknowledges to the sources whose trees it works on, wherever they are.
+  if (ack_mode()) {
+    for (int w = 0; w < static_cast<int>(ctx_.topology->workers().size()); ++w) {
+      if (w != id_ && ctx_.topology->stages()[ctx_.topology->workers()[w].stage].is_source) learn(w);
+    }
+  }
   // A replayable source goes back to the position every receiver has covered by a backup, so a restarted receiver
   // gets again everything its restored state lacks (the others drop what they hold).
   if (source_ && !restarted.empty() && ctx_.config.mode == FtMode::Approx) {
@@ -496,6 +529,14 @@ void Worker::restore() {
     }
     if (crash_in_) crash_in_->record.replayed_items = replayed;
     continue_output_numbering();
+  }
+  // Ack mode: nothing is resent or replayed from a log, so a restarted worker (a source too) numbers its outputs
+  // after what each receiver holds, or they would be dropped as duplicates.
+  if (ack_mode() && crash_in_) {
+    for (auto& o : outs_) {
+      o.numbering_pending = true;
+      ++numbering_pending_;
+    }
   }
   if (crash_in_) {
     crash_in_->record.restore_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -780,6 +821,7 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
     if (item.seq > in.received + 1) counters_.gaps.fetch_add(item.seq - in.received - 1, std::memory_order_relaxed);
     in.received = item.seq;
     staging_.push_back({static_cast<std::uint32_t>(b.channel), false, item});
+    if (ack_mode()) staging_roots_.push_back(b.roots.empty() ? 0 : b.roots[&item - b.items.data()]);
     took = true;
   }
   if (b.end_of_stream && eos_seq > in.received) {
@@ -787,10 +829,16 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
     Item p;
     p.seq = eos_seq;
     staging_.push_back({static_cast<std::uint32_t>(b.channel), true, p});
+    if (ack_mode()) staging_roots_.push_back(0);
     took = true;
   }
   // A resent end of stream (mode none); an ack that cannot go out yet stays due (send_due_acks).
-  if (!took && !acks_enabled() && b.end_of_stream && !send_ack(in, eos_seq)) in.ack_due = std::max(in.ack_due, eos_seq);
+  const bool eos_ack_waits =  // ack mode: the end of stream is acknowledged once a backup records it
+      ack_mode() && (!in.ended || std::any_of(deferred_eos_acks_.begin(), deferred_eos_acks_.end(),
+                                              [&](const EosAck& e) { return e.slot == in_slot(b.channel); }));
+  if (!took && !acks_enabled() && b.end_of_stream && !eos_ack_waits && !send_ack(in, eos_seq)) {
+    in.ack_due = std::max(in.ack_due, eos_seq);
+  }
   if (!took && acks_enabled()) {
     // Only duplicates (a restarted sender resending): acknowledge them so it can let them go. Ask mode
     // acknowledges only what a checkpoint covers.
@@ -827,10 +875,16 @@ void Worker::admit() {
       // Mode none acknowledges only the end of a stream. An ack that cannot go out yet (the sender is not known
       // here yet: with worker processes a batch can arrive before the controller's announcement) stays due
       // (send_due_acks): the sender waits for it, and nothing would resend the end of stream to ask again.
-      if (!ft && !send_ack(in, ci.item.seq)) in.ack_due = std::max(in.ack_due, ci.item.seq);
+      // Ack mode acknowledges it once a backup holds it (process_one), so that a sender never finishes for good
+      // before its receiver's state knows the stream ended.
+      if (!ft && !ack_mode() && !send_ack(in, ci.item.seq)) in.ack_due = std::max(in.ack_due, ci.item.seq);
     }
     queue_.push_back(ci);
     staging_.pop_front();
+    if (ack_mode()) {
+      queue_roots_.push_back(staging_roots_.front());
+      staging_roots_.pop_front();
+    }
   }
   // Ask mode: no acknowledgement on receipt and no item log; senders hold the items until a checkpoint covers them.
   if (!ft || ask_mode()) return;
@@ -856,6 +910,7 @@ void Worker::admit() {
 void Worker::release_acks() {
   if (!writer_) return;
   update_coverage();
+  if (ack_mode()) release_tree_acks();
   std::uint64_t done = 0;
   bool fetched = false;
   for (auto& in : ins_) {
@@ -918,6 +973,10 @@ void Worker::drop_acknowledged(OutChannel& o, std::uint64_t seq) {
 }
 
 void Worker::on_ack(const net::AckMsg& a) {
+  if (!a.trees.empty()) {
+    on_tree_acks(a.trees);
+    return;
+  }
   if (a.channel >= out_slot_.size() || out_slot_[a.channel] < 0) return;
   auto& o = outs_[out_slot(a.channel)];
   o.covered = std::max(o.covered, std::min(a.covered, std::max(o.out_seq, o.eos_seq)));
@@ -961,7 +1020,12 @@ std::size_t Worker::process_some(std::size_t budget) {
       }
     }
     if (awaiting_live_item_ && replay_remaining_ == 0 && !ci.end_of_stream) on_live_item(false);
+    if (ack_mode()) {
+      current_root_ = queue_roots_.front();
+      queue_roots_.pop_front();
+    }
     process_one(ci);
+    current_root_ = 0;
     queue_.pop_front();
     if (replay_remaining_ > 0 && --replay_remaining_ == 0 && awaiting_first_item_) mark_recovered();
     if (unbacked_ > queue_.size()) unbacked_ = queue_.size();
@@ -985,11 +1049,20 @@ void Worker::process_one(const ChannelItem& ci) {
   if (ci.end_of_stream) {
     in.ended = true;
     in.processed = ci.item.seq;
+    if (ack_mode()) {  // acknowledged once the backup that records it is confirmed (release_tree_acks)
+      checkpoint();
+      deferred_eos_acks_.push_back({last_state_ticket_, in_slot(ci.channel), ci.item.seq});
+    }
     return;
   }
   emitter_->channel = ci.channel;
+  if (ack_mode()) tree_xor_ = edge_id(ci.channel, ci.item.seq);  // acknowledging the item's own edge
   op_->process(ci.item, *emitter_);
   in.processed = ci.item.seq;
+  if (ack_mode() && current_root_ != 0) {
+    tree_acks_.push_back(current_root_);
+    tree_acks_.push_back(tree_xor_);
+  }
   after_update();
 }
 
@@ -1059,6 +1132,9 @@ void Worker::after_update() {
     case FtMode::Ask:
       if (++since_state_backup_ >= ctx_.config.ask_every) checkpoint();
       return;
+    case FtMode::Ack:
+      if (++since_state_backup_ >= ctx_.config.ack_state_every) checkpoint();
+      return;
     case FtMode::MicroBatch: {
       ++since_state_backup_;
       const auto limit = ctx_.config.microbatch_items;
@@ -1104,6 +1180,136 @@ void Worker::end_microbatch_if_due() {
 void Worker::checkpoint() {
   backup_state(false);
   last_checkpoint_at_ = Clock::now();
+  // Ack mode: the acknowledgements of the items this backup reflects go out once the store has it, so an effect
+  // is never acknowledged before it is safe (Storm's stateful bolts do the same).
+  if (ack_mode() && !tree_acks_.empty()) {
+    deferred_tree_acks_.emplace_back(last_state_ticket_, std::move(tree_acks_));
+    tree_acks_.clear();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Ack mode (Storm style, DESIGN 6): a source item roots a tree; every edge (an item on a channel) has a 64-bit id;
+// the source, the acker of its trees, XORs in the ids of the edges its item went out on, and each worker that
+// processes an item sends it the XOR of that item's edge id and the ids of the edges it emitted (anchored to it).
+// A tree whose XOR is 0 is complete; one not complete after ft.ack-timeout is replayed from the source under a new
+// root: at least once. A worker acknowledges an item only once a state backup that reflects it is confirmed.
+std::uint64_t Worker::new_root() {
+  constexpr std::uint64_t kCounterBits = 40;
+  return (static_cast<std::uint64_t>(id_) << 48) | (static_cast<std::uint64_t>(epoch_ & 0xff) << kCounterBits) |
+         (++next_root_ & ((std::uint64_t{1} << kCounterBits) - 1));
+}
+
+void Worker::register_tree(std::uint64_t root, std::uint64_t offset, Clock::time_point deadline) {
+  if (tree_xor_ == 0) return;  // it went nowhere: complete at once
+  trees_[root] = Tree{tree_xor_, offset};
+  tree_deadlines_.emplace_back(deadline, root);
+}
+
+void Worker::on_tree_acks(const std::vector<std::uint64_t>& pairs) {
+  for (std::size_t i = 0; i + 1 < pairs.size(); i += 2) {
+    auto it = trees_.find(pairs[i]);
+    if (it == trees_.end()) continue;  // complete, replayed under a new root, or another incarnation's
+    it->second.xor_ ^= pairs[i + 1];
+    if (it->second.xor_ == 0) trees_.erase(it);
+  }
+}
+
+void Worker::replay_expired_trees() {
+  if (tree_deadlines_.empty()) return;
+  const auto now = Clock::now();
+  for (int n = 0; n < 1024 && !tree_deadlines_.empty() && tree_deadlines_.front().first <= now; ++n) {
+    const auto root = tree_deadlines_.front().second;
+    tree_deadlines_.pop_front();
+    auto it = trees_.find(root);
+    if (it == trees_.end()) continue;  // completed in time
+    const auto offset = it->second.offset;
+    trees_.erase(it);
+    current_root_ = new_root();
+    tree_xor_ = 0;
+    if (source_) {
+      Item item;
+      if (source_->read(offset, &item, 1) != 1) continue;
+      emit(item.key, item.value, item.time);
+      counters_.trees_replayed.fetch_add(1, std::memory_order_relaxed);
+    } else {  // the outputs of finish(): emitted again, whole
+      for (const auto& item : finish_items_) emit(item.key, item.value, item.time);
+    }
+    register_tree(current_root_, offset, now + ctx_.config.ack_timeout);
+    current_root_ = 0;
+  }
+}
+
+// Ack mode, end of stream: what finish() emits roots a tree of its own, tracked by this worker as a source tracks
+// its items' trees (replayed whole on a timeout), and the end of stream goes out only once it is complete: a
+// receiver that fails meanwhile gets the final results again.
+void Worker::begin_finish_tree() {
+  current_root_ = new_root();
+  tree_xor_ = 0;
+  capture_finish_ = true;
+  finish_items_.clear();
+}
+
+void Worker::end_finish_tree() {
+  capture_finish_ = false;
+  register_tree(current_root_, 0, Clock::now() + ctx_.config.ack_timeout);
+  current_root_ = 0;
+  finish_pending_ = true;
+}
+
+std::uint64_t Worker::ack_committed_offset() const {
+  std::uint64_t lowest = source_offset_;
+  for (const auto& [root, tree] : trees_) lowest = std::min(lowest, tree.offset);
+  return lowest;
+}
+
+// Ack mode: acknowledgements wait for a backup, so one is taken when the worker runs out of input and when the
+// oldest waiting acknowledgement gets old (a quarter of the timeout), not only every ft.ack-state-every items.
+void Worker::ack_checkpoint_if_due() {
+  if (source_ || (since_state_backup_ == 0 && tree_acks_.empty())) return;
+  const auto age = Clock::now() - last_checkpoint_at_;
+  const bool idle = queue_.empty() && staging_.empty();
+  if ((idle && age >= ctx_.config.ask_idle) || age >= ctx_.config.ack_timeout / 4) checkpoint();
+}
+
+// Ack mode: send the acknowledgements whose backup the store has confirmed, to the source of each tree. One that
+// cannot go (its source is down) is dropped: the tree times out and is replayed.
+void Worker::release_tree_acks() {
+  if (deferred_tree_acks_.empty() && deferred_eos_acks_.empty()) return;
+  const auto done = writer_->confirmed();
+  while (!deferred_eos_acks_.empty() && deferred_eos_acks_.front().ticket <= done) {
+    const auto& e = deferred_eos_acks_.front();
+    auto& in = ins_[e.slot];
+    if (!send_ack(in, e.seq)) in.ack_due = std::max(in.ack_due, e.seq);
+    deferred_eos_acks_.pop_front();
+  }
+  std::unordered_map<int, std::vector<std::uint64_t>> by_source;
+  while (!deferred_tree_acks_.empty() && deferred_tree_acks_.front().first <= done) {
+    const auto& pairs = deferred_tree_acks_.front().second;
+    for (std::size_t i = 0; i + 1 < pairs.size(); i += 2) {
+      auto& v = by_source[static_cast<int>(pairs[i] >> 48)];
+      v.push_back(pairs[i]);
+      v.push_back(pairs[i + 1]);
+    }
+    deferred_tree_acks_.pop_front();
+  }
+  for (const auto& [source, pairs] : by_source) {
+    if (!peer_ready(source) && !peer_ready(source)) continue;
+    auto frame = encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, 0, 0, 0, pairs);
+    zmq::message_t m(frame.data(), frame.size());
+    (void)socket_to(source, true).send(m, zmq::send_flags::dontwait);
+  }
+}
+
+// Mode none: a restarted worker whose sender has finished for good (its end of stream was acknowledged by the
+// previous incarnation) would wait for it forever: nothing more comes on that channel, so it has ended.
+void Worker::end_inputs_of_finished_senders() {
+  for (auto& in : ins_) {
+    if (!in.ended && queue_.empty() && staging_.empty() && ctx_.directory->finished(in.from_worker)) {
+      in.ended = true;
+      in.processed = std::max(in.processed, in.received);
+    }
+  }
 }
 
 // Ask mode: a worker that has run out of input checkpoints what it processed since its last checkpoint (at most
@@ -1136,10 +1342,26 @@ void Worker::produce() {
   static thread_local std::vector<Item> buf;
   buf.resize(n);
   const auto got = source_->read(source_offset_, buf.data(), n);
-  for (std::size_t i = 0; i < got; ++i) emit(buf[i].key, buf[i].value, buf[i].time);
+  if (ack_mode()) {  // each item roots a tree
+    const auto deadline = Clock::now() + ctx_.config.ack_timeout;
+    for (std::size_t i = 0; i < got; ++i) {
+      current_root_ = new_root();
+      tree_xor_ = 0;
+      emit(buf[i].key, buf[i].value, buf[i].time);
+      register_tree(current_root_, source_offset_ + i, deadline);
+    }
+    current_root_ = 0;
+  } else {
+    for (std::size_t i = 0; i < got; ++i) emit(buf[i].key, buf[i].value, buf[i].time);
+  }
   if (awaiting_live_item_ && got > 0) on_live_item(false);
   const auto before = source_offset_;
   source_offset_ += got;
+  // Ack mode: a restarted source produces again from the position before which every tree was complete; what it
+  // produces again below its predecessor's high-water mark is replayed (at least once), as a timed-out tree is.
+  if (ack_mode() && before < produced_high_) {
+    counters_.trees_replayed.fetch_add(std::min(source_offset_, produced_high_) - before, std::memory_order_relaxed);
+  }
   if (source_offset_ > produced_high_) {  // items produced again after a rewind or a restart count once
     counters_.items_in.fetch_add(source_offset_ - std::max(before, produced_high_), std::memory_order_relaxed);
     produced_high_ = source_offset_;
@@ -1167,6 +1389,7 @@ Worker::OutChannel& Worker::out_for(std::uint64_t key) {
 
 void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
   unchecked_items_ = 0;  // an item that emits is compared with theta at once (Operator::divergence_bounded_by_alpha)
+  if (capture_finish_) finish_items_.push_back(Item{key, value, time, 0});
   if (outs_.empty()) return;
   auto push = [&](OutChannel& o) {
     Item it{key, value, time, ++o.out_seq};
@@ -1175,6 +1398,10 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
       ++unacked_;
     } else {
       o.pending.push_back(it);
+      if (ack_mode()) {  // the item joins the tree of the one in process (anchored to it)
+        o.pending_roots.push_back(current_root_);
+        tree_xor_ ^= edge_id(o.id, it.seq);
+      }
     }
   };
   if (single_key_route_) {
@@ -1212,6 +1439,10 @@ void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time)
       ++unacked_;
     } else {
       o.pending.push_back(it);
+      if (ack_mode()) {
+        o.pending_roots.push_back(current_root_);
+        tree_xor_ ^= edge_id(o.id, it.seq);
+      }
     }
     counters_.items_out.fetch_add(1, std::memory_order_relaxed);
   }
@@ -1259,10 +1490,11 @@ bool Worker::peer_ready(int worker) {
   return true;
 }
 
-bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const Item> items, bool eos) {
+bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const Item> items, bool eos,
+                        std::span<const std::uint64_t> roots) {
   if (!peer_ready(o.to_worker)) return false;
   auto frame = encoder_.encode_batch(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(o.id),
-                                     first_seq, items, eos);
+                                     first_seq, items, eos, roots);
   zmq::message_t m(frame.data(), frame.size());
   return socket_to(o.to_worker, false).send(m, zmq::send_flags::dontwait).has_value();
 }
@@ -1280,11 +1512,16 @@ void Worker::flush(bool force) {
           if (ctx_.directory->epoch(o.to_worker) > 0) from = o.pending.size();
           break;
         }
-        if (!send_batch(o, o.pending[from].seq, {o.pending.data() + from, n}, false)) break;
+        const std::span<const std::uint64_t> roots =
+            o.pending_roots.empty() ? std::span<const std::uint64_t>() : std::span(o.pending_roots.data() + from, n);
+        if (!send_batch(o, o.pending[from].seq, {o.pending.data() + from, n}, false, roots)) break;
         from += n;
       }
       if (from > 0) o.sent = o.pending[from - 1].seq;
       o.pending.erase(o.pending.begin(), o.pending.begin() + static_cast<std::ptrdiff_t>(from));
+      if (!o.pending_roots.empty()) {
+        o.pending_roots.erase(o.pending_roots.begin(), o.pending_roots.begin() + static_cast<std::ptrdiff_t>(from));
+      }
     } else {
       // Send the unacknowledged items not sent yet, in batches (microbatch: only the released ones).
       const std::uint64_t upto = microbatch_mode() && !source_ ? o.released : o.out_seq;
@@ -1331,6 +1568,10 @@ bool Worker::all_covered() const {
 // backup), when no input comes from a source (no sender waits for coverage), or when every admitted item is logged
 // (the log covers them: send_ack).
 void Worker::backup_at_end_of_stream() {
+  if (ack_mode()) {  // the last acknowledgements wait for a backup like the others
+    if (since_state_backup_ > 0 || !tree_acks_.empty()) checkpoint();
+    return;
+  }
   if (microbatch_mode()) {  // the last batch ends with the stream
     end_microbatch();
     return;
@@ -1453,7 +1694,11 @@ void Worker::backup_state(bool wait, double residual) {
   if (!rec.missing_by_failure.empty() && gaps_unknown_ > 0) rec.missing_by_failure.back() = current_missing();
   rec.residual_by_failure = residual_by_failure_;
   const double left = rec.residual;
-  if (source_) {
+  if (source_ && ack_mode()) {
+    // Ack mode: the position before which every tree is complete (a restart produces again from there: at least
+    // once).
+    rec.source_offset = ack_committed_offset();
+  } else if (source_) {
     // A source backs up the position up to which every channel has acknowledged its items: what it replays from
     // there is identical, and receivers drop what they already hold (nothing unacknowledged is lost).
     advance_committed_mark();
@@ -1550,7 +1795,7 @@ void Worker::on_crash() {
     }
     // Lost: the items at the tail of the queue that no backup holds (an upper bound: some of their acks may still
     // be queued behind a deferred one, in which case their senders still hold them).
-    rec.lost_items = ctx_.config.mode == FtMode::None ? queue_.size() : unbacked_;
+    rec.lost_items = ctx_.config.mode == FtMode::None || ack_mode() ? queue_.size() : unbacked_;
   }
   std::uint64_t lost_out = 0;
   if (ctx_.config.mode == FtMode::Approx && !source_ && schedule_.current().gamma > 0) {

@@ -180,6 +180,7 @@ class Worker {
     Clock::time_point queried_at{};
     Ring<Item> unacked;         // items with seq in (acked, out_seq]
     std::vector<Item> pending;  // mode none: items not yet sent
+    std::vector<std::uint64_t> pending_roots;  // ack mode: the root of each pending item
   };
   void drop_acknowledged(OutChannel& o, std::uint64_t seq);
   struct InChannel {
@@ -246,7 +247,8 @@ class Worker {
   std::vector<Item> feedback_out_;  // fed back since the last send_feedback()
   Clock::time_point blocked_called_at_{};
   void flush(bool force);
-  bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos);
+  bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos,
+                  std::span<const std::uint64_t> roots = {});
   void finish_outputs();
   bool all_acked() const;
   bool all_covered() const;
@@ -273,7 +275,42 @@ class Worker {
   void update_coverage();
   void advance_committed_mark();
   void rewind_source();
-  bool acks_enabled() const { return ctx_.config.mode != FtMode::None; }
+  // Per-batch acknowledgements and held outputs: every mode but none and ack (whose trees do that job).
+  bool acks_enabled() const { return ctx_.config.mode != FtMode::None && ctx_.config.mode != FtMode::Ack; }
+  bool ack_mode() const { return ctx_.config.mode == FtMode::Ack; }
+  // Ack mode (Storm style, DESIGN 6). Sources: the trees of their items, and when each times out.
+  struct Tree {
+    std::uint64_t xor_ = 0;     // of the edge ids not acknowledged yet: 0 = complete
+    std::uint64_t offset = 0;   // the source item it roots (replayed from here)
+  };
+  std::unordered_map<std::uint64_t, Tree> trees_;
+  std::deque<std::pair<Clock::time_point, std::uint64_t>> tree_deadlines_;  // (deadline, root), emission order
+  std::uint64_t next_root_ = 0;
+  std::uint64_t current_root_ = 0;  // the tree of the item in process (0: none)
+  std::uint64_t tree_xor_ = 0;      // its edge id, xor the edge ids of what processing it emitted so far
+  std::vector<std::uint64_t> tree_acks_;  // (root, xor) pairs not yet in a backup
+  std::deque<std::pair<std::uint64_t, std::vector<std::uint64_t>>> deferred_tree_acks_;  // (backup ticket, pairs)
+  Ring<std::uint64_t> staging_roots_;  // ack mode: the roots of staging_ / queue_, in the same order
+  Ring<std::uint64_t> queue_roots_;
+  std::uint64_t new_root();
+  void register_tree(std::uint64_t root, std::uint64_t offset, Clock::time_point deadline);
+  void on_tree_acks(const std::vector<std::uint64_t>& pairs);
+  void replay_expired_trees();
+  void ack_checkpoint_if_due();
+  void release_tree_acks();
+  std::uint64_t ack_committed_offset() const;
+  struct EosAck {
+    std::uint64_t ticket = 0;
+    std::size_t slot = 0;
+    std::uint64_t seq = 0;
+  };
+  std::deque<EosAck> deferred_eos_acks_;  // ack mode: end-of-stream acks waiting for their backup
+  void end_inputs_of_finished_senders();
+  void begin_finish_tree();
+  void end_finish_tree();
+  bool capture_finish_ = false;
+  bool finish_pending_ = false;     // ack mode: the end of stream waits for the finish() tree
+  std::vector<Item> finish_items_;  // ack mode: what finish() emitted (replayed whole)
   bool ask_mode() const { return ctx_.config.mode == FtMode::Ask; }
   bool microbatch_mode() const { return ctx_.config.mode == FtMode::MicroBatch; }
   void end_microbatch();

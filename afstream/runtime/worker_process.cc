@@ -28,6 +28,7 @@ net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_off
   s.item_backups = c.item_backups.load();
   s.backup_bytes = c.backup_bytes.load();
   s.duplicates_dropped = c.duplicates_dropped.load();
+  s.trees_replayed = c.trees_replayed.load();
   s.gaps = c.gaps.load();
   s.bad_messages = c.bad_messages.load();
   s.unbacked = c.unbacked.load();
