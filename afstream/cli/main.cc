@@ -392,7 +392,9 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
                                    "item_backups",
                                    "backup_bytes",
                                    "recovery_ms_median",
-                                   "trees_replayed"};
+                                   "trees_replayed",
+                                   "latency_p50_ms",
+                                   "latency_p99_ms"};
   auto num = [](double v) {
     char b[64];
     std::snprintf(b, sizeof b, "%.6g", v);
@@ -412,6 +414,8 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   row["backup_bytes"] = std::to_string(result.backup_bytes);
   row["recovery_ms_median"] = num(median(rec));
   row["trees_replayed"] = std::to_string(result.trees_replayed);
+  row["latency_p50_ms"] = num(afs::latency_quantile_ms(result.latency_buckets, 0.5));
+  row["latency_p99_ms"] = num(afs::latency_quantile_ms(result.latency_buckets, 0.99));
   for (const auto& [k, v] : scores) {
     cols.push_back(k);
     row[k] = num(v);

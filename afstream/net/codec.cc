@@ -46,9 +46,9 @@ namespace {
 constexpr std::uint16_t kMaxControlKind = static_cast<std::uint16_t>(ControlKind::kAsk);
 
 // Words of a single-segment frame beyond the 3 list bodies of a batch: segment table (1), root pointer (1),
-// Envelope (2 data + 1 pointer), Batch (2 data + 4 pointers). Used to size the encoder's buffer; if it were
+// Envelope (2 data + 1 pointer), Batch (3 data + 4 pointers). Used to size the encoder's buffer; if it were
 // ever too small the encoder falls back to a (correct, slower) multi-segment copy.
-constexpr std::size_t kBatchOverheadWords = 11;
+constexpr std::size_t kBatchOverheadWords = 12;
 
 // A Cap'n Proto segment holds at most 2^29 words; keep a batch within one.
 constexpr std::size_t kMaxBatchItems = ((std::size_t{1} << 29) - kBatchOverheadWords) / 3;
@@ -204,7 +204,8 @@ Encoder& Encoder::operator=(Encoder&&) noexcept = default;
 
 std::span<const std::uint8_t> Encoder::encode_batch(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                                     std::uint64_t first_seq, std::span<const Item> items,
-                                                    bool end_of_stream, std::span<const std::uint64_t> roots) {
+                                                    bool end_of_stream, std::span<const std::uint64_t> roots,
+                                                    std::int64_t emitted_ns) {
   const std::size_t n = items.size();
   if (n > kMaxBatchItems) {
     throw FormatError("cannot encode a batch of " + std::to_string(n) + " items: the wire limit is " +
@@ -222,6 +223,7 @@ std::span<const std::uint8_t> Encoder::encode_batch(std::uint32_t sender, std::u
   batch.setChannel(channel);
   batch.setFirstSeq(first_seq);
   batch.setEndOfStream(end_of_stream);
+  batch.setEmittedNs(emitted_ns);
   const auto count = static_cast<unsigned>(n);
   auto keys = batch.initKeys(count);
   auto values = batch.initValues(count);
@@ -311,6 +313,10 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   st.setBackupBytes(s.backup_bytes);
   st.setDuplicatesDropped(s.duplicates_dropped);
   st.setTreesReplayed(s.trees_replayed);
+  if (!s.latency.empty()) {
+    auto l = st.initLatency(static_cast<unsigned>(s.latency.size()));
+    for (unsigned i = 0; i < s.latency.size(); ++i) l.set(i, s.latency[i]);
+  }
   st.setGaps(s.gaps);
   st.setBadMessages(s.bad_messages);
   st.setUnbacked(s.unbacked);
@@ -510,7 +516,8 @@ std::span<const std::uint8_t> Encoder::encode(const Message& message) {
     Encoder& e;
     const Message& m;
     std::span<const std::uint8_t> operator()(const BatchMsg& b) const {
-      return e.encode_batch(m.sender, m.epoch, b.channel, b.first_seq, b.items, b.end_of_stream, b.roots);
+      return e.encode_batch(m.sender, m.epoch, b.channel, b.first_seq, b.items, b.end_of_stream, b.roots,
+                            b.emitted_ns);
     }
     std::span<const std::uint8_t> operator()(const AckMsg& a) const {
       return e.encode_ack(m.sender, m.epoch, a.channel, a.seq, a.covered, a.trees);
@@ -648,6 +655,7 @@ void read_batch(wire::Batch::Reader batch, BatchMsg& out) {
   out.channel = batch.getChannel();
   out.first_seq = first_seq;
   out.end_of_stream = batch.getEndOfStream();
+  out.emitted_ns = batch.getEmittedNs();
   const auto roots = batch.getRoots();
   if (roots.size() != 0 && roots.size() != n) {
     throw FormatError("wire batch has " + std::to_string(n) + " items and " + std::to_string(roots.size()) + " roots");
@@ -804,7 +812,9 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
               st.getDivergence(),
               st.getSourceOffset(),
               st.getUnauthorizedConnections(),
-              st.getTreesReplayed()};
+              st.getTreesReplayed(),
+              {}};
+  for (auto v : st.getLatency()) m.status.latency.push_back(v);
   m.final_state = to_vector(r.getFinalState());
   auto rc = r.getRecovery();
   m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),

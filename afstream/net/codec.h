@@ -48,6 +48,7 @@ struct BatchMsg {
   std::vector<Item> items;
   bool end_of_stream = false;  // the channel ends after the last item of this batch
   std::vector<std::uint64_t> roots;  // ack mode: each item's root id (same length as items); else empty
+  std::int64_t emitted_ns = 0;       // when its oldest item was emitted (steady clock ns; 0: unknown)
 
   friend bool operator==(const BatchMsg&, const BatchMsg&) = default;
 };
@@ -222,6 +223,7 @@ struct WorkerStatusMsg {
   std::uint64_t source_offset = 0;
   std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused (the client's key not authorized)
   std::uint64_t trees_replayed = 0;            // ack mode (sources): items replayed after their tree timed out
+  std::vector<std::uint64_t> latency;          // batches by latency bucket (afstream/runtime/metrics.h)
   friend bool operator==(const WorkerStatusMsg&, const WorkerStatusMsg&) = default;
 };
 
@@ -317,7 +319,7 @@ class Encoder {
 
   std::span<const std::uint8_t> encode_batch(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,
                                              std::uint64_t first_seq, std::span<const Item> items, bool end_of_stream,
-                                             std::span<const std::uint64_t> roots = {});
+                                             std::span<const std::uint64_t> roots = {}, std::int64_t emitted_ns = 0);
   // Feedback items (Item::seq ignored); at most the batch limit of items per frame (FormatError beyond).
   std::span<const std::uint8_t> encode_feedback(std::uint32_t sender, std::uint32_t epoch, std::span<const Item> items);
   std::span<const std::uint8_t> encode_ack(std::uint32_t sender, std::uint32_t epoch, std::uint32_t channel,

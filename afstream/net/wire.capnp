@@ -62,6 +62,8 @@ struct Batch {
   times @4 :List(Int64);
   endOfStream @5 :Bool;  # punctuation: the channel ends after the last item of this batch
   roots @6 :List(UInt64);  # ack mode: the root (source tuple) id of each item's tree; empty in other modes
+  emittedNs @7 :Int64;     # when its oldest item was emitted (steady clock, ns; 0: unknown): latency is measured
+                           # from here to when the receiver processes the batch's last item
 }
 
 # Cumulative acknowledgement: every item with seq <= this one on the channel was received.
@@ -210,6 +212,7 @@ struct WorkerStatus {
   sourceOffset @11 :UInt64;    # sources: furthest position produced
   unauthorizedConnections @12 :UInt64;  # CURVE: connections refused, the client's key not authorized
   treesReplayed @13 :UInt64;   # ack mode (sources): items replayed after their tree timed out
+  latency @14 :List(UInt64);   # batches by latency bucket (afstream/runtime/metrics.h)
 }
 
 struct RecoveryReport {

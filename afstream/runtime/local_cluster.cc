@@ -194,6 +194,8 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
     result.backup_bytes += c->backup_bytes.load();
     result.duplicates_dropped += c->duplicates_dropped.load();
     result.trees_replayed += c->trees_replayed.load();
+    result.latency_buckets.resize(kLatencyBuckets);
+    for (std::size_t b = 0; b < kLatencyBuckets; ++b) result.latency_buckets[b] += c->latency[b].load();
     result.gaps += c->gaps.load();
     result.bad_messages += c->bad_messages.load();
   }

@@ -2,11 +2,37 @@
 // record kept for every failure (DESIGN 5: recovery time is measured and reported for every failure).
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 namespace afs {
+
+// Item latency (DESIGN 7, metrics): from the emission of the oldest item of a network batch (a source: when it
+// produced it) to when the receiver has processed the batch's last item, so it includes what a sender holds back
+// (microbatch), the network and the receiver's queue. Kept as a histogram with 4 buckets per octave of
+// microseconds (bucket b holds latencies below 2^((b+1)/4) us: percentiles within 19%).
+constexpr std::size_t kLatencyBuckets = 112;  // up to 2^28 us (about 4.5 minutes); longer ones land in the last
+inline std::size_t latency_bucket(double us) {
+  if (!(us > 1)) return 0;
+  const auto b = static_cast<std::size_t>(std::floor(4 * std::log2(us)));
+  return b < kLatencyBuckets ? b : kLatencyBuckets - 1;
+}
+// The q-quantile (0 < q <= 1) of a histogram, as its bucket's upper bound in milliseconds; 0 if it is empty.
+inline double latency_quantile_ms(const std::vector<std::uint64_t>& counts, double q) {
+  std::uint64_t total = 0;
+  for (auto c : counts) total += c;
+  if (total == 0) return 0;
+  const auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(total)));
+  std::uint64_t seen = 0;
+  for (std::size_t b = 0; b < counts.size(); ++b) {
+    seen += counts[b];
+    if (seen >= rank) return std::exp2(static_cast<double>(b + 1) / 4) / 1000;
+  }
+  return std::exp2(static_cast<double>(counts.size()) / 4) / 1000;
+}
 
 struct WorkerCounters {
   std::atomic<std::uint64_t> items_in{0};   // items processed (sources: items produced)
@@ -15,6 +41,7 @@ struct WorkerCounters {
   std::atomic<std::uint64_t> item_backups{0};
   std::atomic<std::uint64_t> backup_bytes{0};
   std::atomic<std::uint64_t> duplicates_dropped{0};
+  std::array<std::atomic<std::uint64_t>, kLatencyBuckets> latency{};  // batches by latency bucket
   std::atomic<std::uint64_t> trees_replayed{0};  // ack mode (sources): items emitted again (a tree timed out, or
                                                  // produced again after a restart)
   std::atomic<std::uint64_t> gaps{0};          // items never received (lost upstream)

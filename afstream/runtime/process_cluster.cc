@@ -167,6 +167,8 @@ struct ProcessCluster::Impl {
     a.backup_bytes += b.backup_bytes;
     a.duplicates_dropped += b.duplicates_dropped;
     a.trees_replayed += b.trees_replayed;
+    if (a.latency.size() < b.latency.size()) a.latency.resize(b.latency.size());
+    for (std::size_t i = 0; i < b.latency.size(); ++i) a.latency[i] += b.latency[i];
     a.gaps += b.gaps;
     a.bad_messages += b.bad_messages;
     a.unauthorized_connections += b.unauthorized_connections;
@@ -673,6 +675,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   result.backup_bytes = t.backup_bytes;
   result.duplicates_dropped = t.duplicates_dropped;
   result.trees_replayed = t.trees_replayed;
+  result.latency_buckets = t.latency;
   result.gaps = t.gaps;
   result.bad_messages += t.bad_messages;
   result.unauthorized_connections = unauthorized();

@@ -10,6 +10,9 @@
 namespace afs {
 
 namespace {
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 // Ack mode: the id of the edge that carries item `seq` of `channel` (unique: a channel never numbers two items
 // alike, a restarted sender continues after what its receiver holds), mixed (splitmix64) so that XORs of ids of
@@ -824,6 +827,9 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
     if (ack_mode()) staging_roots_.push_back(b.roots.empty() ? 0 : b.roots[&item - b.items.data()]);
     took = true;
   }
+  if (took && b.emitted_ns > 0 && !b.items.empty()) {
+    latency_marks_.push_back({in_slot(b.channel), b.items.back().seq, b.emitted_ns});
+  }
   if (b.end_of_stream && eos_seq > in.received) {
     in.received = eos_seq;
     Item p;
@@ -1033,6 +1039,7 @@ std::size_t Worker::process_some(std::size_t budget) {
   }
   if (n) {
     processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
+    record_latencies();
     // Hopping / sliding windows raise the thresholds again once the failures have left the window (DESIGN 3).
     if (ctx_.config.reset != ResetPolicy::Fixed) {
       schedule_.on_progress(processed_);
@@ -1301,6 +1308,17 @@ void Worker::release_tree_acks() {
   }
 }
 
+// Latency (metrics.h): every batch whose last item has now been processed, from the emission of its oldest item.
+void Worker::record_latencies() {
+  if (latency_marks_.empty()) return;
+  const auto now = now_ns();
+  while (!latency_marks_.empty() && ins_[latency_marks_.front().slot].processed >= latency_marks_.front().seq) {
+    const double us = static_cast<double>(now - latency_marks_.front().emitted_ns) / 1000;
+    counters_.latency[latency_bucket(us)].fetch_add(1, std::memory_order_relaxed);
+    latency_marks_.pop_front();
+  }
+}
+
 // Mode none: a restarted worker whose sender has finished for good (its end of stream was acknowledged by the
 // previous incarnation) would wait for it forever: nothing more comes on that channel, so it has ended.
 void Worker::end_inputs_of_finished_senders() {
@@ -1393,6 +1411,7 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
   if (outs_.empty()) return;
   auto push = [&](OutChannel& o) {
     Item it{key, value, time, ++o.out_seq};
+    if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();  // the oldest unsent item (latency)
     if (acks_enabled()) {
       o.unacked.push_back(it);
       ++unacked_;
@@ -1434,6 +1453,7 @@ void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time)
   unchecked_items_ = 0;  // as emit(): an item that emits is compared with theta at once
   for (auto& o : outs_) {
     Item it{key, value, time, ++o.out_seq};
+    if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();
     if (acks_enabled()) {
       o.unacked.push_back(it);
       ++unacked_;
@@ -1494,7 +1514,7 @@ bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const 
                         std::span<const std::uint64_t> roots) {
   if (!peer_ready(o.to_worker)) return false;
   auto frame = encoder_.encode_batch(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(o.id),
-                                     first_seq, items, eos, roots);
+                                     first_seq, items, eos, roots, o.unsent_since_ns);
   zmq::message_t m(frame.data(), frame.size());
   return socket_to(o.to_worker, false).send(m, zmq::send_flags::dontwait).has_value();
 }

@@ -175,6 +175,7 @@ class Worker {
     std::uint64_t sent = 0;     // highest seq handed to the socket
     std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
+    std::int64_t unsent_since_ns = 0;  // when the oldest item not sent yet was emitted (latency, metrics.h)
     std::uint64_t released = 0;  // microbatch: highest seq of a committed batch (sent; later ones are held)
     bool numbering_pending = false;  // after a recovery: waiting for the receiver to say where to continue
     Clock::time_point queried_at{};
@@ -304,7 +305,14 @@ class Worker {
     std::size_t slot = 0;
     std::uint64_t seq = 0;
   };
-  std::deque<EosAck> deferred_eos_acks_;  // ack mode: end-of-stream acks waiting for their backup
+  std::deque<EosAck> deferred_eos_acks_;
+  struct LatencyMark {  // a received batch: its channel slot, last seq, and when its oldest item was emitted
+    std::size_t slot = 0;
+    std::uint64_t seq = 0;
+    std::int64_t emitted_ns = 0;
+  };
+  std::deque<LatencyMark> latency_marks_;
+  void record_latencies();  // ack mode: end-of-stream acks waiting for their backup
   void end_inputs_of_finished_senders();
   void begin_finish_tree();
   void end_finish_tree();

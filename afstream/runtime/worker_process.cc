@@ -29,6 +29,8 @@ net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_off
   s.backup_bytes = c.backup_bytes.load();
   s.duplicates_dropped = c.duplicates_dropped.load();
   s.trees_replayed = c.trees_replayed.load();
+  s.latency.resize(kLatencyBuckets);
+  for (std::size_t b = 0; b < kLatencyBuckets; ++b) s.latency[b] = c.latency[b].load();
   s.gaps = c.gaps.load();
   s.bad_messages = c.bad_messages.load();
   s.unbacked = c.unbacked.load();

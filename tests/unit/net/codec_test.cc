@@ -75,7 +75,7 @@ TEST_P(BatchRoundTrip, DecodesWhatWasEncoded) {
   const Message original = batch_message(n, 1000, eos);
   Encoder encoder;
   const Bytes frame = to_bytes(encoder.encode(original));
-  EXPECT_EQ(frame.size(), 8 * (11 + 3 * n)) << "a batch is one flat segment of the documented size";
+  EXPECT_EQ(frame.size(), 8 * (12 + 3 * n)) << "a batch is one flat segment of the documented size";
   EXPECT_EQ(decode(frame), original);
   EXPECT_EQ(encode(original), frame) << "the convenience encoder produces the same bytes";
 
@@ -108,6 +108,7 @@ TEST(NetCodec, RootsAndTreeAcksRoundTrip) {
   Message m = batch_message(7, 40, false);
   auto& b = std::get<BatchMsg>(m.body);
   for (std::size_t i = 0; i < b.items.size(); ++i) b.roots.push_back(0xabcdef0000000000ULL + i);
+  b.emitted_ns = 123456789012345;
   EXPECT_EQ(decode(encode(m)), m);
   const Message a{.sender = 3,
                   .epoch = 2,
