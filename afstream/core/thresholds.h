@@ -22,6 +22,9 @@ enum class FtMode {
                // or a size), outputs released per batch; a failure recomputes the batch from the log
   Ask,     // backtrack recovery: periodic checkpoints, no per-item acks, senders hold output until a downstream
            // checkpoint covers it, a recovered worker ASKs its senders to resend from its checkpoint (exactly once)
+  // Flink style: sources start barrier checkpoints on an interval, workers align their inputs and snapshot
+  // asynchronously; a failure rolls every worker back to the last complete checkpoint (runtime/README.md)
+  Checkpoint,
 };
 
 const char* to_string(FtMode m);
