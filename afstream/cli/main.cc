@@ -416,6 +416,20 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   row["trees_replayed"] = std::to_string(result.trees_replayed);
   row["latency_p50_ms"] = num(afs::latency_quantile_ms(result.latency_buckets, 0.5));
   row["latency_p99_ms"] = num(afs::latency_quantile_ms(result.latency_buckets, 0.99));
+  if (cfg.mode == afs::FtMode::Checkpoint) {  // checkpoint mode's own metrics (RunResult)
+    const std::pair<const char*, std::string> ckpt[] = {
+        {"checkpoints", std::to_string(result.checkpoints)},
+        {"checkpoints_abandoned", std::to_string(result.checkpoints_abandoned)},
+        {"checkpoint_ms_mean", num(result.checkpoint_ms_mean)},
+        {"checkpoint_ms_max", num(result.checkpoint_ms_max)},
+        {"checkpoint_bytes", std::to_string(result.checkpoint_bytes)},
+        {"alignment_ms_mean", num(result.alignment_ms_mean)},
+        {"alignment_ms_max", num(result.alignment_ms_max)}};
+    for (const auto& [k, v] : ckpt) {
+      cols.push_back(k);
+      row[k] = v;
+    }
+  }
   for (const auto& [k, v] : scores) {
     cols.push_back(k);
     row[k] = num(v);
@@ -426,6 +440,13 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   std::cout << "  " << result.source_items << " items in " << num(result.seconds) << " s = " << num(items_per_s)
             << " items/s; backups: " << result.state_backups << " state, " << result.item_backups << " item, "
             << num(static_cast<double>(result.backup_bytes) / 1e6) << " MB\n";
+  if (cfg.mode == afs::FtMode::Checkpoint) {
+    std::cout << "  checkpoints: " << result.checkpoints << " complete (" << result.checkpoints_abandoned
+              << " abandoned), duration mean " << num(result.checkpoint_ms_mean) << " ms, max "
+              << num(result.checkpoint_ms_max) << " ms, " << num(static_cast<double>(result.checkpoint_bytes) / 1e6)
+              << " MB; alignment mean " << num(result.alignment_ms_mean) << " ms, max " << num(result.alignment_ms_max)
+              << " ms\n";
+  }
   std::cout << "  delivery: " << result.duplicates_dropped << " duplicates dropped, " << result.gaps
             << " items never received (gaps), " << result.bad_messages << " bad messages\n";
   if (controller && opts.curve.config) {

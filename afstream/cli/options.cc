@@ -107,6 +107,16 @@ po::options_description run_options() {
       "ft.ask-every", po::value<std::uint64_t>()->default_value(8192),
       "ask mode: items a worker processes between checkpoints (at most half of net.flow-window: senders hold "
       "every item until a checkpoint covers it)")(
+      "ft.checkpoint-interval", po::value<std::string>()->default_value("1s"),
+      "checkpoint mode: a source starts a barrier checkpoint this long after the previous one started (100ms, 5s)")(
+      "ft.checkpoint-items", po::value<std::uint64_t>()->default_value(0),
+      "checkpoint mode: or after this many source items (0: by interval only)")(
+      "ft.checkpoint-timeout", po::value<std::string>()->default_value("60s"),
+      "checkpoint mode: a checkpoint not complete this long after its start is abandoned (a failed checkpoint)")(
+      "ft.checkpoint-min-pause", po::value<std::string>()->default_value("0ms"),
+      "checkpoint mode: least time from a checkpoint's completion to the start of the next one")(
+      "ft.checkpoint-tolerable-failures", po::value<std::uint64_t>()->default_value(0),
+      "checkpoint mode: abandoned checkpoints a job tolerates; one more fails it")(
       "ft.state-headroom", po::value<double>()->default_value(0.0),
       "share of theta left for the state to drift while a backup is written asynchronously (0: synchronous)")(
       "ft.delta-residual", po::value<double>()->default_value(0.5),
@@ -293,6 +303,13 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (c.ack_max_pending == 0) throw ConfigError("ft.ack-max-pending: expected > 0");
   c.ack_state_every = vm["ft.ack-state-every"].as<std::uint64_t>();
   if (c.ack_state_every == 0) throw ConfigError("ft.ack-state-every: expected > 0");
+  c.checkpoint_interval = parse_duration(vm["ft.checkpoint-interval"].as<std::string>(), "ft.checkpoint-interval");
+  if (c.checkpoint_interval.count() == 0) throw ConfigError("ft.checkpoint-interval: expected > 0");
+  c.checkpoint_items = vm["ft.checkpoint-items"].as<std::uint64_t>();
+  c.checkpoint_timeout = parse_duration(vm["ft.checkpoint-timeout"].as<std::string>(), "ft.checkpoint-timeout");
+  if (c.checkpoint_timeout.count() == 0) throw ConfigError("ft.checkpoint-timeout: expected > 0");
+  c.checkpoint_min_pause = parse_duration(vm["ft.checkpoint-min-pause"].as<std::string>(), "ft.checkpoint-min-pause");
+  c.checkpoint_tolerable_failures = vm["ft.checkpoint-tolerable-failures"].as<std::uint64_t>();
   c.ask_every = vm["ft.ask-every"].as<std::uint64_t>();
   if (c.ask_every == 0 || c.ask_every > c.flow_window / 2) {
     throw ConfigError("ft.ask-every: expected 1 .. net.flow-window / 2 = " + std::to_string(c.flow_window / 2) +

@@ -21,12 +21,15 @@ const char* to_string(FtMode m) {
       return "ack";
     case FtMode::Ask:
       return "ask";
+    case FtMode::Checkpoint:
+      return "checkpoint";
   }
   return "?";
 }
 
 namespace {
-constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::MicroBatch, FtMode::Ack, FtMode::Ask};
+constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::MicroBatch,
+                             FtMode::Ack,  FtMode::Ask,    FtMode::Checkpoint};
 }
 
 std::string ft_mode_names() {

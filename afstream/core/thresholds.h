@@ -24,6 +24,9 @@ enum class FtMode {
                // a tree not complete within a timeout is replayed from the source (at least once)
   Ask,     // backtrack recovery: periodic checkpoints, no per-item acks, senders hold output until a downstream
            // checkpoint covers it, a recovered worker ASKs its senders to resend from its checkpoint (exactly once)
+  // Flink style: sources start barrier checkpoints on an interval, workers align their inputs and snapshot
+  // asynchronously; a failure rolls every worker back to the last complete checkpoint (runtime/README.md)
+  Checkpoint,
 };
 
 const char* to_string(FtMode m);

@@ -1,6 +1,7 @@
 // Background compaction of state chains: rebuild, restore, write one full snapshot, swap it in (compactor.h).
 #include "afstream/ft/compactor.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "afstream/core/bytes.h"
@@ -117,6 +118,15 @@ void ChainCompactor::compact_one(int worker) {
   try {
     const std::vector<Bytes> chain = store_.state_chain(worker, &info);
     if (!needs_compaction(info, policy_) || chain.size() != info.length) return;
+    // Checkpoint mode keeps the records of every checkpoint that may still be the latest complete one; merging
+    // them would lose that. Its worker restarts its own chain at each recovery (worker_checkpoint.cc).
+    if (std::any_of(chain.begin(), chain.end(),
+                    [](const Bytes& r) { return StateRecord::decode(r).checkpoint != 0; })) {
+      std::lock_guard lock(mu_);
+      ++counters_.checkpoint_chains;
+      given_up_[worker] = info.generation;
+      return;
+    }
     std::uint64_t read = 0;
     for (const auto& r : chain) read += r.size();
     Bytes full = compact_chain(chain, make_);

@@ -52,13 +52,14 @@ using OperatorMaker = std::function<std::unique_ptr<Operator>(const OperatorSpec
 Bytes compact_chain(const std::vector<Bytes>& chain, const OperatorMaker& make);
 
 struct CompactorCounters {
-  std::uint64_t compactions = 0;     // chains compacted
-  std::uint64_t records_merged = 0;  // records those compactions replaced
-  std::uint64_t bytes_read = 0;      // record bytes read by them
-  std::uint64_t bytes_written = 0;   // full records written by them
-  std::uint64_t superseded = 0;      // compactions not applied: the chain was replaced meanwhile
-  std::uint64_t unknown = 0;         // chains left alone: their operator could not be rebuilt
-  std::uint64_t failures = 0;        // chains left alone: a record did not decode or the operator failed
+  std::uint64_t compactions = 0;        // chains compacted
+  std::uint64_t records_merged = 0;     // records those compactions replaced
+  std::uint64_t bytes_read = 0;         // record bytes read by them
+  std::uint64_t bytes_written = 0;      // full records written by them
+  std::uint64_t superseded = 0;         // compactions not applied: the chain was replaced meanwhile
+  std::uint64_t unknown = 0;            // chains left alone: their operator could not be rebuilt
+  std::uint64_t failures = 0;           // chains left alone: a record did not decode or the operator failed
+  std::uint64_t checkpoint_chains = 0;  // chains left alone: checkpoint mode's (records of several checkpoints)
 };
 
 // Runs compactions on a thread of its own, for the workers notify() names. Thread-safe.

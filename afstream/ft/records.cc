@@ -7,7 +7,8 @@ namespace afs {
 namespace {
 constexpr std::uint32_t kStateMagic = 0x41465354;  // "AFST"
 constexpr std::uint32_t kItemsMagic = 0x4146494d;  // "AFIM"
-constexpr std::uint16_t kRecordVersion = 4;        // 3: residual, residual_by_failure; 4: operator spec
+constexpr std::uint16_t kRecordVersion = 5;        // 3: residual, residual_by_failure; 4: operator spec; 5: checkpoint
+constexpr std::uint16_t kOldestStateVersion = 4;   // version 4 is read too (state records: no checkpoint fields)
 
 void put_seqs(ByteWriter& w, const SeqByChannel& m) {
   w.put<std::uint64_t>(m.size());
@@ -52,13 +53,17 @@ std::vector<ChannelItem> get_items(ByteReader& r) {
   return v;
 }
 
-void check_header(ByteReader& r, std::uint32_t magic, const char* what) {
+// Returns the record's version: kRecordVersion, or from `oldest` on.
+std::uint16_t check_header(ByteReader& r, std::uint32_t magic, const char* what,
+                           std::uint16_t oldest = kRecordVersion) {
   if (r.get<std::uint32_t>("magic") != magic) throw FormatError(std::string(what) + ": bad magic");
   auto v = r.get<std::uint16_t>("version");
-  if (v != kRecordVersion) {
+  if (v < oldest || v > kRecordVersion) {
     throw FormatError(std::string(what) + ": unsupported version " + std::to_string(v) + " (expected " +
+                      (oldest < kRecordVersion ? std::to_string(oldest) + ".." : std::string()) +
                       std::to_string(kRecordVersion) + ")");
   }
+  return v;
 }
 }  // namespace
 
@@ -89,12 +94,14 @@ Bytes StateRecord::encode() const {
       w.put_string(v);
     }
   }
+  w.put(checkpoint);
+  w.put<std::uint8_t>(finished ? 1 : 0);
   return w.take();
 }
 
 StateRecord StateRecord::decode(const Bytes& b) {
   ByteReader r(b);
-  check_header(r, kStateMagic, "state record");
+  const auto version = check_header(r, kStateMagic, "state record", kOldestStateVersion);
   StateRecord s;
   s.full = r.get<std::uint8_t>("full flag") != 0;
   s.snapshot = r.get_array<std::uint8_t>("snapshot");
@@ -126,6 +133,12 @@ StateRecord StateRecord::decode(const Bytes& b) {
     }
     s.op_spec = std::move(spec);
   }
+  if (version >= 5) {
+    s.checkpoint = r.get<std::uint64_t>("checkpoint");
+    const auto f = r.get<std::uint8_t>("finished flag");
+    if (f > 1) throw FormatError("state record: bad finished flag " + std::to_string(f));
+    s.finished = f == 1;
+  }
   r.expect_end("state record");
   return s;
 }
@@ -141,7 +154,7 @@ Bytes encode_items(const std::vector<ChannelItem>& items) {
 
 std::vector<ChannelItem> decode_items(const Bytes& b) {
   ByteReader r(b);
-  check_header(r, kItemsMagic, "item record");
+  check_header(r, kItemsMagic, "item record", kOldestStateVersion);  // item records did not change in version 5
   auto v = get_items(r);
   r.expect_end("item record");
   return v;

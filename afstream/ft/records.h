@@ -53,9 +53,14 @@ struct StateRecord {
   std::vector<double> residual_by_failure;
   // Written with full snapshots (absent in deltas and in records of sources, which have no operator state).
   std::optional<OperatorSpec> op_spec;
+  // Checkpoint mode (record version 5; 0 in older records and in other modes): the barrier checkpoint this record
+  // belongs to, and whether the worker had finished its stream in it (ended every input, ran Operator::finish and
+  // emitted its end of stream), so that a restore from it does not run finish() again.
+  std::uint64_t checkpoint = 0;
+  bool finished = false;
 
   Bytes encode() const;
-  static StateRecord decode(const Bytes& b);  // throws FormatError
+  static StateRecord decode(const Bytes& b);  // throws FormatError; reads versions 4 and 5
 };
 
 Bytes encode_items(const std::vector<ChannelItem>& items);

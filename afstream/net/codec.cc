@@ -29,6 +29,8 @@ static_assert(static_cast<std::uint16_t>(ControlKind::kStop) == static_cast<std:
 static_assert(static_cast<std::uint16_t>(ControlKind::kHeartbeat) ==
               static_cast<std::uint16_t>(wire::Control::Kind::HEARTBEAT));
 static_assert(static_cast<std::uint16_t>(ControlKind::kAsk) == static_cast<std::uint16_t>(wire::Control::Kind::ASK));
+static_assert(static_cast<std::uint16_t>(ControlKind::kBarrier) ==
+              static_cast<std::uint16_t>(wire::Control::Kind::BARRIER));
 static_assert(static_cast<std::uint16_t>(StoreErrorKind::kCorruptRecord) ==
               static_cast<std::uint16_t>(wire::StoreError::Kind::CORRUPT_RECORD));
 static_assert(static_cast<std::uint16_t>(StoreErrorKind::kStoreFailure) ==
@@ -43,7 +45,7 @@ static_assert(sizeof(capnp::word) == 8 && alignof(capnp::word) <= 8);
 
 namespace {
 
-constexpr std::uint16_t kMaxControlKind = static_cast<std::uint16_t>(ControlKind::kAsk);
+constexpr std::uint16_t kMaxControlKind = static_cast<std::uint16_t>(ControlKind::kBarrier);
 
 // Words of a single-segment frame beyond the 3 list bodies of a batch: segment table (1), root pointer (1),
 // Envelope (2 data + 1 pointer), Batch (3 data + 4 pointers). Used to size the encoder's buffer; if it were
@@ -113,6 +115,8 @@ std::string_view to_string(ControlKind kind) {
       return "heartbeat";
     case ControlKind::kAsk:
       return "ask";
+    case ControlKind::kBarrier:
+      return "barrier";
   }
   return "unknown";
 }
@@ -132,8 +136,9 @@ std::string_view to_string(StoreErrorKind kind) {
 }
 
 std::string_view op_name(const StoreOp& op) {
-  static constexpr std::string_view kNames[] = {"put_state",    "put_items", "state_chain",
-                                                "item_records", "drop",      "stats"};
+  static constexpr std::string_view kNames[] = {
+      "put_state", "put_items",          "state_chain",       "item_records",      "drop",
+      "stats",     "confirm_checkpoint", "checkpoint_status", "rejoin_checkpoints"};
   static_assert(std::size(kNames) == std::variant_size_v<StoreOp>);
   return kNames[op.index()];
 }
@@ -141,7 +146,8 @@ std::string_view op_name(const StoreOp& op) {
 std::optional<std::int32_t> op_worker(const StoreOp& op) {
   return std::visit(
       [](const auto& o) -> std::optional<std::int32_t> {
-        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, StatsReq>) {
+        using Op = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<Op, StatsReq> || std::is_same_v<Op, CheckpointStatusReq>) {
           return std::nullopt;
         } else {
           return o.worker;
@@ -152,7 +158,8 @@ std::optional<std::int32_t> op_worker(const StoreOp& op) {
 
 bool op_mutates(const StoreOp& op) {
   return std::holds_alternative<PutStateReq>(op) || std::holds_alternative<PutItemsReq>(op) ||
-         std::holds_alternative<DropReq>(op);
+         std::holds_alternative<DropReq>(op) || std::holds_alternative<ConfirmCheckpointReq>(op) ||
+         std::holds_alternative<RejoinCheckpointsReq>(op);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -292,6 +299,7 @@ std::span<const std::uint8_t> Encoder::encode_control(std::uint32_t sender, std:
   c.setEpoch(control.epoch);
   c.setSeq(control.seq);
   c.setChannel(control.channel);
+  c.setCheckpoint(control.checkpoint);
   return state_->finish();
 }
 
@@ -324,6 +332,15 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   st.setDivergence(s.divergence);
   st.setSourceOffset(s.source_offset);
   st.setUnauthorizedConnections(s.unauthorized_connections);
+  st.setCheckpoints(s.checkpoints);
+  st.setCheckpointsAbandoned(s.checkpoints_abandoned);
+  st.setCheckpointMs(s.checkpoint_ms);
+  st.setCheckpointMsMax(s.checkpoint_ms_max);
+  st.setCheckpointBytes(s.checkpoint_bytes);
+  st.setAlignments(s.alignments);
+  st.setAlignmentMs(s.alignment_ms);
+  st.setAlignmentMsMax(s.alignment_ms_max);
+  st.setItemsHeld(s.items_held);
   if (!report.final_state.empty()) {
     r.setFinalState(capnp::Data::Reader(report.final_state.data(), report.final_state.size()));
   }
@@ -453,6 +470,20 @@ std::span<const std::uint8_t> Encoder::encode_store_request(std::uint32_t sender
     case 5:
       r.setStats();
       break;
+    case 6: {
+      const auto& c = std::get<ConfirmCheckpointReq>(request.op);
+      auto g = r.initConfirmCheckpoint();
+      g.setCheckpoint(c.checkpoint);
+      g.setWorkers(c.workers);
+      g.setFinal(c.final);
+      break;
+    }
+    case 7:
+      r.setCheckpointStatus();
+      break;
+    case 8:
+      r.setRejoinCheckpoints();
+      break;
   }
   return state_->finish();
 }
@@ -505,6 +536,13 @@ std::span<const std::uint8_t> Encoder::encode_store_reply(std::uint32_t sender, 
       w.setLength(c.length);
       w.setFullBytes(c.full_bytes);
       w.setDeltaBytes(c.delta_bytes);
+      break;
+    }
+    case 5: {
+      const auto& c = std::get<StoreCheckpointsMsg>(reply.result);
+      auto w = r.initCheckpoints();
+      w.setComplete(c.complete);
+      w.setRound(c.round);
       break;
     }
   }
@@ -692,7 +730,8 @@ ControlMsg read_control(wire::Control::Reader c) {
   if (kind == 0 || kind > kMaxControlKind) {
     throw FormatError("wire control message has unknown kind " + std::to_string(kind));
   }
-  return ControlMsg{static_cast<ControlKind>(kind), c.getWorker(), c.getEpoch(), c.getSeq(), c.getChannel()};
+  return ControlMsg{
+      static_cast<ControlKind>(kind), c.getWorker(), c.getEpoch(), c.getSeq(), c.getChannel(), c.getCheckpoint()};
 }
 
 inline std::vector<std::uint8_t> to_vector(capnp::Data::Reader data) { return {data.begin(), data.end()}; }
@@ -743,6 +782,17 @@ StoreRequestMsg read_store_request(wire::StoreRequest::Reader r) {
     case wire::StoreRequest::STATS:
       m.op = StatsReq{};
       return m;
+    case wire::StoreRequest::CONFIRM_CHECKPOINT: {
+      auto g = r.getConfirmCheckpoint();
+      m.op = ConfirmCheckpointReq{worker, g.getCheckpoint(), g.getWorkers(), g.getFinal()};
+      return m;
+    }
+    case wire::StoreRequest::CHECKPOINT_STATUS:
+      m.op = CheckpointStatusReq{};
+      return m;
+    case wire::StoreRequest::REJOIN_CHECKPOINTS:
+      m.op = RejoinCheckpointsReq{worker};
+      return m;
   }
   throw FormatError("wire store request " + std::to_string(m.request_id) + " has unknown operation " +
                     std::to_string(static_cast<unsigned>(r.which())));
@@ -773,6 +823,11 @@ StoreReplyMsg read_store_reply(wire::StoreReply::Reader r) {
     case wire::StoreReply::CHAIN: {
       auto c = r.getChain();
       m.result = StoreChainMsg{c.getGeneration(), c.getLength(), c.getFullBytes(), c.getDeltaBytes()};
+      return m;
+    }
+    case wire::StoreReply::CHECKPOINTS: {
+      auto c = r.getCheckpoints();
+      m.result = StoreCheckpointsMsg{c.getComplete(), c.getRound()};
       return m;
     }
     case wire::StoreReply::ERROR: {
@@ -813,7 +868,16 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
               st.getSourceOffset(),
               st.getUnauthorizedConnections(),
               st.getTreesReplayed(),
-              {}};
+              {},
+              st.getCheckpoints(),
+              st.getCheckpointsAbandoned(),
+              st.getCheckpointMs(),
+              st.getCheckpointMsMax(),
+              st.getCheckpointBytes(),
+              st.getAlignments(),
+              st.getAlignmentMs(),
+              st.getAlignmentMsMax(),
+              st.getItemsHeld()};
   for (auto v : st.getLatency()) m.status.latency.push_back(v);
   m.final_state = to_vector(r.getFinalState());
   auto rc = r.getRecovery();

@@ -70,6 +70,7 @@ enum class ControlKind : std::uint16_t {
   kStop = 3,           // stop the job (or the addressed worker)
   kHeartbeat = 4,      // liveness ping/reply
   kAsk = 5,            // ask mode: a recovered receiver asks for `channel` again from `seq` (its checkpoint + 1)
+  kBarrier = 6,        // checkpoint mode: checkpoint `checkpoint` on `channel` lies after item `seq`
 };
 std::string_view to_string(ControlKind kind);
 
@@ -79,6 +80,7 @@ struct ControlMsg {
   std::uint32_t epoch = 0;
   std::uint64_t seq = 0;
   std::uint32_t channel = 0;
+  std::uint64_t checkpoint = 0;  // kBarrier: the checkpoint's id
 
   friend bool operator==(const ControlMsg&, const ControlMsg&) = default;
 };
@@ -139,7 +141,26 @@ struct StatsReq {
   friend bool operator==(const StatsReq&, const StatsReq&) = default;
 };
 
-using StoreOp = std::variant<PutStateReq, PutItemsReq, StateChainReq, ItemRecordsReq, DropReq, StatsReq>;
+// Checkpoint mode (afstream/store/checkpoint_ledger.h).
+struct ConfirmCheckpointReq {
+  std::int32_t worker = 0;
+  std::uint64_t checkpoint = 0;
+  std::int32_t workers = 0;
+  bool final = false;  // the worker finished its stream in this checkpoint
+  friend bool operator==(const ConfirmCheckpointReq&, const ConfirmCheckpointReq&) = default;
+};
+
+struct CheckpointStatusReq {
+  friend bool operator==(const CheckpointStatusReq&, const CheckpointStatusReq&) = default;
+};
+
+struct RejoinCheckpointsReq {
+  std::int32_t worker = 0;
+  friend bool operator==(const RejoinCheckpointsReq&, const RejoinCheckpointsReq&) = default;
+};
+
+using StoreOp = std::variant<PutStateReq, PutItemsReq, StateChainReq, ItemRecordsReq, DropReq, StatsReq,
+                             ConfirmCheckpointReq, CheckpointStatusReq, RejoinCheckpointsReq>;
 
 // request_id: echoed by the reply. session: the client's sequential request stream (one request in flight at a
 // time, ids increasing); the server applies a put or drop at most once per (session, request_id) while it runs.
@@ -152,11 +173,12 @@ struct StoreRequestMsg {
   friend bool operator==(const StoreRequestMsg&, const StoreRequestMsg&) = default;
 };
 
-// "put_state", "put_items", "state_chain", "item_records", "drop", "stats".
+// "put_state", "put_items", "state_chain", "item_records", "drop", "stats", "confirm_checkpoint",
+// "checkpoint_status", "rejoin_checkpoints".
 std::string_view op_name(const StoreOp& op);
-// The worker an operation is about (nullopt for stats, which is about none).
+// The worker an operation is about (nullopt for stats and checkpoint_status, which are about none).
 std::optional<std::int32_t> op_worker(const StoreOp& op);
-// Puts and drop change the store (and are deduplicated); the reads and stats do not.
+// Puts, drop, confirm_checkpoint and rejoin_checkpoints change the store (and are deduplicated); the others do not.
 bool op_mutates(const StoreOp& op);
 
 struct StoreOkMsg {
@@ -203,11 +225,18 @@ struct StoreChainMsg {
   friend bool operator==(const StoreChainMsg&, const StoreChainMsg&) = default;
 };
 
+// The checkpoint ledger's status (afs::CheckpointStatus).
+struct StoreCheckpointsMsg {
+  std::uint64_t complete = 0;
+  std::uint32_t round = 0;
+  friend bool operator==(const StoreCheckpointsMsg&, const StoreCheckpointsMsg&) = default;
+};
+
 // chain for put_state, ok for put_items and drop, records for state_chain and item_records, stats for stats;
-// error for any.
+// error for any; checkpoints for the checkpoint operations.
 struct StoreReplyMsg {
   std::uint64_t request_id = 0;
-  std::variant<StoreOkMsg, StoreRecordsMsg, StoreStatsMsg, StoreErrorMsg, StoreChainMsg> result;
+  std::variant<StoreOkMsg, StoreRecordsMsg, StoreStatsMsg, StoreErrorMsg, StoreChainMsg, StoreCheckpointsMsg> result;
 
   friend bool operator==(const StoreReplyMsg&, const StoreReplyMsg&) = default;
 };
@@ -224,6 +253,13 @@ struct WorkerStatusMsg {
   std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused (the client's key not authorized)
   std::uint64_t trees_replayed = 0;            // ack mode (sources): items replayed after their tree timed out
   std::vector<std::uint64_t> latency;          // batches by latency bucket (afstream/runtime/metrics.h)
+  // Checkpoint mode (WorkerCounters): completed / abandoned checkpoints and their durations (sources), checkpoint
+  // bytes, alignments and their durations, items held.
+  std::uint64_t checkpoints = 0, checkpoints_abandoned = 0;
+  double checkpoint_ms = 0, checkpoint_ms_max = 0;
+  std::uint64_t checkpoint_bytes = 0, alignments = 0;
+  double alignment_ms = 0, alignment_ms_max = 0;
+  std::uint64_t items_held = 0;
   friend bool operator==(const WorkerStatusMsg&, const WorkerStatusMsg&) = default;
 };
 

@@ -83,6 +83,7 @@ struct Control {
   epoch @2 :UInt32;
   seq @3 :UInt64;
   channel @4 :UInt32;
+  checkpoint @5 :UInt64;  # barrier: the checkpoint's id
 
   enum Kind {
     unset @0;          # never sent; a decoder rejects it
@@ -91,6 +92,7 @@ struct Control {
     stop @3;           # stop (end the job, or the addressed worker)
     heartbeat @4;      # liveness ping/reply
     ask @5;            # ask mode: a recovered receiver asks for `channel` again from `seq` (its checkpoint + 1)
+    barrier @6;        # checkpoint mode, on the data socket: checkpoint `checkpoint` on `channel` is after item `seq`
   }
 }
 
@@ -122,6 +124,13 @@ struct StoreRequest {
     itemRecords @10 :Void;
     drop @11 :Void;
     stats @12 :Void;
+    confirmCheckpoint :group {      # checkpoint mode: the worker holds its record for `checkpoint`
+      checkpoint @13 :UInt64;
+      workers @14 :Int32;           # the job's worker count
+      final @17 :Bool;              # the worker finished its stream in this checkpoint
+    }
+    checkpointStatus @15 :Void;     # checkpoint mode: the latest complete checkpoint and the round
+    rejoinCheckpoints @16 :Void;    # checkpoint mode: a restarted worker rejoins (checkpoint_ledger.h)
   }
 }
 
@@ -147,7 +156,13 @@ struct StoreReply {
     stats @4 :StoreStats;      # stats
     error @5 :StoreError;      # any operation
     chain @6 :StoreChain;      # putState: the worker's chain after the put
+    checkpoints @7 :StoreCheckpoints;  # confirmCheckpoint, checkpointStatus, rejoinCheckpoints
   }
+}
+
+struct StoreCheckpoints {
+  complete @0 :UInt64;  # the latest checkpoint every worker confirmed (0: none)
+  round @1 :UInt32;
 }
 
 struct StoreChain {
@@ -213,6 +228,16 @@ struct WorkerStatus {
   unauthorizedConnections @12 :UInt64;  # CURVE: connections refused, the client's key not authorized
   treesReplayed @13 :UInt64;   # ack mode (sources): items replayed after their tree timed out
   latency @14 :List(UInt64);   # batches by latency bucket (afstream/runtime/metrics.h)
+  # Checkpoint mode (afstream/runtime/metrics.h, WorkerCounters): this incarnation's checkpoint counters.
+  checkpoints @15 :UInt64;
+  checkpointsAbandoned @16 :UInt64;
+  checkpointMs @17 :Float64;     # sum over completed checkpoints
+  checkpointMsMax @18 :Float64;
+  checkpointBytes @19 :UInt64;
+  alignments @20 :UInt64;
+  alignmentMs @21 :Float64;      # sum over alignments
+  alignmentMsMax @22 :Float64;
+  itemsHeld @23 :UInt64;
 }
 
 struct RecoveryReport {

@@ -249,6 +249,16 @@ void BackupServer::run(const std::atomic<bool>& stop) {
                 reply.result = net::StoreRecordsMsg{store_->item_records(op.worker)};
               } else if constexpr (std::is_same_v<Op, net::DropReq>) {
                 store_->drop(op.worker);
+              } else if constexpr (std::is_same_v<Op, net::ConfirmCheckpointReq>) {
+                store_->confirm_checkpoint(op.worker, op.checkpoint, op.workers, op.final);
+                const auto st = store_->checkpoint_status();
+                reply.result = net::StoreCheckpointsMsg{st.complete, st.round};
+              } else if constexpr (std::is_same_v<Op, net::CheckpointStatusReq>) {
+                const auto st = store_->checkpoint_status();
+                reply.result = net::StoreCheckpointsMsg{st.complete, st.round};
+              } else if constexpr (std::is_same_v<Op, net::RejoinCheckpointsReq>) {
+                const auto st = store_->rejoin_checkpoints(op.worker);
+                reply.result = net::StoreCheckpointsMsg{st.complete, st.round};
               } else {
                 const StoreStats st = store_->stats();
                 reply.result = net::StoreStatsMsg{st.state_backups, st.item_backups, st.bytes_written, st.bytes_stored};

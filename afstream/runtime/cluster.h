@@ -44,6 +44,17 @@ struct RunResult {
   std::uint64_t gaps = 0;
   std::uint64_t bad_messages = 0;
   std::uint64_t unauthorized_connections = 0;  // CURVE (process runtime on tcp): refused, the key not authorized
+  // Checkpoint mode (WorkerCounters; both runtimes): completed and abandoned checkpoints, their mean and largest
+  // duration (start at the source to the last worker's confirmation), bytes of checkpoint records, and the mean and
+  // largest alignment time of a worker (first barrier notice to aligned).
+  std::uint64_t checkpoints = 0;
+  std::uint64_t checkpoints_abandoned = 0;
+  double checkpoint_ms_mean = 0;
+  double checkpoint_ms_max = 0;
+  std::uint64_t checkpoint_bytes = 0;
+  double alignment_ms_mean = 0;
+  double alignment_ms_max = 0;
+  std::uint64_t items_held = 0;  // items that waited for their worker to align a checkpoint
 };
 
 class Cluster {

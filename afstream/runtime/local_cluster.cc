@@ -199,6 +199,7 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
     result.gaps += c->gaps.load();
     result.bad_messages += c->bad_messages.load();
   }
+  summarize_checkpoints(im.ctx.counters, result);
   return result;
 }
 

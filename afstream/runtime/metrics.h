@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace afs {
@@ -51,7 +52,22 @@ struct WorkerCounters {
   std::atomic<std::uint64_t> unacked{0};
   // CURVE on tcp://: connections to the worker's sockets refused, the client's key not authorized (process runtime)
   std::atomic<std::uint64_t> unauthorized_connections{0};
+  // Checkpoint mode. Sources: checkpoints started and seen complete, abandoned (timeout), and the time from start
+  // to completion; every worker: bytes of its checkpoint records, and alignment (first barrier notice to aligned).
+  std::atomic<std::uint64_t> checkpoints{0};
+  std::atomic<std::uint64_t> checkpoints_abandoned{0};
+  std::atomic<double> checkpoint_ms{0};  // sum over completed checkpoints
+  std::atomic<double> checkpoint_ms_max{0};
+  std::atomic<std::uint64_t> checkpoint_bytes{0};
+  std::atomic<std::uint64_t> alignments{0};
+  std::atomic<double> alignment_ms{0};  // sum over alignments
+  std::atomic<double> alignment_ms_max{0};
+  std::atomic<std::uint64_t> items_held{0};  // items that waited in a hold buffer (their channel blocked)
 };
+
+struct RunResult;
+// Checkpoint mode: the workers' checkpoint counters into the run's result (sums, means and maxima).
+void summarize_checkpoints(const std::vector<std::unique_ptr<WorkerCounters>>& counters, RunResult& result);
 
 struct FailureRecord {
   int worker = 0;

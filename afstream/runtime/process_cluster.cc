@@ -172,6 +172,15 @@ struct ProcessCluster::Impl {
     a.gaps += b.gaps;
     a.bad_messages += b.bad_messages;
     a.unauthorized_connections += b.unauthorized_connections;
+    a.checkpoints += b.checkpoints;
+    a.checkpoints_abandoned += b.checkpoints_abandoned;
+    a.checkpoint_ms += b.checkpoint_ms;
+    a.checkpoint_ms_max = std::max(a.checkpoint_ms_max, b.checkpoint_ms_max);
+    a.checkpoint_bytes += b.checkpoint_bytes;
+    a.alignments += b.alignments;
+    a.alignment_ms += b.alignment_ms;
+    a.alignment_ms_max = std::max(a.alignment_ms_max, b.alignment_ms_max);
+    a.items_held += b.items_held;
   }
 
   net::WorkerStatusMsg totals() const {
@@ -679,6 +688,14 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   result.gaps = t.gaps;
   result.bad_messages += t.bad_messages;
   result.unauthorized_connections = unauthorized();
+  result.checkpoints = t.checkpoints;  // checkpoint mode (worker_checkpoint.cc, summarize_checkpoints)
+  result.checkpoints_abandoned = t.checkpoints_abandoned;
+  result.checkpoint_ms_mean = t.checkpoints ? t.checkpoint_ms / static_cast<double>(t.checkpoints) : 0;
+  result.checkpoint_ms_max = t.checkpoint_ms_max;
+  result.checkpoint_bytes = t.checkpoint_bytes;
+  result.alignment_ms_mean = t.alignments ? t.alignment_ms / static_cast<double>(t.alignments) : 0;
+  result.alignment_ms_max = t.alignment_ms_max;
+  result.items_held = t.items_held;
 
   if (im.server > 0) {
     ::kill(im.server, SIGTERM);

@@ -264,6 +264,7 @@ void Worker::run() {
           }
         }
       }
+      if (checkpoint_mode()) advance_checkpoints();
       flush(queue_.empty() || inputs_done_ || blocked);
       send_feedback();
       // Done once everything sent is acknowledged, every ack sent, and every upstream worker is done for good: an
@@ -370,10 +371,12 @@ void Worker::refresh_peers() {
   directory_version_ = v;
   // The only place a peer's incarnation is learned: a new one gets fresh sockets and everything it has not
   // acknowledged again, from the first unacknowledged item.
+  std::unordered_set<int> learned;  // peers with an incarnation new here
   auto learn = [&](int w) {
     const auto e = ctx_.directory->epoch(w);
     auto& known = known_epoch_[w];
     if (known == e) return false;
+    learned.insert(w);
     known = e;
     peers_.erase(w);
     ack_peers_.erase(w);
@@ -390,6 +393,7 @@ void Worker::refresh_peers() {
       if (w != id_ && ctx_.topology->stages()[ctx_.topology->workers()[w].stage].is_source) learn(w);
     }
   }
+  if (checkpoint_mode() && !learned.empty()) check_round(learned);  // a failure: roll back with the others
   // A replayable source goes back to the position every receiver has covered by a backup, so a restarted receiver
   // gets again everything its restored state lacks (the others drop what they hold).
   if (source_ && !restarted.empty() && ctx_.config.mode == FtMode::Approx) {
@@ -409,6 +413,7 @@ void Worker::refresh_peers() {
 // ---------------------------------------------------------------------------------------------------------------
 // Recovery (DESIGN 5): fetch the latest state chain, restore, queue the backed-up items it does not reflect.
 void Worker::restore() {
+  if (checkpoint_mode()) return restore_checkpoint();
   if (ctx_.config.mode == FtMode::None) {
     if (crash_in_) {
       crash_in_->record.recovery_ms = 0;
@@ -579,7 +584,9 @@ void Worker::query_numbering() {
 }
 
 void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uint32_t sender_epoch) {
-  if (c.kind == net::ControlKind::kPeerRestarted) {
+  if (c.kind == net::ControlKind::kBarrier) {
+    on_barrier(c, sender, sender_epoch);
+  } else if (c.kind == net::ControlKind::kPeerRestarted) {
     // A restarted sender asks where to continue numbering channel c: after everything received here (staged
     // included). Answer only once its new incarnation is known, so nothing its old one sent is taken after this.
     if (c.channel >= in_slot_.size() || in_slot_[c.channel] < 0) return;
@@ -789,6 +796,8 @@ bool Worker::receive(std::chrono::milliseconds wait) {
       on_batch(*b, scratch_.sender, scratch_.epoch);
     } else if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) {
       on_ack(*a);
+    } else if (auto* c = std::get_if<net::ControlMsg>(&scratch_.body)) {
+      on_control(*c, scratch_.sender, scratch_.epoch);  // barrier notices travel in order with the items
     }
   }
   admit();
@@ -807,6 +816,9 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
     return;
   }
   auto& in = ins_[in_slot(b.channel)];
+  // Checkpoint mode: from an incarnation not known here yet, a restart this worker must learn of first (it may
+  // have to roll back: check_round) before it takes anything from it.
+  if (checkpoint_mode() && sender_epoch > known_epoch_[in.from_worker]) refresh_peers();
   // Sent by an incarnation that has since been replaced: its successor resends or renumbers what counts.
   if (sender_epoch < known_epoch_[in.from_worker]) {
     counters_.duplicates_dropped.fetch_add(b.items.size(), std::memory_order_relaxed);
@@ -863,7 +875,8 @@ void Worker::admit() {
   const auto l = schedule_.current().l;
   const bool log_all = logs_every_item();
   std::size_t n = staging_.size();
-  if (ft && !log_all && !ask_mode()) n = std::min<std::size_t>(n, l > unbacked_ ? l - unbacked_ : 0);
+  if (ft && !log_all && !ask_mode() && !checkpoint_mode())
+    n = std::min<std::size_t>(n, l > unbacked_ ? l - unbacked_ : 0);
   // The processing queue holds at most net.queue-items: beyond that, items wait in the stage and then in the socket
   // (their sender's window), instead of growing the queue (mode none admitted everything it could read: its queues
   // grew to millions of items, reallocating and faulting pages as they went).
@@ -894,6 +907,7 @@ void Worker::admit() {
   }
   // Ask mode: no acknowledgement on receipt and no item log; senders hold the items until a checkpoint covers them.
   if (!ft || ask_mode()) return;
+  if (checkpoint_mode()) return acknowledge_admitted();  // no item log: acknowledgements are flow control only
   unbacked_ += n;
   if (log_all || punctuation) {
     backup_items();
@@ -994,6 +1008,7 @@ void Worker::on_ack(const net::AckMsg& a) {
 
 // ---------------------------------------------------------------------------------------------------------------
 std::size_t Worker::process_some(std::size_t budget) {
+  if (checkpoint_mode()) return process_aligned(budget);
   std::size_t n = 0;
   while (n < budget && unacked_total() < window()) {
     if (queue_.empty()) {
@@ -1087,6 +1102,7 @@ bool Worker::logs_every_item() const {
 void Worker::after_update() {
   switch (ctx_.config.mode) {
     case FtMode::None:
+    case FtMode::Checkpoint:  // state is snapshotted at aligned barriers (worker_checkpoint.cc)
       return;
     case FtMode::Approx: {
       // One item adds at most alpha to the divergence (Operator::divergence_bounded_by_alpha), so after a check
@@ -1388,7 +1404,7 @@ void Worker::produce() {
   auto& progress = (*ctx_.source_progress)[id_];
   if (source_offset_ > progress.load(std::memory_order_relaxed)) progress.store(source_offset_);
   // A source's state is its offset: backing it up is cheap and never needs to wait (the items are replayable).
-  if (ctx_.config.mode == FtMode::None) return;
+  if (ctx_.config.mode == FtMode::None || checkpoint_mode()) return;
   SourceMark mark{source_offset_, {}};
   for (const auto& o : outs_) mark.out_seqs.push_back(o.out_seq);
   source_marks_.push_back(std::move(mark));
@@ -1507,6 +1523,10 @@ bool Worker::peer_ready(int worker) {
     refresh_peers();
     return false;
   }
+  if (checkpoint_mode() && unverified_peers_.count(worker)) {  // restarted: in this worker's round? (check_round)
+    verify_peers();
+    return !unverified_peers_.count(worker);
+  }
   return true;
 }
 
@@ -1523,6 +1543,7 @@ void Worker::flush(bool force) {
   const std::size_t batch = batch_;
   if (unacked_total() >= window()) force = true;
   for (auto& o : outs_) {
+    if (checkpoint_mode() && !send_notices(o)) continue;  // no item goes ahead of a barrier notice
     if (!acks_enabled()) {
       std::size_t from = 0;
       while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
@@ -1549,7 +1570,7 @@ void Worker::flush(bool force) {
         const std::uint64_t first = o.sent + 1;
         const std::size_t offset = static_cast<std::size_t>(first - o.unacked.front().seq);
         const std::size_t avail = static_cast<std::size_t>(upto - o.sent);
-        if (avail < batch && !force) break;
+        if (avail < batch && !force && !(checkpoint_mode() && barrier_due(o))) break;
         // Straight from the ring (a batch that would wrap around its end goes as two).
         const auto items = o.unacked.contiguous(offset, std::min(batch, avail));
         if (!send_batch(o, first, items, false)) break;
@@ -1574,6 +1595,7 @@ void Worker::finish_outputs() {
 // covered by a confirmed backup or its confirmed item log (R-source): a receiver that fails later restores
 // everything. Mode none has no coverage (nothing is backed up): acknowledged is enough.
 bool Worker::all_covered() const {
+  if (checkpoint_mode()) return final_checkpoint_complete();  // every worker's record of its end is confirmed
   if (!source_ || !acks_enabled()) return true;
   for (const auto& o : outs_) {
     if (o.covered < o.eos_seq) return false;

@@ -330,6 +330,52 @@ class Worker {
   Clock::time_point last_checkpoint_at_{};
   OutChannel& out_for(std::uint64_t key);
 
+  // Checkpoint mode (Flink-style barrier checkpoints; worker_checkpoint.cc, runtime/README.md "Checkpoint mode").
+  bool checkpoint_mode() const { return ctx_.config.mode == FtMode::Checkpoint; }
+  struct Barrier {  // a checkpoint whose notices have started to arrive: where it lies on each input channel
+    std::uint64_t id = 0;
+    std::vector<std::uint64_t> at;  // per input slot: the last item before the barrier
+    std::vector<bool> known;        // per input slot: its notice arrived
+    Clock::time_point first_notice;
+  };
+  struct Notice {  // a barrier notice for an output channel, sent (in order with the items) on the data socket
+    std::uint64_t id = 0;
+    std::uint64_t seq = 0;
+    bool sent = false;
+  };
+  void restore_checkpoint();
+  void on_barrier(const net::ControlMsg& c, std::uint32_t sender, std::uint32_t sender_epoch);
+  std::size_t process_aligned(std::size_t budget);
+  bool held_back(const ChannelItem& ci, std::size_t slot) const;
+  void advance_checkpoints();
+  void take_aligned_checkpoints();
+  void start_checkpoint_if_due();
+  void snapshot_checkpoint(std::uint64_t id);
+  void write_checkpoint_record(std::uint64_t id, bool rebase);
+  void poll_checkpoints();
+  bool send_notices(OutChannel& o);
+  bool barrier_due(const OutChannel& o) const;
+  void check_round(const std::unordered_set<int>& learned);
+  void verify_peers();
+  std::unordered_set<int> unverified_peers_;  // restarted peers whose round is not known yet (check_round)
+  void acknowledge_admitted();
+  bool final_checkpoint_complete() const { return final_checkpoint_ != 0 && complete_ >= final_checkpoint_; }
+  std::deque<Barrier> barriers_;               // by id, oldest first
+  std::vector<std::deque<ChannelItem>> held_;  // per input slot: items past the pending barrier (channel blocked)
+  std::deque<ChannelItem> released_;           // held items, processed before the queue once the barrier passed
+  std::vector<std::deque<Notice>> notices_;    // per output slot: notices of checkpoints not known complete
+  std::uint32_t round_ = 0;                    // checkpoint round of this incarnation (checkpoint_ledger.h)
+  std::uint32_t next_checkpoint_ = 1;          // source: n of the next checkpoint it starts
+  std::uint64_t last_taken_ = 0;               // the latest checkpoint this worker snapshotted (or restored)
+  std::uint64_t final_checkpoint_ = 0;         // the checkpoint in which it had finished its stream (0: none yet)
+  std::uint64_t complete_ = 0;                 // the latest complete checkpoint it knows of
+  std::uint64_t in_flight_ = 0;                // source: the checkpoint it started that is not complete yet
+  std::uint64_t checkpoint_failures_ = 0;      // source: abandoned checkpoints (ft.checkpoint-timeout)
+  std::uint64_t offset_at_start_ = 0;          // source: offset when the latest checkpoint started
+  Clock::time_point started_at_ = Clock::now();
+  Clock::time_point completed_at_{};
+  Clock::time_point polled_at_{};
+
   ClusterContext& ctx_;
   const int id_;
   const std::uint32_t epoch_;

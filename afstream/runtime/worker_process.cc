@@ -1,6 +1,9 @@
 // One worker process: the Worker on the main thread, the controller link on a side thread (worker_process.h).
 #include "afstream/runtime/worker_process.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -38,6 +41,15 @@ net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_off
   s.divergence = c.divergence.load();
   s.source_offset = source_offset;
   s.unauthorized_connections = c.unauthorized_connections.load();
+  s.checkpoints = c.checkpoints.load();
+  s.checkpoints_abandoned = c.checkpoints_abandoned.load();
+  s.checkpoint_ms = c.checkpoint_ms.load();
+  s.checkpoint_ms_max = c.checkpoint_ms_max.load();
+  s.checkpoint_bytes = c.checkpoint_bytes.load();
+  s.alignments = c.alignments.load();
+  s.alignment_ms = c.alignment_ms.load();
+  s.alignment_ms_max = c.alignment_ms_max.load();
+  s.items_held = c.items_held.load();
   return s;
 }
 
@@ -271,6 +283,9 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     if (replaced_by.load() != 0) throw replaced();  // the cause (a store call may have been refused first)
     throw;
   }
+  // Checkpoint mode: the worker crashed on purpose to roll back with its peers (a peer restarted in a newer round).
+  // It dies as a killed process would, and the controller restarts it like any failed worker.
+  if (worker.crashed() && !lost.load() && replaced_by.load() == 0) ::kill(::getpid(), SIGKILL);
   if (!lost.load() && replaced_by.load() == 0 && worker.op() && topology.outputs_of(options.worker).empty()) {
     ByteWriter w;
     worker.op()->snapshot_full(w);

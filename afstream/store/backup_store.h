@@ -37,6 +37,14 @@ struct ChainInfo {
   std::uint64_t delta_bytes = 0;  // total size of the deltas
 };
 
+// Checkpoint mode (checkpoint_ledger.h): the latest checkpoint every worker of the job confirmed (0: none), and the
+// current round.
+struct CheckpointStatus {
+  std::uint64_t complete = 0;
+  std::uint32_t round = 0;
+  friend bool operator==(const CheckpointStatus&, const CheckpointStatus&) = default;
+};
+
 class BackupStore {
  public:
   virtual ~BackupStore() = default;
@@ -59,8 +67,16 @@ class BackupStore {
   // All item records of worker still held, in the order they were put.
   virtual std::vector<Bytes> item_records(int worker) const = 0;
 
-  // Forget everything about worker (a job restarted from scratch).
+  // Forget everything about worker (a job restarted from scratch), its checkpoint confirmations included.
   virtual void drop(int worker) = 0;
+
+  // Checkpoint mode (DESIGN 6, checkpoint; checkpoint_ledger.h): worker, of a job of `workers`, holds its state
+  // record for checkpoint `id` (put and confirmed before this call); the status of the job's checkpoints; and a
+  // restarted worker rejoining, which returns the checkpoint to roll back to. Atomic, like a put.
+  // final: the worker finished its stream in checkpoint `id` (no later checkpoint waits for it).
+  virtual void confirm_checkpoint(int worker, std::uint64_t id, int workers, bool final = false) = 0;
+  virtual CheckpointStatus checkpoint_status() const = 0;
+  virtual CheckpointStatus rejoin_checkpoints(int worker) = 0;
 
   virtual StoreStats stats() const = 0;
 };

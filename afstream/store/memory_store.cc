@@ -107,11 +107,27 @@ std::vector<Bytes> MemoryStore::item_records(int worker) const {
 
 void MemoryStore::drop(int worker) {
   std::lock_guard lock(mu_);
+  ledger_.clear(worker);
   auto it = workers_.find(worker);
   if (it == workers_.end()) return;
   for (const auto& s : it->second.chain) stats_.bytes_stored -= s.data.size();
   for (const auto& r : it->second.items) stats_.bytes_stored -= r.sealed.data.size();
   workers_.erase(it);
+}
+
+void MemoryStore::confirm_checkpoint(int worker, std::uint64_t id, int workers, bool final) {
+  std::lock_guard lock(mu_);
+  ledger_.confirm(worker, id, workers, final);
+}
+
+CheckpointStatus MemoryStore::checkpoint_status() const {
+  std::lock_guard lock(mu_);
+  return ledger_.status();
+}
+
+CheckpointStatus MemoryStore::rejoin_checkpoints(int worker) {
+  std::lock_guard lock(mu_);
+  return ledger_.rejoin(worker);
 }
 
 StoreStats MemoryStore::stats() const {

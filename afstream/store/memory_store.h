@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "afstream/store/backup_store.h"
+#include "afstream/store/checkpoint_ledger.h"
 
 namespace afs {
 
@@ -17,6 +18,9 @@ class MemoryStore final : public BackupStore {
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;
   void drop(int worker) override;
+  void confirm_checkpoint(int worker, std::uint64_t id, int workers, bool final = false) override;
+  CheckpointStatus checkpoint_status() const override;
+  CheckpointStatus rejoin_checkpoints(int worker) override;
   StoreStats stats() const override;
 
   // For tests: flip one byte of the newest state record of worker (simulates storage corruption).
@@ -44,6 +48,7 @@ class MemoryStore final : public BackupStore {
   std::unordered_map<int, WorkerData> workers_;
   std::uint64_t next_generation_ = 1;  // store-wide, so a worker dropped and backed up again never repeats one
   StoreStats stats_;
+  CheckpointLedger ledger_;
 };
 
 }  // namespace afs

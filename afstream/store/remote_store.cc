@@ -320,6 +320,32 @@ void RemoteStore::drop(int worker) {
   if (!std::holds_alternative<net::StoreOkMsg>(reply.result)) unexpected(*this, what);
 }
 
+namespace {
+CheckpointStatus checkpoints_of(const net::StoreReplyMsg& reply, const RemoteStore& store, const std::string& what) {
+  const auto* c = std::get_if<net::StoreCheckpointsMsg>(&reply.result);
+  if (c == nullptr) unexpected(store, what);
+  return CheckpointStatus{c->complete, c->round};
+}
+}  // namespace
+
+void RemoteStore::confirm_checkpoint(int worker, std::uint64_t id, int workers, bool final) {
+  const net::StoreOp op = net::ConfirmCheckpointReq{worker, id, workers, final};
+  const std::string what = describe(op);
+  (void)checkpoints_of(checked(impl_->call(options_, op), *this, what), *this, what);
+}
+
+CheckpointStatus RemoteStore::checkpoint_status() const {
+  const net::StoreOp op = net::CheckpointStatusReq{};
+  const std::string what = describe(op);
+  return checkpoints_of(checked(impl_->call(options_, op), *this, what), *this, what);
+}
+
+CheckpointStatus RemoteStore::rejoin_checkpoints(int worker) {
+  const net::StoreOp op = net::RejoinCheckpointsReq{worker};
+  const std::string what = describe(op);
+  return checkpoints_of(checked(impl_->call(options_, op), *this, what), *this, what);
+}
+
 StoreStats RemoteStore::stats() const {
   const net::StoreOp op = net::StatsReq{};
   const std::string what = describe(op);

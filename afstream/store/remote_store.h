@@ -86,6 +86,9 @@ class RemoteStore final : public BackupStore {
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;
   void drop(int worker) override;
+  void confirm_checkpoint(int worker, std::uint64_t id, int workers, bool final = false) override;
+  CheckpointStatus checkpoint_status() const override;
+  CheckpointStatus rejoin_checkpoints(int worker) override;
   // The server's store's stats (for a RocksDbStore: the puts since the server process started).
   StoreStats stats() const override;
 

@@ -33,6 +33,8 @@ constexpr std::size_t kItemInfoSize = 4 + 8 + 8;
 // The format marker: a key no record can have (kind 0), written when a store is created.
 const std::string kMetaKey = std::string(5, '\0') + "afstream-backup-store";
 const std::string kMetaFormat = "1";
+// The checkpoint ledger (checkpoint mode), one value beside the records (kind 0 too).
+const std::string kLedgerKey = std::string(5, '\0') + "afstream-checkpoint-ledger";
 
 void put_be(std::string& out, std::uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -220,6 +222,15 @@ void RocksDbStore::load_index() {
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const std::string_view key = view(it->key());
     if (key == kMetaKey) continue;
+    if (key == kLedgerKey) {
+      const auto v = view(it->value());
+      try {
+        ledger_ = CheckpointLedger::decode(Bytes(v.begin(), v.end()));
+      } catch (const FormatError& e) {
+        throw FormatError("backup store: RocksDB directory '" + path_ + "': " + e.what());
+      }
+      continue;
+    }
     const auto kind = key.size() == kKeySize ? static_cast<std::uint8_t>(key[4]) : std::uint8_t{0};
     if (kind != kStateKind && kind != kItemsKind) {
       throw FormatError("backup store: RocksDB directory '" + path_ + "' holds an unexpected key 0x" + hex(key) +
@@ -408,6 +419,10 @@ std::vector<Bytes> RocksDbStore::item_records(int worker) const { return read_re
 
 void RocksDbStore::drop(int worker) {
   std::lock_guard lock(mu_);
+  if (ledger_ != CheckpointLedger()) {
+    ledger_.clear(worker);
+    save_ledger("drop", worker);
+  }
   auto it = index_.find(worker);
   if (it == index_.end()) return;
   rocksdb::WriteBatch batch;
@@ -423,6 +438,30 @@ void RocksDbStore::drop(int worker) {
   write(batch, "drop", worker);
   stats_.bytes_stored -= dropped_bytes;
   index_.erase(it);
+}
+
+void RocksDbStore::save_ledger(const char* operation, int worker) {
+  const Bytes b = ledger_.encode();
+  rocksdb::WriteBatch batch;
+  batch.Put(kLedgerKey, rocksdb::Slice(reinterpret_cast<const char*>(b.data()), b.size()));
+  write(batch, operation, worker);
+}
+
+void RocksDbStore::confirm_checkpoint(int worker, std::uint64_t id, int workers, bool final) {
+  std::lock_guard lock(mu_);
+  if (ledger_.confirm(worker, id, workers, final)) save_ledger("checkpoint confirmation", worker);
+}
+
+CheckpointStatus RocksDbStore::checkpoint_status() const {
+  std::lock_guard lock(mu_);
+  return ledger_.status();
+}
+
+CheckpointStatus RocksDbStore::rejoin_checkpoints(int worker) {
+  std::lock_guard lock(mu_);
+  const auto st = ledger_.rejoin(worker);
+  save_ledger("checkpoint rejoin", worker);
+  return st;
 }
 
 StoreStats RocksDbStore::stats() const {

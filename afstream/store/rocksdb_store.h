@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "afstream/store/backup_store.h"
+#include "afstream/store/checkpoint_ledger.h"
 
 namespace rocksdb {
 class DB;
@@ -63,6 +64,10 @@ class RocksDbStore final : public BackupStore {
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;
   void drop(int worker) override;
+  // The checkpoint ledger is one value of its own, written in place on every change (survives a reopen).
+  void confirm_checkpoint(int worker, std::uint64_t id, int workers, bool final = false) override;
+  CheckpointStatus checkpoint_status() const override;
+  CheckpointStatus rejoin_checkpoints(int worker) override;
   // state_backups, item_backups and bytes_written count the puts of this process (this object); bytes_stored is
   // what the store holds now, including what earlier processes wrote. Bytes are record bytes, as given to put_*
   // (RocksDB's own overhead and compression are not counted).
@@ -95,6 +100,7 @@ class RocksDbStore final : public BackupStore {
   static ChainInfo info_of(const WorkerIndex& w);
   std::vector<Bytes> read_records(int worker, std::uint8_t kind) const;
   void write(rocksdb::WriteBatch& batch, const char* operation, int worker);
+  void save_ledger(const char* operation, int worker);  // under mu_
 
   std::string path_;
   RocksDbStoreOptions options_;
@@ -104,6 +110,7 @@ class RocksDbStore final : public BackupStore {
   std::unordered_map<int, WorkerIndex> index_;
   StoreStats stats_;
   std::uint64_t next_generation_ = 1;
+  CheckpointLedger ledger_;
 };
 
 }  // namespace afs

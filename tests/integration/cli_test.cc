@@ -54,7 +54,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 9> cases{{
+  const std::array<Case, 12> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -64,6 +64,10 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
       {"run --job heavy-hitters --hh.input /nonexistent/input.txt", "/nonexistent/input.txt"},
       {"run --job heavy-hitters --config /nonexistent/job.ini", "/nonexistent/job.ini"},
       {"run --job heavy-hitters --fail.count 1 --fail.target 99", "99"},
+      {"run --job heavy-hitters --ft.mode checkpoint --ft.checkpoint-interval 0ms",
+       "ft.checkpoint-interval: expected > 0"},
+      {"run --job heavy-hitters --ft.mode checkpoint --ft.checkpoint-timeout 10", "ft.checkpoint-timeout"},
+      {"run --job heavy-hitters --ft.mode checkpoint --ft.checkpoint-min-pause soon", "ft.checkpoint-min-pause"},
   }};
   for (const auto& c : cases) {
     const auto r = run(c.args + " --quiet");

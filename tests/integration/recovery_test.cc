@@ -61,6 +61,11 @@ class CorruptingStore final : public BackupStore {
   void put_items(int w, Bytes r, std::vector<ItemRecordInfo> i) override { inner_.put_items(w, std::move(r), i); }
   std::vector<Bytes> item_records(int w) const override { return inner_.item_records(w); }
   void drop(int w) override { inner_.drop(w); }
+  void confirm_checkpoint(int w, std::uint64_t id, int n, bool final = false) override {
+    inner_.confirm_checkpoint(w, id, n, final);
+  }
+  CheckpointStatus checkpoint_status() const override { return inner_.checkpoint_status(); }
+  CheckpointStatus rejoin_checkpoints(int w) override { return inner_.rejoin_checkpoints(w); }
   StoreStats stats() const override { return inner_.stats(); }
 
  private:

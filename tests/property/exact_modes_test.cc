@@ -7,8 +7,15 @@
 //  - microbatch (Spark Streaming style): items logged, the state checkpointed at each batch boundary, outputs
 //    released per batch; a failure recomputes the batch from the log.
 //  - exact (upstream backup): every item logged, the state backed up every fixed number of items.
+//  - checkpoint (Flink style): barrier checkpoints from the source every few thousand items, aligned at the sink's
+//    two inputs, snapshotted asynchronously; a failure rolls every worker back to the last complete checkpoint (the
+//    workers not killed crash themselves), the source replays from its offset; no item log.
 #include <gtest/gtest.h>
 
+#include "afstream/core/errors.h"
+#include "afstream/ft/records.h"
+#include "afstream/store/checkpoint_ledger.h"
+#include "afstream/store/memory_store.h"
 #include "tests/property/hh_harness.h"
 
 namespace afs::testing {
@@ -29,6 +36,7 @@ RunConfig mode_config(FtMode mode, int seed) {
   c.ask_every = seed % 2 ? 4096 : 1000;
   c.microbatch_items = seed % 2 ? 10000 : 3000;  // many batches in a short run (the interval would make one)
   c.exact_state_every = 20000;
+  c.checkpoint_items = seed % 2 ? 20000 : 5000;  // many checkpoints in a short run; kills often land mid-checkpoint
   return c;
 }
 
@@ -60,14 +68,16 @@ TEST_P(ExactModesProperty, FailuresLeaveExactlyTheFailureFreeResults) {
       for (auto c : run.compensation) EXPECT_EQ(c, 0) << at;  // nothing to compensate: nothing was lost
       for (const auto& r : run.result.failures) {
         EXPECT_EQ(r.lost_items, 0u) << at << " worker " << r.worker;
-        if (mode == FtMode::Ask) EXPECT_EQ(r.replayed_items, 0u) << at << " worker " << r.worker;  // no item log
+        if (mode == FtMode::Ask || mode == FtMode::Checkpoint) {
+          EXPECT_EQ(r.replayed_items, 0u) << at << " worker " << r.worker;  // no item log
+        }
       }
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ExactModesProperty,
-                         ::testing::Values(FtMode::Ask, FtMode::MicroBatch, FtMode::Exact),
+                         ::testing::Values(FtMode::Ask, FtMode::MicroBatch, FtMode::Exact, FtMode::Checkpoint),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(AskModeProperty, NoFailuresEqualsNoneWithoutAcknowledgingItems) {
@@ -98,6 +108,61 @@ TEST(MicroBatchProperty, NoFailuresEqualsNoneWithACheckpointPerBatch) {
   EXPECT_EQ(run.reported, reference.reported);
   EXPECT_GE(run.result.state_backups, s.items / 5000);  // both sketches' batches (the source backs up its offset too)
   EXPECT_GT(run.result.item_backups, 0u);
+}
+
+// Checkpoint mode without failures: mode none's results, checkpoints complete (aligned at the sink, whose two inputs
+// come from the two sketches), no item log; and every worker ends in a checkpoint that holds its end of stream.
+TEST(CheckpointModeProperty, NoFailuresEqualsNoneWithAlignedCheckpoints) {
+  HhSetup s;
+  s.items = 200000;
+  RunConfig none;
+  none.mode = FtMode::None;
+  const auto reference = run_hh(s, none);
+  RunConfig cfg;
+  cfg.mode = FtMode::Checkpoint;
+  cfg.checkpoint_items = 10000;
+  auto store = std::make_shared<MemoryStore>();
+  const auto run = run_hh(s, cfg, store);
+  EXPECT_EQ(run.states, reference.states);
+  EXPECT_EQ(run.reported, reference.reported);
+  EXPECT_EQ(run.result.item_backups, 0u);
+  // One checkpoint per 10000 source items that completed before the next was due, and the final one.
+  EXPECT_GE(run.result.checkpoints, 2u);
+  EXPECT_LE(run.result.checkpoints, s.items / 10000 + 1);
+  EXPECT_EQ(run.result.checkpoints_abandoned, 0u);
+  EXPECT_GT(run.result.checkpoint_bytes, 0u);
+  EXPECT_GE(run.result.checkpoint_ms_max, run.result.checkpoint_ms_mean);
+  // Every checkpoint the source started completed, the last one the final one: every worker's last record is of it
+  // and holds its end of stream.
+  EXPECT_EQ(store->checkpoint_status().complete, checkpoint_id(0, static_cast<std::uint32_t>(run.result.checkpoints)));
+  for (int w = 0; w < 4; ++w) {
+    const auto chain = store->state_chain(w);
+    ASSERT_FALSE(chain.empty()) << "worker " << w;
+    const auto last = StateRecord::decode(chain.back());
+    EXPECT_TRUE(last.finished) << "worker " << w;
+    EXPECT_EQ(last.checkpoint, store->checkpoint_status().complete) << "worker " << w;
+  }
+}
+
+// A checkpoint that cannot complete within ft.checkpoint-timeout is abandoned; one more than
+// ft.checkpoint-tolerable-failures fails the job with an error naming both options.
+TEST(CheckpointModeProperty, TimeoutsOverTheToleratedCountFailTheJob) {
+  HhSetup s;
+  s.items = 2000000;
+  RunConfig cfg;
+  cfg.mode = FtMode::Checkpoint;
+  cfg.checkpoint_items = 1000;
+  cfg.checkpoint_timeout = std::chrono::milliseconds(1);  // shorter than any checkpoint takes here
+  cfg.checkpoint_tolerable_failures = 2;
+  try {
+    run_hh(s, cfg);
+    ADD_FAILURE() << "the job did not fail";
+  } catch (const RuntimeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("ft.checkpoint-timeout"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 abandoned checkpoints, more than ft.checkpoint-tolerable-failures = 2"), std::string::npos)
+        << m;
+  }
 }
 
 }  // namespace

@@ -347,12 +347,14 @@ TEST(UserBounds, ValidateNamesTheBadBound) {
 }
 
 TEST(FtMode, ParseAndPrint) {
-  for (FtMode m : {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::MicroBatch, FtMode::Ack, FtMode::Ask}) {
+  for (FtMode m : {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::MicroBatch, FtMode::Ack, FtMode::Ask,
+                   FtMode::Checkpoint}) {
     EXPECT_EQ(parse_ft_mode(to_string(m)), m);
   }
   EXPECT_STREQ(to_string(FtMode::Approx), "approx");
   const std::string e = testing::error_message<ConfigError>([] { parse_ft_mode("Approx"); });
-  EXPECT_EQ(e, "ft.mode: expected none | approx | exact | microbatch | ack | ask, got 'Approx'");
+  EXPECT_EQ(e, "ft.mode: expected none | approx | exact | microbatch | ack | ask | checkpoint, got 'Approx'");
+  EXPECT_STREQ(to_string(FtMode::Checkpoint), "checkpoint");
   EXPECT_TRUE(contains(testing::error_message<ConfigError>([] { parse_ft_mode(""); }), "got ''"));
   for (ResetPolicy p : {ResetPolicy::Fixed, ResetPolicy::Hopping, ResetPolicy::Sliding}) {
     EXPECT_EQ(parse_reset_policy(to_string(p)), p);

@@ -82,9 +82,10 @@ class Writer {
     processed_ += static_cast<std::uint64_t>(items);
   }
 
-  Bytes record(bool full) {
+  Bytes record(bool full, std::uint64_t checkpoint = 0) {
     StateRecord rec;
     rec.full = full;
+    rec.checkpoint = checkpoint;
     ByteWriter w;
     w.buffer().resize(kSnapshotHeaderSize);
     if (full) {
@@ -254,6 +255,26 @@ TEST(ChainCompactor, LeavesChainsOfUnknownOperatorsAloneAndSaysWhy) {
   EXPECT_EQ(compactor.counters().unknown, 1u);  // given up once for this chain, not at every put
   EXPECT_EQ(reports.load(), 1);
   EXPECT_NE(reason.find("slots"), std::string::npos) << reason;
+}
+
+// Checkpoint mode's chains hold the records of checkpoints that may still be the latest complete one: merged, they
+// would be lost, so the compactor leaves them alone, silently (it is not a problem), once per chain.
+TEST(ChainCompactor, LeavesCheckpointChainsAlone) {
+  MemoryStore store;
+  const Registry reg = slots_registry();
+  int reports = 0;
+  ChainCompactor compactor(store, maker(reg), CompactionPolicy{1.0, 2}, [&](int, const std::string&) { ++reports; });
+  Writer w(6);
+  compactor.notify(2, store.put_state(2, true, w.record(true, 1), {}));
+  for (std::uint64_t i = 2; i <= 9; ++i) {
+    w.feed(20);
+    compactor.notify(2, store.put_state(2, false, w.record(false, i), {}));
+    compactor.wait_idle();
+  }
+  EXPECT_EQ(store.state_chain(2).size(), 9u);
+  EXPECT_EQ(compactor.counters().checkpoint_chains, 1u);
+  EXPECT_EQ(compactor.counters().compactions, 0u);
+  EXPECT_EQ(reports, 0);
 }
 
 // The race: the chain is read, then a full backup replaces it before the compacted record is swapped in.

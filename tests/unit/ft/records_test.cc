@@ -34,6 +34,8 @@ void expect_same(const StateRecord& a, const StateRecord& b) {
   EXPECT_EQ(a.residual, b.residual);
   EXPECT_EQ(a.residual_by_failure, b.residual_by_failure);
   EXPECT_EQ(a.op_spec, b.op_spec);
+  EXPECT_EQ(a.checkpoint, b.checkpoint);
+  EXPECT_EQ(a.finished, b.finished);
   ASSERT_EQ(a.unacked_outputs.size(), b.unacked_outputs.size());
   for (std::size_t i = 0; i < a.unacked_outputs.size(); ++i) expect_same(a.unacked_outputs[i], b.unacked_outputs[i]);
 }
@@ -59,6 +61,8 @@ StateRecord some_state() {
   s.residual = 2.5;
   s.residual_by_failure = {0, 1.25};
   s.op_spec = OperatorSpec{"count-min-hh", Params().set("width", 8000).set("phi", 0.01).set("weights", ""), 2, 3};
+  s.checkpoint = (3ULL << 32) | 17;
+  s.finished = true;
   return s;
 }
 
@@ -94,7 +98,7 @@ TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   const std::uint16_t one = 1;  // the format before missing_by_failure
   std::memcpy(v1.data() + 4, &one, sizeof one);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v1); }),
-            "state record: unsupported version 1 (expected 4)");
+            "state record: unsupported version 1 (expected 4..5)");
   Bytes trailing = good;
   trailing.push_back(0);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(trailing); }),
@@ -105,13 +109,40 @@ TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(good); }), "item record: bad magic");
 }
 
+// Version 5 added the checkpoint fields at the end; a version-4 record (without them) still decodes, as a record of
+// no checkpoint, and a bad finished flag is rejected.
+TEST(StateRecord, ReadsVersion4RecordsAndChecksTheCheckpointFields) {
+  StateRecord s = some_state();
+  Bytes v4 = s.encode();
+  v4.resize(v4.size() - 9);
+  const std::uint16_t four = 4;
+  std::memcpy(v4.data() + 4, &four, sizeof four);
+  const StateRecord old = StateRecord::decode(v4);
+  EXPECT_EQ(old.checkpoint, 0u);
+  EXPECT_FALSE(old.finished);
+  s.checkpoint = 0;
+  s.finished = false;
+  expect_same(old, s);
+  // A version-4 record with the version-5 tail has trailing bytes; a version-5 record without it is truncated.
+  Bytes v4_long = some_state().encode();
+  std::memcpy(v4_long.data() + 4, &four, sizeof four);
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v4_long); }),
+            "state record: 9 unexpected trailing bytes");
+  Bytes bad_finished = some_state().encode();
+  bad_finished.back() = 2;
+  EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(bad_finished); }),
+            "state record: bad finished flag 2");
+}
+
 TEST(StateRecord, RejectsABadOperatorSpec) {
   StateRecord s;
   s.full = true;
   s.op_spec = OperatorSpec{"op", {}, 0, 1};
   const Bytes good = s.encode();
-  // The spec is last: flag, name (u64 length, bytes), index, parallelism, parameter count.
-  const std::size_t index_at = good.size() - 8 - 4 - 4;
+  // The spec comes last but the checkpoint fields (9 bytes): flag, name (u64 length, bytes), index, parallelism,
+  // parameter count.
+  const std::size_t end = good.size() - 9;
+  const std::size_t index_at = end - 8 - 4 - 4;
   Bytes bad_index = good;
   const std::int32_t five = 5;
   std::memcpy(bad_index.data() + index_at, &five, sizeof five);
@@ -123,7 +154,7 @@ TEST(StateRecord, RejectsABadOperatorSpec) {
             "state record: bad operator spec flag 7");
   Bytes many = good;
   const std::uint64_t n = 1000;
-  std::memcpy(many.data() + good.size() - 8, &n, sizeof n);
+  std::memcpy(many.data() + end - 8, &n, sizeof n);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(many); }),
             "state record: parameter count 1000 exceeds data");
 }
@@ -154,6 +185,16 @@ TEST(ItemRecord, RoundTrips) {
   EXPECT_EQ(encode_items(items).size(), 4u + 2 + 8 + 3 * (4 + 1 + sizeof(Item)));
 }
 
+// Item records did not change in version 5: those of version 4 (an existing store's) still decode.
+TEST(ItemRecord, ReadsVersion4Records) {
+  Bytes v4 = encode_items(some_items());
+  const std::uint16_t four = 4;
+  std::memcpy(v4.data() + 4, &four, sizeof four);
+  const auto back = decode_items(v4);
+  ASSERT_EQ(back.size(), some_items().size());
+  for (std::size_t i = 0; i < back.size(); ++i) expect_same(back[i], some_items()[i]);
+}
+
 TEST(ItemRecord, EveryTruncationThrowsFormatError) {
   const Bytes b = encode_items(some_items());
   for (std::size_t len = 0; len < b.size(); ++len) {
@@ -167,7 +208,7 @@ TEST(ItemRecord, RejectsCorruption) {
   Bytes v0 = good;
   v0[4] = 0;
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(v0); }),
-            "item record: unsupported version 0 (expected 4)");
+            "item record: unsupported version 0 (expected 4..5)");
   Bytes flag = good;
   flag[14 + 4] = 2;  // first item's end-of-stream flag
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(flag); }), "item record: bad end-of-stream flag");

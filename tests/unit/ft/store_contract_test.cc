@@ -102,6 +102,11 @@ class ServedRemoteStore final : public BackupStore {
   }
   std::vector<Bytes> item_records(int w) const override { return client_->item_records(w); }
   void drop(int w) override { client_->drop(w); }
+  void confirm_checkpoint(int w, std::uint64_t id, int n, bool final = false) override {
+    client_->confirm_checkpoint(w, id, n, final);
+  }
+  CheckpointStatus checkpoint_status() const override { return client_->checkpoint_status(); }
+  CheckpointStatus rejoin_checkpoints(int w) override { return client_->rejoin_checkpoints(w); }
   StoreStats stats() const override { return client_->stats(); }
   void corrupt_latest_state(int worker) { memory_->corrupt_latest_state(worker); }
 
@@ -316,6 +321,36 @@ TYPED_TEST(StoreContract, DropForgetsAWorker) {
   EXPECT_EQ(s.item_records(1), (std::vector<Bytes>{bytes(2, 6)}));
 }
 
+// Checkpoint mode's ledger (checkpoint_ledger.h), the same through every backend: a checkpoint is complete once
+// every worker of the job confirmed it; a restarted worker opens a new round (the others join it) and reads the
+// checkpoint to roll back to, which confirmations of the old round can no longer move.
+TYPED_TEST(StoreContract, CheckpointsCompleteWhenEveryWorkerConfirmedAndRoundsFenceOffOldIncarnations) {
+  auto& s = *this->store_;
+  EXPECT_EQ(s.checkpoint_status(), (CheckpointStatus{0, 0}));
+  s.confirm_checkpoint(0, checkpoint_id(0, 1), 3);
+  s.confirm_checkpoint(1, checkpoint_id(0, 1), 3);
+  EXPECT_EQ(s.checkpoint_status().complete, 0u);  // worker 2 has not confirmed it
+  s.confirm_checkpoint(2, checkpoint_id(0, 2), 3);
+  EXPECT_EQ(s.checkpoint_status().complete, checkpoint_id(0, 1));  // the lowest mark
+  s.confirm_checkpoint(0, checkpoint_id(0, 2), 3);
+  s.confirm_checkpoint(1, checkpoint_id(0, 2), 3);
+  EXPECT_EQ(s.checkpoint_status(), (CheckpointStatus{checkpoint_id(0, 2), 0}));
+  // Worker 1 fails and restarts: a new round; the others join it when they restart.
+  EXPECT_EQ(s.rejoin_checkpoints(1), (CheckpointStatus{checkpoint_id(0, 2), 1}));
+  s.confirm_checkpoint(0, checkpoint_id(0, 3), 3);  // an old incarnation still running: ignored
+  s.confirm_checkpoint(2, checkpoint_id(0, 3), 3);
+  EXPECT_EQ(s.rejoin_checkpoints(0), (CheckpointStatus{checkpoint_id(0, 2), 1}));
+  EXPECT_EQ(s.rejoin_checkpoints(2), (CheckpointStatus{checkpoint_id(0, 2), 1}));
+  s.confirm_checkpoint(0, checkpoint_id(1, 1), 3);
+  s.confirm_checkpoint(1, checkpoint_id(1, 1), 3);
+  EXPECT_EQ(s.checkpoint_status().complete, checkpoint_id(0, 2));
+  s.confirm_checkpoint(2, checkpoint_id(1, 1), 3);
+  EXPECT_EQ(s.checkpoint_status(), (CheckpointStatus{checkpoint_id(1, 1), 1}));
+  // A worker restarted twice in one round opens another one.
+  EXPECT_EQ(s.rejoin_checkpoints(2).round, 2u);
+  EXPECT_EQ(s.rejoin_checkpoints(2).round, 3u);
+}
+
 TYPED_TEST(StoreContract, WorkersAreIndependentWhateverTheirIds) {
   auto& s = *this->store_;
   const std::vector<int> workers = {INT_MIN, -256, -1, 0, 1, 255, 256, 65536, INT_MAX};
@@ -462,6 +497,22 @@ TEST(RocksDbStore, ReopenKeepsChainsItemsAndBytesStoredAndCarriesOn) {
   EXPECT_TRUE(s.item_records(1).empty());
   EXPECT_TRUE(s.state_chain(2).empty());
   EXPECT_EQ(s.stats().bytes_stored, 1u);
+}
+
+TEST(RocksDbStore, ReopenKeepsTheCheckpointLedger) {
+  TempDir dir;
+  const std::string path = dir.str() + "/db";
+  {
+    RocksDbStore s(path);
+    s.put_state(0, true, bytes(10, 1), {});
+    s.confirm_checkpoint(0, checkpoint_id(0, 4), 2);
+    s.confirm_checkpoint(1, checkpoint_id(0, 3), 2);
+    EXPECT_EQ(s.rejoin_checkpoints(1), (CheckpointStatus{checkpoint_id(0, 3), 1}));
+  }
+  RocksDbStore s(path);
+  EXPECT_EQ(s.checkpoint_status(), (CheckpointStatus{checkpoint_id(0, 3), 1}));
+  EXPECT_EQ(s.state_chain(0).size(), 1u);
+  EXPECT_EQ(s.rejoin_checkpoints(0), (CheckpointStatus{checkpoint_id(0, 3), 1}));  // joins round 1
 }
 
 TEST(RocksDbStore, CreatesMissingParentDirectories) {

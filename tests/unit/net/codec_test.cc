@@ -154,13 +154,25 @@ TEST(NetCodec, FeedbackRoundTrip) {
 
 TEST(NetCodec, ControlRoundTripAllKinds) {
   Encoder encoder;
-  for (ControlKind kind :
-       {ControlKind::kPeerRestarted, ControlKind::kResendFrom, ControlKind::kStop, ControlKind::kHeartbeat,
-        ControlKind::kAsk}) {
+  for (ControlKind kind : {ControlKind::kPeerRestarted, ControlKind::kResendFrom, ControlKind::kStop,
+                           ControlKind::kHeartbeat, ControlKind::kAsk, ControlKind::kBarrier}) {
     const Message m{
         .sender = 0, .epoch = 1, .body = ControlMsg{.kind = kind, .worker = 5, .epoch = 6, .seq = 77, .channel = 8}};
     EXPECT_EQ(decode(encoder.encode(m)), m) << to_string(kind);
   }
+  // A barrier notice carries its checkpoint's id (round in the high 32 bits, checkpoint mode).
+  const Message barrier{.sender = 3,
+                        .epoch = 2,
+                        .body = ControlMsg{.kind = ControlKind::kBarrier,
+                                           .worker = 3,
+                                           .epoch = 2,
+                                           .seq = 123456789,
+                                           .channel = 4,
+                                           .checkpoint = (7ULL << 32) | 12}};
+  const auto back = decode(encoder.encode(barrier));
+  EXPECT_EQ(back, barrier);
+  EXPECT_EQ(std::get<ControlMsg>(back.body).checkpoint, (7ULL << 32) | 12);
+  EXPECT_EQ(to_string(ControlKind::kBarrier), "barrier");
 }
 
 TEST(NetCodec, EncoderReusesItsBufferCorrectly) {
@@ -422,6 +434,9 @@ std::vector<Message> every_request() {
       request_message(ItemRecordsReq{-256}),
       request_message(DropReq{0}),
       request_message(StatsReq{}),
+      request_message(ConfirmCheckpointReq{.worker = 2, .checkpoint = (5ULL << 32) | 9, .workers = 4, .final = true}),
+      request_message(CheckpointStatusReq{}),
+      request_message(RejoinCheckpointsReq{3}),
   };
 }
 
@@ -433,6 +448,7 @@ std::vector<Message> every_reply() {
       reply_message(StoreRecordsMsg{{pattern(100, 1), {}, pattern(7, 3)}}, max),
       reply_message(StoreStatsMsg{1, 2, 3, max}),
       reply_message(StoreChainMsg{max, 2, 3, 4}),
+      reply_message(StoreCheckpointsMsg{(7ULL << 32) | 3, 7}),
       reply_message(StoreErrorMsg{StoreErrorKind::kCorruptRecord, "state backup of worker 6: checksum mismatch"}),
       reply_message(StoreErrorMsg{StoreErrorKind::kStoreFailure, "rocksdb: IO error \xc3\xa9"}),
       reply_message(StoreErrorMsg{StoreErrorKind::kBadRequest, ""}, 0),
@@ -475,6 +491,15 @@ TEST(NetCodecStore, OperationNamesWorkersAndMutation) {
   EXPECT_FALSE(op_mutates(StateChainReq{}));
   EXPECT_FALSE(op_mutates(ItemRecordsReq{}));
   EXPECT_FALSE(op_mutates(StatsReq{}));
+  // Checkpoint mode: a confirmation and a rejoin change the ledger (a rejoin resent must not open two rounds).
+  EXPECT_EQ(op_name(ConfirmCheckpointReq{}), "confirm_checkpoint");
+  EXPECT_EQ(op_name(CheckpointStatusReq{}), "checkpoint_status");
+  EXPECT_EQ(op_name(RejoinCheckpointsReq{}), "rejoin_checkpoints");
+  EXPECT_EQ(op_worker(RejoinCheckpointsReq{6}), 6);
+  EXPECT_EQ(op_worker(CheckpointStatusReq{}), std::nullopt);
+  EXPECT_TRUE(op_mutates(ConfirmCheckpointReq{}));
+  EXPECT_TRUE(op_mutates(RejoinCheckpointsReq{}));
+  EXPECT_FALSE(op_mutates(CheckpointStatusReq{}));
   EXPECT_EQ(to_string(StoreErrorKind::kCorruptRecord), "corrupt record");
   EXPECT_EQ(to_string(StoreErrorKind::kBadRequest), "bad request");
   EXPECT_EQ(to_string(StoreErrorKind::kStaleIncarnation), "stale incarnation");
@@ -638,7 +663,13 @@ namespace {
 
 // Worker process <-> controller messages (afstream/runtime/process_cluster.h).
 TEST(NetCodecCluster, WorkerReportsRoundTrip) {
-  WorkerReportMsg status{ReportKind::kStatus, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11, 12}, {}, {}, {}, {}, {}};
+  WorkerReportMsg status{ReportKind::kStatus,
+                         {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11, 12, 41, {5, 0, 7}, 13, 14, 15.5, 16.25, 17, 18, 19.5, 20.75, 21},
+                         {},
+                         {},
+                         {},
+                         {},
+                         {}};
   WorkerReportMsg hello{
       ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}, {}};
   WorkerReportMsg finished{ReportKind::kFinished,

@@ -265,6 +265,11 @@ class FailingStore final : public BackupStore {
   void put_items(int, Bytes, std::vector<ItemRecordInfo>) override { throw std::bad_alloc(); }
   std::vector<Bytes> item_records(int) const override { throw 42; }
   void drop(int) override {}
+  void confirm_checkpoint(int worker, std::uint64_t, int, bool) override {
+    throw RuntimeError("rocksdb ledger write failed for worker " + std::to_string(worker));
+  }
+  CheckpointStatus checkpoint_status() const override { return {}; }
+  CheckpointStatus rejoin_checkpoints(int) override { return {}; }
   StoreStats stats() const override { return {}; }
 };
 
