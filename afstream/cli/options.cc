@@ -99,9 +99,8 @@ po::options_description run_options() {
       "microbatch mode: or after this many items processed (0: by interval only)")(
       "ft.ack-timeout", po::value<std::string>()->default_value("30s"),
       "ack mode: a source item whose tree of emitted items is not complete after this is replayed (Storm's "
-      "message timeout)")(
-      "ft.ack-max-pending", po::value<std::uint64_t>()->default_value(16384),
-      "ack mode: incomplete trees a source may have before it waits (Storm's max spout pending)")(
+      "message timeout)")("ft.ack-max-pending", po::value<std::uint64_t>()->default_value(16384),
+                          "ack mode: incomplete trees a source may have before it waits (Storm's max spout pending)")(
       "ft.ack-state-every", po::value<std::uint64_t>()->default_value(4096),
       "ack mode: items between state backups; a worker acknowledges an item only once a backup holds its effect")(
       "ft.ask-every", po::value<std::uint64_t>()->default_value(8192),

@@ -28,7 +28,7 @@ const char* to_string(FtMode m) {
 }
 
 namespace {
-constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact, FtMode::MicroBatch,
+constexpr FtMode kModes[] = {FtMode::None, FtMode::Approx, FtMode::Exact,     FtMode::MicroBatch,
                              FtMode::Ack,  FtMode::Ask,    FtMode::Checkpoint};
 }
 

@@ -15,15 +15,15 @@
 namespace afs {
 
 enum class FtMode {
-  None,    // no backups at all: the reference for throughput and failure-free accuracy
-  Approx,  // AF-Stream: Theta / L / Gamma
-  Exact,   // upstream backup: every item logged before processing, state backed up every fixed number of items
+  None,        // no backups at all: the reference for throughput and failure-free accuracy
+  Approx,      // AF-Stream: Theta / L / Gamma
+  Exact,       // upstream backup: every item logged before processing, state backed up every fixed number of items
   MicroBatch,  // Spark Streaming style: items logged, the state checkpointed at every batch boundary (an interval
                // or a size), outputs released per batch; a failure recomputes the batch from the log
   Ack,         // Storm style: every source item roots a tree of emitted items tracked by XOR of 64-bit edge ids;
                // a tree not complete within a timeout is replayed from the source (at least once)
-  Ask,     // backtrack recovery: periodic checkpoints, no per-item acks, senders hold output until a downstream
-           // checkpoint covers it, a recovered worker ASKs its senders to resend from its checkpoint (exactly once)
+  Ask,         // backtrack recovery: periodic checkpoints, no per-item acks, senders hold output until a downstream
+               // checkpoint covers it, a recovered worker ASKs its senders to resend from its checkpoint (exactly once)
   // Flink style: sources start barrier checkpoints on an interval, workers align their inputs and snapshot
   // asynchronously; a failure rolls every worker back to the last complete checkpoint (runtime/README.md)
   Checkpoint,

@@ -219,8 +219,8 @@ std::span<const std::uint8_t> Encoder::encode_batch(std::uint32_t sender, std::u
                       std::to_string(kMaxBatchItems) + " items per batch");
   }
   if (!roots.empty() && roots.size() != n) {
-    throw FormatError("cannot encode a batch of " + std::to_string(n) + " items with " +
-                      std::to_string(roots.size()) + " roots");
+    throw FormatError("cannot encode a batch of " + std::to_string(n) + " items with " + std::to_string(roots.size()) +
+                      " roots");
   }
   auto batch = state_->envelope(kBatchOverheadWords + (roots.empty() ? 3 : 4) * n, sender, epoch).initBatch();
   if (!roots.empty()) {
@@ -554,8 +554,7 @@ std::span<const std::uint8_t> Encoder::encode(const Message& message) {
     Encoder& e;
     const Message& m;
     std::span<const std::uint8_t> operator()(const BatchMsg& b) const {
-      return e.encode_batch(m.sender, m.epoch, b.channel, b.first_seq, b.items, b.end_of_stream, b.roots,
-                            b.emitted_ns);
+      return e.encode_batch(m.sender, m.epoch, b.channel, b.first_seq, b.items, b.end_of_stream, b.roots, b.emitted_ns);
     }
     std::span<const std::uint8_t> operator()(const AckMsg& a) const {
       return e.encode_ack(m.sender, m.epoch, a.channel, a.seq, a.covered, a.trees);

@@ -30,11 +30,11 @@ struct RunConfig {
   std::uint64_t exact_state_every = 100000;  // exact mode: items between state backups
   std::chrono::milliseconds microbatch_interval{1000};  // microbatch mode: a batch closes after this long
   std::uint64_t microbatch_items = 0;                   // microbatch mode: or after this many items (0: no limit)
-  std::chrono::milliseconds ack_timeout{30000};  // ack mode: a tree not complete after this is replayed
-  std::uint64_t ack_max_pending = 16384;         // ack mode: incomplete trees a source may have
-  std::uint64_t ack_state_every = 4096;          // ack mode: items between state backups (acks wait for them)
-  std::uint64_t ask_every = 8192;            // ask mode: items a worker processes between checkpoints
-  std::chrono::milliseconds ask_idle{2};     // ask mode: an idle worker checkpoints what it processed after this
+  std::chrono::milliseconds ack_timeout{30000};         // ack mode: a tree not complete after this is replayed
+  std::uint64_t ack_max_pending = 16384;                // ack mode: incomplete trees a source may have
+  std::uint64_t ack_state_every = 4096;                 // ack mode: items between state backups (acks wait for them)
+  std::uint64_t ask_every = 8192;                       // ask mode: items a worker processes between checkpoints
+  std::chrono::milliseconds ask_idle{2};  // ask mode: an idle worker checkpoints what it processed after this
 
   // checkpoint mode (Flink style; runtime/README.md "Checkpoint mode"): a source starts a checkpoint this long
   // after the previous one started, or after this many items (0: by interval only); one at a time
@@ -44,8 +44,8 @@ struct RunConfig {
   std::chrono::milliseconds checkpoint_min_pause{0};    // from one checkpoint's completion to the next one's start
   std::uint64_t checkpoint_tolerable_failures = 0;      // more abandoned checkpoints than this fail the job
 
-  double state_headroom = 0.0;               // approx: share of theta left for drift while a backup is written
-  int full_backup_every = 1024;              // longest chain of deltas after a full snapshot
+  double state_headroom = 0.0;   // approx: share of theta left for drift while a backup is written
+  int full_backup_every = 1024;  // longest chain of deltas after a full snapshot
   // approx: a state backup may leave up to this share of its trigger, theta * (1 - state_headroom), unwritten
   // (Operator::backup_partial_delta; 0: whole deltas), and at most the trigger minus 4 alpha (else it is whole).
   double delta_residual = 0.5;

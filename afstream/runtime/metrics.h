@@ -45,8 +45,8 @@ struct WorkerCounters {
   std::array<std::atomic<std::uint64_t>, kLatencyBuckets> latency{};  // batches by latency bucket
   std::atomic<std::uint64_t> trees_replayed{0};  // ack mode (sources): items emitted again (a tree timed out, or
                                                  // produced again after a restart)
-  std::atomic<std::uint64_t> gaps{0};          // items never received (lost upstream)
-  std::atomic<std::uint64_t> bad_messages{0};  // frames rejected by the decoder
+  std::atomic<std::uint64_t> gaps{0};            // items never received (lost upstream)
+  std::atomic<std::uint64_t> bad_messages{0};    // frames rejected by the decoder
   std::atomic<double> divergence{0};
   std::atomic<std::uint64_t> unbacked{0};
   std::atomic<std::uint64_t> unacked{0};

@@ -176,11 +176,11 @@ class Worker {
     std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
     std::int64_t unsent_since_ns = 0;  // when the oldest item not sent yet was emitted (latency, metrics.h)
-    std::uint64_t released = 0;  // microbatch: highest seq of a committed batch (sent; later ones are held)
-    bool numbering_pending = false;  // after a recovery: waiting for the receiver to say where to continue
+    std::uint64_t released = 0;        // microbatch: highest seq of a committed batch (sent; later ones are held)
+    bool numbering_pending = false;    // after a recovery: waiting for the receiver to say where to continue
     Clock::time_point queried_at{};
-    Ring<Item> unacked;         // items with seq in (acked, out_seq]
-    std::vector<Item> pending;  // mode none: items not yet sent
+    Ring<Item> unacked;                        // items with seq in (acked, out_seq]
+    std::vector<Item> pending;                 // mode none: items not yet sent
     std::vector<std::uint64_t> pending_roots;  // ack mode: the root of each pending item
   };
   void drop_acknowledged(OutChannel& o, std::uint64_t seq);
@@ -281,14 +281,14 @@ class Worker {
   bool ack_mode() const { return ctx_.config.mode == FtMode::Ack; }
   // Ack mode (Storm style, DESIGN 6). Sources: the trees of their items, and when each times out.
   struct Tree {
-    std::uint64_t xor_ = 0;     // of the edge ids not acknowledged yet: 0 = complete
-    std::uint64_t offset = 0;   // the source item it roots (replayed from here)
+    std::uint64_t xor_ = 0;    // of the edge ids not acknowledged yet: 0 = complete
+    std::uint64_t offset = 0;  // the source item it roots (replayed from here)
   };
   std::unordered_map<std::uint64_t, Tree> trees_;
   std::deque<std::pair<Clock::time_point, std::uint64_t>> tree_deadlines_;  // (deadline, root), emission order
   std::uint64_t next_root_ = 0;
-  std::uint64_t current_root_ = 0;  // the tree of the item in process (0: none)
-  std::uint64_t tree_xor_ = 0;      // its edge id, xor the edge ids of what processing it emitted so far
+  std::uint64_t current_root_ = 0;        // the tree of the item in process (0: none)
+  std::uint64_t tree_xor_ = 0;            // its edge id, xor the edge ids of what processing it emitted so far
   std::vector<std::uint64_t> tree_acks_;  // (root, xor) pairs not yet in a backup
   std::deque<std::pair<std::uint64_t, std::vector<std::uint64_t>>> deferred_tree_acks_;  // (backup ticket, pairs)
   Ring<std::uint64_t> staging_roots_;  // ack mode: the roots of staging_ / queue_, in the same order
@@ -403,8 +403,8 @@ class Worker {
   std::unique_ptr<Source> source_;
   std::uint32_t op_type_ = 0;
   std::uint64_t unchecked_items_ = 0;  // items that may skip the Theta check (after_update: alpha bounds their drift)
-  bool op_waits_ = false;             // op_->waits_for_feedback(): ready() is consulted
-  bool alpha_bounds_drift_ = false;   // op_->divergence_bounded_by_alpha() with a positive alpha
+  bool op_waits_ = false;              // op_->waits_for_feedback(): ready() is consulted
+  bool alpha_bounds_drift_ = false;    // op_->divergence_bounded_by_alpha() with a positive alpha
   double op_alpha_ = 0;                // op_->alpha(), constant (read per item when choosing how to protect it)
   std::size_t numbering_pending_ = 0;  // output channels waiting for their receiver's answer (query_numbering)
   std::uint64_t unacked_ = 0;  // items held unacknowledged over all output channels (sum of OutChannel::unacked)

@@ -235,8 +235,10 @@ TEST(ProcessRuntime, AckModeSigkillsLoseNoEffect) {
   // behind the source only (the source's trees time out and are replayed: counted).
   for (const std::string target : {"all", "1,2,3"}) {
     const auto out = t.path() / ("ack-" + target);
-    ASSERT_EQ(run_afstream(job + " --ft.mode ack --ft.ack-timeout 300ms --runtime processes --fail.at "
-                                 "40000,200000,360000 --fail.target " + target + " --out " + out.string(),
+    ASSERT_EQ(run_afstream(job +
+                               " --ft.mode ack --ft.ack-timeout 300ms --runtime processes --fail.at "
+                               "40000,200000,360000 --fail.target " +
+                               target + " --out " + out.string(),
                            t.path() / "a.log"),
               0)
         << slurp(t.path() / "a.log");
@@ -254,11 +256,12 @@ TEST(ProcessRuntime, ModeNoneFinishesWhenKilledAfterItsSenderFinished) {
   TempDir t;
   for (int seed : {1, 2, 3}) {
     const auto out = t.path() / ("none" + std::to_string(seed));
-    ASSERT_EQ(run_afstream("--job heavy-hitters --items 200000 --hh.keys 20000 --ft.mode none --quiet --runtime "
-                           "processes --seed " + std::to_string(seed) +
-                               " --fail.at 199000,200000 --fail.target all --out " + out.string(),
-                           t.path() / "n.log"),
-              0)
+    ASSERT_EQ(
+        run_afstream("--job heavy-hitters --items 200000 --hh.keys 20000 --ft.mode none --quiet --runtime "
+                     "processes --seed " +
+                         std::to_string(seed) + " --fail.at 199000,200000 --fail.target all --out " + out.string(),
+                     t.path() / "n.log"),
+        0)
         << slurp(t.path() / "n.log");
   }
 }

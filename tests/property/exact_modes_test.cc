@@ -89,8 +89,8 @@ TEST(AskModeProperty, NoFailuresEqualsNoneWithoutAcknowledgingItems) {
   const auto run = run_hh(s, ask_config(2048));
   EXPECT_EQ(run.states, reference.states);
   EXPECT_EQ(run.reported, reference.reported);
-  EXPECT_GT(run.result.state_backups, 0u);   // checkpoints
-  EXPECT_EQ(run.result.item_backups, 0u);    // and no item log
+  EXPECT_GT(run.result.state_backups, 0u);  // checkpoints
+  EXPECT_EQ(run.result.item_backups, 0u);   // and no item log
 }
 
 // Microbatch: a checkpoint at every boundary (here every 5000 items a sketch processes) and an item log.

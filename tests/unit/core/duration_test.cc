@@ -22,8 +22,7 @@ TEST(Duration, ParsesUnits) {
 TEST(Duration, RejectsMissingUnitsAndNegativeValues) {
   for (const char* bad : {"500", "2 s", "s", "", "-1s", "1h", "nans"}) {
     EXPECT_EQ(testing::error_message<ConfigError>([&] { parse_duration(bad, "ft.microbatch-interval"); }),
-              std::string("ft.microbatch-interval: expected a duration with a unit (500ms, 2s, 1m), got '") + bad +
-                  "'")
+              std::string("ft.microbatch-interval: expected a duration with a unit (500ms, 2s, 1m), got '") + bad + "'")
         << bad;
   }
 }

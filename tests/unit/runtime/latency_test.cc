@@ -19,8 +19,8 @@ TEST(Latency, BucketsAndQuantiles) {
   EXPECT_EQ(latency_bucket(1e12), kLatencyBuckets - 1);
   std::vector<std::uint64_t> h(kLatencyBuckets, 0);
   EXPECT_EQ(latency_quantile_ms(h, 0.5), 0);
-  h[latency_bucket(1000)] = 98;     // 1 ms
-  h[latency_bucket(100000)] = 2;    // 100 ms
+  h[latency_bucket(1000)] = 98;   // 1 ms
+  h[latency_bucket(100000)] = 2;  // 100 ms
   const double p50 = latency_quantile_ms(h, 0.5), p99 = latency_quantile_ms(h, 0.99);
   EXPECT_GE(p50, 1.0);
   EXPECT_LT(p50, 1.0 * 1.19);
@@ -35,7 +35,8 @@ TEST(Latency, EveryReceivedBatchIsMeasured) {
   src.set("items", 50000).set("keys", 1000).set("seed", 2);
   Params cm;
   cm.set("width", 500).set("depth", 2).set("phi", 1e9);
-  const Topology t = TopologyBuilder().source("source", "zipf", src).stage("hh", "count-min-hh", cm).from("source").build();
+  const Topology t =
+      TopologyBuilder().source("source", "zipf", src).stage("hh", "count-min-hh", cm).from("source").build();
   for (auto mode : {FtMode::None, FtMode::Approx, FtMode::Ask}) {
     RunConfig config;
     config.mode = mode;

@@ -71,12 +71,12 @@ struct Outcome {
 Outcome run(bool bounded, double theta) {
   Registry registry;
   hh::register_heavy_hitters(registry);  // the zipf source
-  registry.add_operator("stepper", "tests", [bounded](const Params&, const InstanceInfo&) {
-    return std::make_unique<Stepper>(bounded);
-  });
+  registry.add_operator("stepper", "tests",
+                        [bounded](const Params&, const InstanceInfo&) { return std::make_unique<Stepper>(bounded); });
   Params src;
   src.set("items", 20000).set("keys", 1000).set("skew", 1.0).set("seed", 5);
-  const Topology t = TopologyBuilder().source("source", "zipf", src).stage("op", "stepper", Params()).from("source").build();
+  const Topology t =
+      TopologyBuilder().source("source", "zipf", src).stage("op", "stepper", Params()).from("source").build();
   RunConfig config;
   config.mode = FtMode::Approx;
   config.bounds = {theta, 1e9, 1e3};  // L out of the way: only the Theta rule backs up the state
