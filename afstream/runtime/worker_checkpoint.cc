@@ -286,7 +286,10 @@ std::size_t Worker::process_aligned(std::size_t budget) {
       take_aligned_checkpoints();
     }
   }
-  if (n) processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
+  if (n) {
+    processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
+    record_latencies();
+  }
   admit();
   send_due_acks();
   return n;

@@ -37,7 +37,7 @@ TEST(Latency, EveryReceivedBatchIsMeasured) {
   cm.set("width", 500).set("depth", 2).set("phi", 1e9);
   const Topology t =
       TopologyBuilder().source("source", "zipf", src).stage("hh", "count-min-hh", cm).from("source").build();
-  for (auto mode : {FtMode::None, FtMode::Approx, FtMode::Ask}) {
+  for (auto mode : {FtMode::None, FtMode::Approx, FtMode::Ask, FtMode::Checkpoint, FtMode::Ack, FtMode::MicroBatch}) {
     RunConfig config;
     config.mode = mode;
     config.batch_items = 1000;
