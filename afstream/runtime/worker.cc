@@ -593,6 +593,16 @@ void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uin
     auto& in = ins_[in_slot(c.channel)];
     if (static_cast<std::uint32_t>(in.from_worker) != sender || !peer_ready(in.from_worker)) return;
     if (known_epoch_[in.from_worker] != sender_epoch) return;
+    // Tests measuring the loss (measure_loss) compare states by input positions. Numbered from here, the sender's
+    // items are new ones: if the crashed incarnation had processed past this point, the positions no longer name
+    // the same items and this failure cannot be measured (what it lost is then the sender's, within its Gamma).
+    if (measure_pending_) {
+      const auto it = crash_in_->processed.find(c.channel);
+      if (it != crash_in_->processed.end() && in.received < it->second) {
+        measure_pending_ = false;
+        maybe_compensate();
+      }
+    }
     net::ControlMsg r{net::ControlKind::kResendFrom, static_cast<std::uint32_t>(id_), epoch_, in.received + 1,
                       c.channel};
     auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, r);

