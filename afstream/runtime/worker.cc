@@ -1694,6 +1694,32 @@ void Worker::backup_items() {
   });
 }
 
+// The operator's state into rec.snapshot, sealed in place (the payload is not copied): whole (with the operator's
+// spec, so a store can rebuild it), a partial delta (residual > 0) or a whole delta; the state counts as backed up.
+// Keeps the sizes that decide when the next full snapshot is due.
+void Worker::capture_snapshot(StateRecord& rec, bool full, double residual) {
+  ByteWriter w;
+  w.buffer().resize(kSnapshotHeaderSize);
+  if (full) {
+    op_->snapshot_full(w);
+    op_->mark_backed_up();
+    rec.op_spec = op_spec_;
+  } else if (residual > 0) {
+    rec.residual = op_->backup_partial_delta(w, residual);
+  } else {
+    op_->snapshot_delta(w);
+    op_->mark_backed_up();
+  }
+  rec.snapshot = w.take();
+  seal_snapshot_in_place(rec.snapshot, op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta);
+  if (full) {
+    last_full_bytes_ = rec.snapshot.size();
+    delta_bytes_since_full_ = 0;
+  } else {
+    delta_bytes_since_full_ += rec.snapshot.size();
+  }
+}
+
 void Worker::backup_state(bool wait, double residual) {
   StateRecord rec;
   // Compaction: a full snapshot starts the chain, then deltas, until the deltas since it weigh four times as much
@@ -1712,28 +1738,8 @@ void Worker::backup_state(bool wait, double residual) {
   bool full = !op_ || chain_length_ == 0 || delta_bytes_since_full_ >= 4 * last_full_bytes_ ||
               chain_length_ >= static_cast<std::uint64_t>(ctx_.config.full_backup_every);
   if (op_) {
-    ByteWriter w;
-    w.buffer().resize(kSnapshotHeaderSize);  // sealed in place below: the payload is not copied
-    if (full) {
-      op_->snapshot_full(w);
-      op_->mark_backed_up();
-      rec.op_spec = op_spec_;
-    } else if (residual > 0) {
-      rec.residual = op_->backup_partial_delta(w, residual);
-    } else {
-      op_->snapshot_delta(w);
-      op_->mark_backed_up();
-    }
-    rec.snapshot = w.take();
-    seal_snapshot_in_place(rec.snapshot, op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta);
-    if (full) {
-      last_full_bytes_ = rec.snapshot.size();
-      delta_bytes_since_full_ = 0;
-      chain_length_ = 1;
-    } else {
-      delta_bytes_since_full_ += rec.snapshot.size();
-      ++chain_length_;
-    }
+    capture_snapshot(rec, full, residual);
+    chain_length_ = full ? 1 : chain_length_ + 1;
   }
   rec.full = full;
   for (const auto& in : ins_) rec.inputs[static_cast<std::uint32_t>(in.id)] = in.processed;

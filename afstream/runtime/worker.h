@@ -259,6 +259,7 @@ class Worker {
   void backup_items();
   // residual > 0: the operator may leave that much of its divergence unwritten (Operator::backup_partial_delta).
   void backup_state(bool wait, double residual = 0);
+  void capture_snapshot(StateRecord& rec, bool full, double residual);
   void check_kill() {
     if (kill_.load(std::memory_order_relaxed)) throw Crash{};
   }

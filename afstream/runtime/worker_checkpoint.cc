@@ -171,24 +171,7 @@ void Worker::write_checkpoint_record(std::uint64_t id, bool rebase) {
   rec.checkpoint = id;
   rec.finished = inputs_done_;
   const bool full = rebase || chain_length_ == 0 || (op_ && delta_bytes_since_full_ >= last_full_bytes_);
-  if (op_) {
-    ByteWriter w;
-    w.buffer().resize(kSnapshotHeaderSize);
-    if (full) {
-      op_->snapshot_full(w);
-    } else {
-      op_->snapshot_delta(w);
-    }
-    op_->mark_backed_up();
-    rec.snapshot = w.take();
-    seal_snapshot_in_place(rec.snapshot, op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta);
-    if (full) {
-      last_full_bytes_ = rec.snapshot.size();
-      delta_bytes_since_full_ = 0;
-    } else {
-      delta_bytes_since_full_ += rec.snapshot.size();
-    }
-  }
+  if (op_) capture_snapshot(rec, full, 0);  // whole deltas: a checkpoint is exact
   rec.full = full;
   const bool new_chain = rebase || chain_length_ == 0;
   chain_length_ = new_chain ? 1 : chain_length_ + 1;
