@@ -310,7 +310,8 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.checkpoint_min_pause = parse_duration(vm["ft.checkpoint-min-pause"].as<std::string>(), "ft.checkpoint-min-pause");
   c.checkpoint_tolerable_failures = vm["ft.checkpoint-tolerable-failures"].as<std::uint64_t>();
   c.ask_every = vm["ft.ask-every"].as<std::uint64_t>();
-  if (c.ask_every == 0 || c.ask_every > c.flow_window / 2) {
+  // Checked only where it applies: a smaller net.flow-window must not need an ask-mode option in other modes.
+  if (c.mode == FtMode::Ask && (c.ask_every == 0 || c.ask_every > c.flow_window / 2)) {
     throw ConfigError("ft.ask-every: expected 1 .. net.flow-window / 2 = " + std::to_string(c.flow_window / 2) +
                       ", got " + std::to_string(c.ask_every));
   }

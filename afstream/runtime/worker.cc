@@ -186,6 +186,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     for (std::size_t i = 0; i < outs_.size(); ++i) key_route_.push_back(i);
   }
   if (ctx_.config.mode != FtMode::None) writer_ = std::make_unique<BackupWriter>();
+  resends_by_rewind_ = source_ && ctx_.config.mode == FtMode::Approx;
   // A batch never waits for more items than half the window lets the sender hold.
   batch_ = std::max<std::size_t>(1, std::min<std::uint64_t>(ctx_.config.batch_items, window() / 2));
 }
@@ -1011,8 +1012,13 @@ void Worker::on_ack(const net::AckMsg& a) {
   auto& o = outs_[out_slot(a.channel)];
   o.covered = std::max(o.covered, std::min(a.covered, std::max(o.out_seq, o.eos_seq)));
   if (a.seq <= o.acked) return;
+  const std::uint64_t was = o.acked;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
-  drop_acknowledged(o, o.acked);
+  if (resends_by_rewind_) {  // nothing held: only the count (the end of stream is not counted)
+    unacked_ -= std::min(o.acked, o.out_seq) - std::min(was, o.out_seq);
+  } else {
+    drop_acknowledged(o, o.acked);
+  }
   if (o.sent < o.acked) o.sent = o.acked;
 }
 
@@ -1438,10 +1444,11 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
   auto push = [&](OutChannel& o) {
     Item it{key, value, time, ++o.out_seq};
     if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();  // the oldest unsent item (latency)
-    if (acks_enabled()) {
+    if (keeps_sent_items()) {
       o.unacked.push_back(it);
       ++unacked_;
     } else {
+      if (resends_by_rewind_) ++unacked_;
       o.pending.push_back(it);
       if (ack_mode()) {  // the item joins the tree of the one in process (anchored to it)
         o.pending_roots.push_back(current_root_);
@@ -1480,10 +1487,11 @@ void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time)
   for (auto& o : outs_) {
     Item it{key, value, time, ++o.out_seq};
     if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();
-    if (acks_enabled()) {
+    if (keeps_sent_items()) {
       o.unacked.push_back(it);
       ++unacked_;
     } else {
+      if (resends_by_rewind_) ++unacked_;
       o.pending.push_back(it);
       if (ack_mode()) {
         o.pending_roots.push_back(current_root_);
@@ -1554,7 +1562,7 @@ void Worker::flush(bool force) {
   if (unacked_total() >= window()) force = true;
   for (auto& o : outs_) {
     if (checkpoint_mode() && !send_notices(o)) continue;  // no item goes ahead of a barrier notice
-    if (!acks_enabled()) {
+    if (!keeps_sent_items()) {
       std::size_t from = 0;
       while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
         const std::size_t n = std::min(batch, o.pending.size() - from);
@@ -1588,7 +1596,7 @@ void Worker::flush(bool force) {
       }
     }
     // End of stream once everything before it was sent.
-    if (o.eos_seq && o.sent == o.eos_seq - 1 && (acks_enabled() ? o.sent >= o.out_seq : o.pending.empty())) {
+    if (o.eos_seq && o.sent == o.eos_seq - 1 && (keeps_sent_items() ? o.sent >= o.out_seq : o.pending.empty())) {
       if (send_batch(o, o.eos_seq, {}, true)) o.sent = o.eos_seq;
     }
   }
@@ -1826,9 +1834,10 @@ void Worker::rewind_source() {
     o.out_seq = committed_mark_.out_seqs.empty() ? 0 : committed_mark_.out_seqs[i];
     o.acked = o.sent = o.out_seq;
     o.eos_seq = 0;
-    unacked_ -= o.unacked.size();
     o.unacked.clear();
+    o.pending.clear();
   }
+  unacked_ = 0;  // a source's outputs all start again from here
   source_marks_.clear();
   inputs_done_ = false;
 }

@@ -424,6 +424,12 @@ class Worker {
   std::size_t out_slot(std::uint64_t channel) const { return static_cast<std::size_t>(out_slot_[channel]); }
   std::vector<std::size_t> key_route_;  // downstream instance -> out index, for the single keyed output stage
   bool single_key_route_ = false;
+  // Approximate mode, sources: a receiver's restart rewinds the source (rewind_source), which produces again from
+  // the position every receiver has covered, so the source keeps no copy of what it sent: its items go out from
+  // `pending` as in mode none, and only their count (out_seq - acked) is held against the flow window.
+  bool resends_by_rewind_ = false;
+  // Whether sent items are kept until acknowledged (OutChannel::unacked) rather than dropped once sent (pending).
+  bool keeps_sent_items() const { return acks_enabled() && !resends_by_rewind_; }
 
   Ring<ChannelItem> staging_;  // received, not yet admitted (nor acknowledged)
   Ring<ChannelItem> queue_;    // admitted (acknowledged), unprocessed
