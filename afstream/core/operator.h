@@ -101,6 +101,12 @@ class Operator {
   // divergence can jump otherwise (a sink that backs up every field at once) keeps the default, false: compared
   // after every item.
   virtual bool divergence_bounded_by_alpha() const { return false; }
+  // Corollary P(3) of proofs/general-bounds.md: true if divergence() is a max-abs over the state and a key's results
+  // depend only on the copy its key is routed to (the copies' states together are a concatenation). When the
+  // stage's input is partitioned by key, the copies' divergences then combine by max, not by sum, and each copy
+  // may use all of Theta (it starts at Theta / 2 instead of Theta / (2n); L and Gamma are still split n ways).
+  // Default false: the split by n, right for any metric.
+  virtual bool divergence_combines_by_max() const { return false; }
   // Serialize the whole state.
   virtual void snapshot_full(ByteWriter& out) const = 0;
   // Serialize what changed since the last mark_backed_up(); applying it to that state gives the current state.

@@ -100,13 +100,13 @@ RuntimeThresholds runtime_thresholds(const UserBounds& user, const ThresholdScop
   if (failures < 0) throw ConfigError("threshold scope: failure count must be >= 0");
   // Theta / (n * beta^(m-i)) / 2^(k+1), each division rounded toward zero (halving is exact above subnormals), and
   // the same split for L and Gamma (Corollaries P and S of proofs/general-bounds.md section 6), rounded down.
-  auto split = [&](double bound) {
-    return std::ldexp(div_down(div_down(bound, scope.copies), scope.downstream_beta_product), -(failures + 1));
+  auto split = [&](double bound, int copies) {
+    return std::ldexp(div_down(div_down(bound, copies), scope.downstream_beta_product), -(failures + 1));
   };
   RuntimeThresholds r;
-  r.theta = split(user.theta);
-  r.l = floor_to_u64(split(user.l));
-  r.gamma = floor_to_u64(split(user.gamma));
+  r.theta = split(user.theta, scope.theta_shared_by_copies ? scope.copies : 1);
+  r.l = floor_to_u64(split(user.l, scope.copies));
+  r.gamma = floor_to_u64(split(user.gamma, scope.copies));
   return r;
 }
 

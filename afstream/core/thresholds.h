@@ -3,7 +3,7 @@
 // User bounds (per job): Theta (state divergence), L (unbacked unprocessed items), Gamma (unacknowledged output
 // items). Each worker runs with runtime thresholds derived from them:
 //   theta = Theta / (2 n B) / 2^k,   l = floor(L / (2 n B) / 2^k),   gamma = floor(Gamma / (2 n B) / 2^k)
-// for n parallel copies of its operator, B = beta^(m-i) for stage i of an m-stage pipeline (the runtime uses the
+// for n parallel copies of its operator (theta without the n for copies whose divergences combine by max), B = beta^(m-i) for stage i of an m-stage pipeline (the runtime uses the
 // operator's own beta; proofs/general-bounds.md section 6 and its open points), and k failures of this worker so
 // far (rounded toward zero). The sum over any number of failures stays below the user bounds.
 #pragma once
@@ -61,6 +61,11 @@ struct RuntimeThresholds {
 struct ThresholdScope {
   int copies = 1;                      // n: parallel copies of the operator
   double downstream_beta_product = 1;  // beta^(m-i): items one lost item here can cause at the pipeline's end
+  // Theta is split n ways when the copies' divergences add up (L1 over their states together, or merged sums). When
+  // they combine by max (max-abs over key-partitioned copies: Operator::divergence_combines_by_max; Corollary P(3)
+  // of proofs/general-bounds.md) each copy may use all of it: theta_shared_by_copies = false. L and Gamma are split
+  // n ways in every case (Corollary P(1), (2)).
+  bool theta_shared_by_copies = true;
 };
 
 RuntimeThresholds runtime_thresholds(const UserBounds& user, const ThresholdScope& scope, int failures);

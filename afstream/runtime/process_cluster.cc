@@ -216,14 +216,13 @@ struct ProcessCluster::Impl {
     rec.first_item_ms = -1;
     const auto& ref = topology.workers()[w];
     const auto& stage = topology.stages()[ref.stage];
-    double beta = 1;
+    std::unique_ptr<Operator> op;
     if (!stage.is_source) {
-      auto op = registry.make_operator(stage.kind, stage.params, {ref.index, stage.parallelism});
-      beta = op->beta();
+      op = registry.make_operator(stage.kind, stage.params, {ref.index, stage.parallelism});
       rec.alpha = op->alpha();
     }
     const std::vector<std::uint64_t> history(s.failures.begin(), s.failures.begin() + rec.failure_count);
-    const auto at = thresholds_at_failures(topology, config, w, beta, history);
+    const auto at = thresholds_at_failures(topology, config, w, op.get(), history);
     rec.theta = at.back().theta;
     rec.l = at.back().l;
     rec.gamma = at.back().gamma;

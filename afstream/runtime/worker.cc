@@ -76,17 +76,29 @@ void PeerDirectory::set_down(int worker) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-ThresholdSchedule threshold_schedule_of(const Topology& topology, const RunConfig& config, int worker, double beta) {
+ThresholdSchedule threshold_schedule_of(const Topology& topology, const RunConfig& config, int worker,
+                                        const Operator* op) {
   const auto& ref = topology.workers()[worker];
   const auto& stage = topology.stages()[ref.stage];
-  // Pipeline scope: a lost item here can cause beta^(stages below) lost items at the end (DESIGN 3).
-  const double bp = stage.is_source ? 1.0 : std::pow(std::max(1.0, beta), topology.stages_to_end(ref.stage) - 1);
-  return ThresholdSchedule(config.bounds, ThresholdScope{stage.parallelism, bp}, config.reset, config.reset_window);
+  ThresholdScope scope{stage.parallelism, 1.0};
+  if (op && !stage.is_source) {
+    // Pipeline scope: a lost item here can cause beta^(stages below) lost items at the end (DESIGN 3).
+    scope.downstream_beta_product = std::pow(std::max(1.0, op->beta()), topology.stages_to_end(ref.stage) - 1);
+    // Corollary P(3): copies fed disjoint key sets whose divergences combine by max share no Theta.
+    bool keyed = false, all_keyed = true;
+    for (const auto& ch : topology.channels()) {
+      if (ch.to_worker != worker) continue;
+      keyed = true;
+      all_keyed = all_keyed && ch.partition == Partition::Key;
+    }
+    scope.theta_shared_by_copies = !(op->divergence_combines_by_max() && keyed && all_keyed);
+  }
+  return ThresholdSchedule(config.bounds, scope, config.reset, config.reset_window);
 }
 
 std::vector<RuntimeThresholds> thresholds_at_failures(const Topology& topology, const RunConfig& config, int worker,
-                                                      double beta, const std::vector<std::uint64_t>& failures) {
-  auto schedule = threshold_schedule_of(topology, config, worker, beta);
+                                                      const Operator* op, const std::vector<std::uint64_t>& failures) {
+  auto schedule = threshold_schedule_of(topology, config, worker, op);
   std::vector<RuntimeThresholds> out;
   for (auto at : failures) {  // as Worker::Worker replays its failure history
     schedule.on_progress(at);
@@ -137,7 +149,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     op_waits_ = op_->waits_for_feedback();
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
-  if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_->beta());
+  if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_.get());
   // Replay the failure history through the reset policy: the thresholds are halved once per failure (DESIGN 3).
   for (auto at : failure_positions_) {
     schedule_.on_progress(at);

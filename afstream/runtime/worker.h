@@ -130,13 +130,14 @@ struct ClusterContext {
 };
 
 // R-schedule (DESIGN 3; proofs/general-bounds.md): the threshold schedule of worker `worker` before any failure,
-// its user bounds split over the copies of its stage and scaled by the pipeline below it. beta: its operator's
-// beta (ignored for a source).
-ThresholdSchedule threshold_schedule_of(const Topology& topology, const RunConfig& config, int worker, double beta);
+// its user bounds split over the copies of its stage and scaled by the pipeline below it. op: the worker's operator
+// (its beta, and whether its copies' divergences combine by max), null for a source.
+ThresholdSchedule threshold_schedule_of(const Topology& topology, const RunConfig& config, int worker,
+                                        const Operator* op);
 // The runtime thresholds in force at each of the worker's failures (failures[j]: items it had processed at failure
 // j + 1), as its incarnations compute them. For failure records that no incarnation completed (the controller).
 std::vector<RuntimeThresholds> thresholds_at_failures(const Topology& topology, const RunConfig& config, int worker,
-                                                      double beta, const std::vector<std::uint64_t>& failures);
+                                                      const Operator* op, const std::vector<std::uint64_t>& failures);
 
 class Worker {
  public:

@@ -69,6 +69,9 @@ class CountMinHeavyHitters final : public Operator {
   double beta() const override { return 1; }                                  // a key is reported at most once per item
   // The counters move by at most alpha per item; a report (which emits) jumps to infinity to force a backup.
   bool divergence_bounded_by_alpha() const override { return true; }
+  // Max-abs over the counters, and a key's estimate comes from its own copy's counters only (Corollary P(3) of
+  // proofs/general-bounds.md): key-partitioned copies each use all of Theta.
+  bool divergence_combines_by_max() const override { return true; }
   double divergence() const override {
     return reported_since_backup_ ? std::numeric_limits<double>::infinity() : counters_.divergence();
   }

@@ -123,7 +123,8 @@ class HotItemsJob final : public Job {
     cm.set("max-weight", std::int64_t{1});  // every bid counts 1: alpha = 1
     // As in the heavy-hitters job: auctions are watched from phi minus the most that failures can take from one
     // copy's counters, so a hot auction whose crossing bid was lost is still found (theorem2-count-min.md, CM-R').
-    if (run.mode == FtMode::Approx) cm.set("watch-margin", (run.bounds.theta + run.bounds.l) / par);
+    // Theta + L / n: the key-partitioned copies each use all of Theta (hh_job.cc says why).
+    if (run.mode == FtMode::Approx) cm.set("watch-margin", run.bounds.theta + run.bounds.l / par);
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);
     try {

@@ -104,6 +104,23 @@ TEST(Thresholds, StartAtHalfAndHalveOnEachRecovery) {
   }
 }
 
+// Corollary P(3): copies whose divergences combine by max (key-partitioned, max-abs) each use all of Theta; L and
+// Gamma are still split n ways.
+TEST(Thresholds, CopiesCombiningByMaxShareNoTheta) {
+  const UserBounds user{1200, 96, 48};
+  ThresholdScope scope{4, 1};
+  scope.theta_shared_by_copies = false;
+  const RuntimeThresholds r = runtime_thresholds(user, scope, 0);
+  EXPECT_EQ(r.theta, 600);
+  EXPECT_EQ(r.l, 12u);
+  EXPECT_EQ(r.gamma, 6u);
+  // Pipeline scaling and halving apply as before: theta = 1200 / 2 / 2^3, l = floor(96 / (4 * 2) / 2^3).
+  scope.downstream_beta_product = 2;
+  const RuntimeThresholds k2 = runtime_thresholds(user, scope, 2);
+  EXPECT_EQ(k2.theta, 75);
+  EXPECT_EQ(k2.l, 1u);
+}
+
 TEST(Thresholds, SplitAcrossCopiesAndStages) {
   const UserBounds user{1200, 96, 48};
   // n = 4 copies: Theta / (2n), floor(L / (2n)), floor(Gamma / (2n)).

@@ -161,7 +161,7 @@ TEST(BackupServer, BadFramesAreCountedAndAnsweredWhenTheirIdCanBeRead) {
 
   c.send({1, 2, 3});  // not a frame at all: nothing to answer
   EXPECT_TRUE(bad_frames_reach(r.server, 1));
-  c.send(net::encode(net::Message{.sender = 1, .epoch = 1, .body = net::AckMsg{1, 2, 3}}));  // not a request
+  c.send(net::encode(net::Message{.sender = 1, .epoch = 1, .body = net::AckMsg{1, 2, 3, {}}}));  // not a request
   EXPECT_TRUE(bad_frames_reach(r.server, 2));
   EXPECT_EQ(c.reply(milliseconds(100)), std::nullopt);
 
