@@ -12,6 +12,7 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/core/topology.h"
+#include "ml/learn_options.h"
 #include "ml/learner_operator.h"
 #include "ml/metrics.h"
 
@@ -37,26 +38,12 @@ class LearnJob final : public Job {
   }
 
   void add_options(po::options_description& o) const override {
-    o.add_options()("learn.task", po::value<std::string>()->default_value("logistic"),
-                    "logistic | linear | hinge | softmax")(
-        "learn.optimizer", po::value<std::string>()->default_value("sgd"), "sgd (eta0 / sqrt(t)) | adagrad")(
-        "learn.eta0", po::value<double>()->default_value(0.5), "initial step size (> 0)")(
-        "learn.l2", po::value<double>()->default_value(1e-6), "L2 regularisation lambda (>= 0)")(
-        "learn.clip", po::value<double>()->default_value(10),
-        "gradient bound H: steps are clipped to L2 norm eta0 * H, the operator's alpha (> 0)")(
-        "learn.data", po::value<std::string>()->default_value("higgs"),
-        "higgs | kdd | logistic | linear | multiclass | file")(
-        "learn.file", po::value<std::string>()->default_value(""), "data file (learn.data file)")(
-        "learn.format", po::value<std::string>()->default_value("csv"), "csv | libsvm | vw | idx")(
-        "learn.labels-file", po::value<std::string>()->default_value(""), "idx: the labels file")(
-        "learn.on-error", po::value<std::string>()->default_value("fail"), "malformed file lines: fail | skip")(
-        "learn.features", po::value<int>()->default_value(28), "features of the logistic/linear/multiclass data")(
-        "learn.classes", po::value<int>()->default_value(4), "classes of the multiclass data")(
-        "learn.noise", po::value<double>()->default_value(0.5), "label noise of the logistic/linear/multiclass data")(
-        "learn.hash-bits", po::value<int>()->default_value(18), "hashed features 2^bits (kdd, vw, libsvm)")(
-        "learn.parallelism", po::value<int>()->default_value(2), "parallel sgd-learner copies (model averaging)")(
-        "learn.holdout", po::value<std::uint64_t>()->default_value(10000),
-        "held-out examples after the training ones (generators; files: the last ones)")(
+    add_learner_options(o);
+    o.add_options()("learn.clip", po::value<double>()->default_value(10),
+                    "gradient bound H: steps are clipped to L2 norm eta0 * H, the operator's alpha (> 0)");
+    add_data_options(o);
+    o.add_options()("learn.parallelism", po::value<int>()->default_value(2),
+                    "parallel sgd-learner copies (model averaging)")(
         "learn.trace-every", po::value<std::uint64_t>()->default_value(0),
         "convergence trace: a point every N training examples over all copies (each copy every N / parallelism "
         "of its own); 0 = 1% of the input")(
@@ -70,62 +57,13 @@ class LearnJob final : public Job {
   Topology topology(const po::variables_map& vm, const RunConfig&) override {
     const int par = vm["learn.parallelism"].as<int>();
     if (par < 1 || par > 1024) throw ConfigError("learn.parallelism: expected [1, 1024], got " + std::to_string(par));
-    const auto holdout = vm["learn.holdout"].as<std::uint64_t>();
-    if (holdout < 1) throw ConfigError("learn.holdout: expected >= 1 held-out examples");
-    const auto data = vm["learn.data"].as<std::string>();
-    // The learner's own options, named as the user wrote them (the core's messages name its fields).
-    const auto named = [](const char* option, const auto& check) {
-      try {
-        check();
-      } catch (const ConfigError& e) {
-        throw ConfigError(std::string(option) + ": " + e.what());
-      }
-    };
-    named("learn.task", [&] { (void)parse_task(vm["learn.task"].as<std::string>()); });
-    named("learn.optimizer", [&] { (void)parse_optimizer(vm["learn.optimizer"].as<std::string>()); });
-    const double eta0 = vm["learn.eta0"].as<double>(), l2 = vm["learn.l2"].as<double>();
-    if (!(eta0 > 0) || !std::isfinite(eta0)) throw ConfigError("learn.eta0: expected a finite number > 0");
-    if (!(l2 >= 0) || !std::isfinite(l2)) throw ConfigError("learn.l2: expected a finite number >= 0");
-    params_ = Params()
-                  .set("data", data)
-                  .set("seed", vm["seed"].as<std::uint64_t>())
-                  .set("task", vm["learn.task"].as<std::string>())
-                  .set("optimizer", vm["learn.optimizer"].as<std::string>())
-                  .set("eta0", vm["learn.eta0"].as<double>())
-                  .set("l2", vm["learn.l2"].as<double>())
-                  .set("clip", vm["learn.clip"].as<double>())
-                  .set("parallelism", static_cast<std::int64_t>(par));
-    if (data == "file") {
-      params_.set("file", vm["learn.file"].as<std::string>())
-          .set("format", vm["learn.format"].as<std::string>())
-          .set("labels-file", vm["learn.labels-file"].as<std::string>())
-          .set("on-error", vm["learn.on-error"].as<std::string>())
-          .set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()));
-    } else {
-      items_ = vm["items"].as<std::uint64_t>();
-      if (items_ < 1) throw ConfigError("items: expected >= 1 training examples");
-      params_.set("examples", items_ + holdout);
-      if (data == "kdd") params_.set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()));
-      if (data == "logistic" || data == "linear" || data == "multiclass") {
-        params_.set("features", static_cast<std::int64_t>(vm["learn.features"].as<int>()))
-            .set("noise", vm["learn.noise"].as<double>())
-            .set("classes", static_cast<std::int64_t>(vm["learn.classes"].as<int>()));
-      }
-    }
-    // Load (or generate) the data and check the learner's options now, with the option names.
-    try {
-      data_ = dataset_from(params_);
-      config_ = learner_config_from(params_, data_->info());
-    } catch (const ConfigError& e) {
-      throw ConfigError(std::string("learn.") + e.what());
-    }
-    if (data == "file") {
-      if (data_->size() <= holdout) {
-        throw ConfigError("learn.holdout: " + std::to_string(holdout) + " held-out examples leave none of the " +
-                          std::to_string(data_->size()) + " in the file for training");
-      }
-      items_ = data_->size() - holdout;
-    }
+    TrainingData t = training_data_from(vm);
+    items_ = t.items;
+    data_ = t.data;
+    config_ = t.learner;
+    read_ = t.read;
+    params_ = std::move(t.params);
+    params_.set("clip", vm["learn.clip"].as<double>()).set("parallelism", static_cast<std::int64_t>(par));
     const double clip = vm["learn.clip"].as<double>();
     if (!(clip > 0) || !std::isfinite(clip)) throw ConfigError("learn.clip: expected a finite H > 0");
     tolerance_ = vm["learn.tolerance"].as<double>();
@@ -146,7 +84,7 @@ class LearnJob final : public Job {
                                                              std::chrono::system_clock::now().time_since_epoch())
                                                              .count()));
     holdout_begin_ = items_;
-    holdout_end_ = items_ + holdout;
+    holdout_end_ = t.holdout_end;
     return TopologyBuilder()
         .source("source", "examples", Params().set("items", items_))
         .parallelism(par)
@@ -191,9 +129,11 @@ class LearnJob final : public Job {
       }
       std::ofstream s(out_dir + "/learn.csv");
       s << "examples,progressive_loss,progressive_accuracy,holdout_examples,holdout_loss,holdout_accuracy,"
-           "l1_to_true\n"
+           "l1_to_true,skipped_lines\n"
         << n << ',' << pv_loss << ',' << pv_acc << ',' << h.examples << ',' << h.average_loss << ',' << h.accuracy
-        << ',' << l1 << '\n';
+        << ',' << l1 << ',' << read_.skipped << '\n';
+      write_skipped(out_dir + "/skipped.txt", read_);
+      write_model(out_dir + "/model.csv", w);
       std::ofstream tf(out_dir + "/trace.csv");
       tf << "items,seconds,l1_change,relative_change,model_l1,progressive_loss,progressive_accuracy\n";
       for (const auto& t : trace) write_point(tf, t);
@@ -211,12 +151,13 @@ class LearnJob final : public Job {
             {"trace_points", static_cast<double>(trace.size())},
             {"converged_items", conv_items},
             {"converged_seconds", conv_seconds},
-            {"tolerance", tolerance_}};
+            {"tolerance", tolerance_},
+            {"skipped_lines", static_cast<double>(read_.skipped)}};
   }
 
   std::vector<std::string> score_names() const override {
     return {"progressive_loss", "progressive_accuracy", "holdout_accuracy",  "holdout_loss", "l1_to_true",
-            "trace_points",     "converged_items",      "converged_seconds", "tolerance"};
+            "trace_points",     "converged_items",      "converged_seconds", "tolerance",    "skipped_lines"};
   }
 
  private:
@@ -240,6 +181,7 @@ class LearnJob final : public Job {
   Params params_;
   std::shared_ptr<const Dataset> data_;
   LearnerConfig config_;
+  ReadStats read_;
 };
 
 }  // namespace

@@ -88,7 +88,7 @@ SyntheticParams synthetic_of(const Params& p) {
   return s;
 }
 
-std::shared_ptr<const Dataset> load_file(const Params& p) {
+LoadedDataset load_file(const Params& p) {
   const auto path = p.get_string("file", "");
   if (path.empty()) throw ConfigError("file: data = file needs a file path");
   const auto format = p.get_string("format", "csv");
@@ -114,7 +114,7 @@ std::shared_ptr<const Dataset> load_file(const Params& p) {
     throw ConfigError("format: expected csv, libsvm, vw or idx, got '" + format + "'");
   }();
   if (r.data.size() == 0) throw InputError(path + ": no examples");
-  return std::make_shared<InMemoryDataset>(std::move(r.data));
+  return {std::make_shared<InMemoryDataset>(std::move(r.data)), std::move(r.stats)};
 }
 
 // What identifies a dataset: every parameter dataset_from reads.
@@ -132,21 +132,23 @@ std::string cache_key(const Params& p) {
 
 }  // namespace
 
-std::shared_ptr<const Dataset> dataset_from(const Params& p) {
+LoadedDataset load_dataset(const Params& p) {
   static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const Dataset>> cache;
+  static std::map<std::string, LoadedDataset> cache;
   const auto key = cache_key(p);
   std::lock_guard lock(mu);  // held while loading: concurrent workers of one process wait for the one load
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  std::shared_ptr<const Dataset> d;
+  LoadedDataset d;
   if (p.get_string("data", "higgs") == "file") {
     d = load_file(p);
   } else {
-    d = std::make_shared<SyntheticDataset>(synthetic_of(p));
+    d.data = std::make_shared<SyntheticDataset>(synthetic_of(p));
   }
   cache.emplace(key, d);
   return d;
 }
+
+std::shared_ptr<const Dataset> dataset_from(const Params& p) { return load_dataset(p).data; }
 
 LearnerConfig learner_config_from(const Params& p, const DatasetInfo& info) {
   LearnerConfig c;

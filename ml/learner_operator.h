@@ -31,6 +31,7 @@
 #include "afstream/state/tracked_vector.h"
 #include "ml/dataset.h"
 #include "ml/learner.h"
+#include "ml/readers.h"
 
 namespace afs::ml {
 
@@ -41,6 +42,13 @@ namespace afs::ml {
 //          (kdd and libsvm/vw hashing), on-error = fail | skip.
 // Throws ConfigError naming a bad parameter, InputError / FormatError for an unreadable file.
 std::shared_ptr<const Dataset> dataset_from(const Params& p);
+// The same dataset (the same cached copy) with the counts of reading its file: lines, examples, lines skipped as
+// malformed under on-error = skip and the first one's message (all zero for generated data).
+struct LoadedDataset {
+  std::shared_ptr<const Dataset> data;
+  ReadStats stats;
+};
+LoadedDataset load_dataset(const Params& p);
 // The learner configuration named by p (task, optimizer, eta0, l2, adagrad-init) for a dataset's shape.
 LearnerConfig learner_config_from(const Params& p, const DatasetInfo& info);
 // The true model of a generated dataset in the learner's layout, scaled to the learner's optimum for logistic data

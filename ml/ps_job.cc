@@ -1,5 +1,6 @@
-// `afstream run --job ps`: parameter-server training with BSP / SSP / ASP (ps_operators.h), its options (learn.*),
-// topology and evaluation (learn.csv in the run directory, as the learn job, plus the consistency columns).
+// `afstream run --job ps`: parameter-server training with BSP / SSP / ASP (ps_operators.h), its options (learn.*;
+// the learner's and the data's are the learn job's, learn_options.h), topology and evaluation (learn.csv and
+// model.csv in the run directory, as the learn job, plus the consistency columns).
 #include "ml/ps_job.h"
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/core/topology.h"
+#include "ml/learn_options.h"
 #include "ml/learner_operator.h"
 #include "ml/metrics.h"
 #include "ml/ps_operators.h"
@@ -28,20 +30,11 @@ class PsJob final : public Job {
   }
 
   void add_options(po::options_description& o) const override {
-    o.add_options()("learn.task", po::value<std::string>()->default_value("logistic"),
-                    "logistic | linear | hinge | softmax")(
-        "learn.optimizer", po::value<std::string>()->default_value("sgd"), "sgd (eta0 / sqrt(t)) | adagrad")(
-        "learn.eta0", po::value<double>()->default_value(0.5), "initial step size (> 0)")(
-        "learn.l2", po::value<double>()->default_value(1e-6), "L2 regularisation lambda (>= 0)")(
-        "learn.clip", po::value<double>()->default_value(10),
-        "gradient bound H: each example's gradient is clipped to L2 norm H (> 0)")(
-        "learn.data", po::value<std::string>()->default_value("higgs"), "higgs | kdd | logistic | linear | multiclass")(
-        "learn.features", po::value<int>()->default_value(28), "features of the logistic/linear/multiclass data")(
-        "learn.classes", po::value<int>()->default_value(4), "classes of the multiclass data")(
-        "learn.noise", po::value<double>()->default_value(0.5), "label noise of the logistic/linear/multiclass data")(
-        "learn.hash-bits", po::value<int>()->default_value(18), "hashed features 2^bits (kdd)")(
-        "learn.holdout", po::value<std::uint64_t>()->default_value(10000), "held-out examples after the training ones")(
-        "learn.workers", po::value<int>()->default_value(2), "ps-worker copies, data-parallel ([1, 1024])")(
+    add_learner_options(o);
+    o.add_options()("learn.clip", po::value<double>()->default_value(10),
+                    "gradient bound H: each example's gradient is clipped to L2 norm H (> 0)");
+    add_data_options(o);
+    o.add_options()("learn.workers", po::value<int>()->default_value(2), "ps-worker copies, data-parallel ([1, 1024])")(
         "learn.servers", po::value<int>()->default_value(2), "ps-server shards of the model ([1, 256])")(
         "learn.batch", po::value<std::int64_t>()->default_value(16), "examples per worker clock (mini-batch, >= 1)")(
         "learn.consistency", po::value<std::string>()->default_value("bsp"), "bsp | ssp | asp")(
@@ -71,45 +64,26 @@ class PsJob final : public Job {
       throw ConfigError(std::string("learn.") + e.what());
     }
     staleness_ = staleness;
-    const auto holdout = vm["learn.holdout"].as<std::uint64_t>();
-    if (holdout < 1) throw ConfigError("learn.holdout: expected >= 1 held-out examples");
-    const auto data = vm["learn.data"].as<std::string>();
-    if (data == "file") throw ConfigError("learn.data: the ps job takes generated data (higgs, kdd, logistic, ...)");
-    const double eta0 = vm["learn.eta0"].as<double>(), l2 = vm["learn.l2"].as<double>();
-    if (!(eta0 > 0) || !std::isfinite(eta0)) throw ConfigError("learn.eta0: expected a finite number > 0");
-    if (!(l2 >= 0) || !std::isfinite(l2)) throw ConfigError("learn.l2: expected a finite number >= 0");
     const double clip = vm["learn.clip"].as<double>();
     if (!(clip > 0) || !std::isfinite(clip)) throw ConfigError("learn.clip: expected a finite H > 0");
-    items_ = vm["items"].as<std::uint64_t>();
-    if (items_ < 1) throw ConfigError("items: expected >= 1 training examples");
-    params_ = Params()
-                  .set("data", data)
-                  .set("seed", vm["seed"].as<std::uint64_t>())
-                  .set("task", vm["learn.task"].as<std::string>())
-                  .set("optimizer", vm["learn.optimizer"].as<std::string>())
-                  .set("eta0", eta0)
-                  .set("l2", l2)
-                  .set("clip", clip)
-                  .set("examples", items_ + holdout)
-                  .set("workers", static_cast<std::int64_t>(workers))
-                  .set("servers", static_cast<std::int64_t>(servers))
-                  .set("batch", batch)
-                  .set("consistency", consistency)
-                  .set("staleness", staleness);
-    if (data == "kdd") params_.set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()));
-    if (data == "logistic" || data == "linear" || data == "multiclass") {
-      params_.set("features", static_cast<std::int64_t>(vm["learn.features"].as<int>()))
-          .set("noise", vm["learn.noise"].as<double>())
-          .set("classes", static_cast<std::int64_t>(vm["learn.classes"].as<int>()));
-    }
+    TrainingData t = training_data_from(vm);  // the data options, the file's or the generator's examples
+    items_ = t.items;
+    data_ = t.data;
+    read_ = t.read;
+    params_ = std::move(t.params);
+    params_.set("clip", clip)
+        .set("workers", static_cast<std::int64_t>(workers))
+        .set("servers", static_cast<std::int64_t>(servers))
+        .set("batch", batch)
+        .set("consistency", consistency)
+        .set("staleness", staleness);
     try {
-      data_ = dataset_from(params_);
       config_ = ps_config_from(params_, data_->info());
     } catch (const ConfigError& e) {
       throw ConfigError(std::string("learn.") + e.what());
     }
     holdout_begin_ = items_;
-    holdout_end_ = items_ + holdout;
+    holdout_end_ = t.holdout_end;
     return TopologyBuilder()
         .source("source", "examples", Params().set("items", items_))
         .parallelism(workers)
@@ -155,10 +129,12 @@ class PsJob final : public Job {
     if (!out_dir.empty()) {
       std::ofstream s(out_dir + "/learn.csv");
       s << "examples,progressive_loss,progressive_accuracy,holdout_examples,holdout_loss,holdout_accuracy,"
-           "l1_to_true,consistency,staleness_bound,max_staleness,server_max_gap,worker_clocks\n"
+           "l1_to_true,consistency,staleness_bound,max_staleness,server_max_gap,worker_clocks,skipped_lines\n"
         << n << ',' << pv_loss << ',' << pv_acc << ',' << h.examples << ',' << h.average_loss << ',' << h.accuracy
         << ',' << l1 << ',' << to_string(consistency_) << ',' << bound << ',' << staleness << ',' << gap << ','
-        << clocks << '\n';
+        << clocks << ',' << read_.skipped << '\n';
+      write_skipped(out_dir + "/skipped.txt", read_);
+      write_model(out_dir + "/model.csv", w);
     }
     return {{"progressive_loss", pv_loss},
             {"progressive_accuracy", pv_acc},
@@ -169,12 +145,14 @@ class PsJob final : public Job {
             {"max_staleness", staleness},
             {"server_max_gap", gap},
             {"worker_clocks", clocks},
-            {"server_steps_max", steps}};
+            {"server_steps_max", steps},
+            {"skipped_lines", static_cast<double>(read_.skipped)}};
   }
 
   std::vector<std::string> score_names() const override {
-    return {"progressive_loss", "progressive_accuracy", "holdout_accuracy", "holdout_loss",  "l1_to_true",
-            "staleness_bound",  "max_staleness",        "server_max_gap",   "worker_clocks", "server_steps_max"};
+    return {"progressive_loss", "progressive_accuracy", "holdout_accuracy", "holdout_loss",
+            "l1_to_true",       "staleness_bound",      "max_staleness",    "server_max_gap",
+            "worker_clocks",    "server_steps_max",     "skipped_lines"};
   }
 
  private:
@@ -184,6 +162,7 @@ class PsJob final : public Job {
   Params params_;
   std::shared_ptr<const Dataset> data_;
   PsConfig config_;
+  ReadStats read_;
 };
 
 }  // namespace

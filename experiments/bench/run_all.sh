@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs the Google Benchmark binaries (hot paths: tracked counters, Count-Min, Zipf, wire codec, backup stores) with repetitions
-# and writes their median tables to experiments/results/bench/<name>.txt.
+# Runs the Google Benchmark binaries (hot paths: tracked counters, Count-Min, Zipf, wire codec, backup stores,
+# parameter-server worker and server clocks) with repetitions and writes their median tables to experiments/results/bench/<name>.txt.
 #   experiments/bench/run_all.sh [build-dir]
 set -euo pipefail
 BUILD=${1:-build}
 OUT=${OUT:-experiments/results/bench}
 mkdir -p "$OUT"
-for b in state_benchmark hh_benchmark distinct_benchmark net_benchmark store_benchmark; do
+for b in state_benchmark hh_benchmark distinct_benchmark net_benchmark store_benchmark ps_benchmark; do
   bin="$BUILD/experiments/bench/$b"
   [ -x "$bin" ] || { echo "missing $bin (build first)" >&2; exit 1; }
   echo "== $b" >&2

@@ -166,7 +166,7 @@ TEST(PsCli, BadOptionsNameTheOption) {
   for (const auto& [args, name] :
        {std::pair{"--learn.consistency eventual", "learn.consistency"}, std::pair{"--learn.batch 0", "learn.batch"},
         std::pair{"--learn.staleness -1", "learn.staleness"}, std::pair{"--learn.workers 0", "learn.workers"},
-        std::pair{"--learn.servers 0", "learn.servers"}, std::pair{"--learn.data file", "learn.data"}}) {
+        std::pair{"--learn.servers 0", "learn.servers"}, std::pair{"--learn.data file", "learn.file"}}) {
     const auto r = run("run --job ps --items 1000 --runtime threads --quiet " + std::string(args), scratch.path());
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.err.find(name), std::string::npos) << args << ": " << r.err;

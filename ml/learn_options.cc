@@ -1,0 +1,123 @@
+// The learn.* options shared by the learn and ps jobs (ml/learn_options.h): their declarations, their checks, and
+// the dataset, held-out split and learner configuration they name.
+#include "ml/learn_options.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "afstream/core/errors.h"
+#include "ml/learner_operator.h"
+
+namespace afs::ml {
+
+namespace po = boost::program_options;
+
+void add_learner_options(po::options_description& o) {
+  o.add_options()("learn.task", po::value<std::string>()->default_value("logistic"),
+                  "logistic | linear | hinge | softmax")(
+      "learn.optimizer", po::value<std::string>()->default_value("sgd"), "sgd (eta0 / sqrt(t)) | adagrad")(
+      "learn.eta0", po::value<double>()->default_value(0.5), "initial step size (> 0)")(
+      "learn.l2", po::value<double>()->default_value(1e-6), "L2 regularisation lambda (>= 0)");
+}
+
+void add_data_options(po::options_description& o) {
+  o.add_options()("learn.data", po::value<std::string>()->default_value("higgs"),
+                  "higgs | kdd | logistic | linear | multiclass | file")(
+      "learn.file", po::value<std::string>()->default_value(""), "data file (learn.data file)")(
+      "learn.format", po::value<std::string>()->default_value("csv"),
+      "csv (label first) | libsvm | vw | idx (learn.file the images, learn.labels-file the labels)")(
+      "learn.labels-file", po::value<std::string>()->default_value(""), "idx: the labels file")(
+      "learn.on-error", po::value<std::string>()->default_value("fail"),
+      "malformed file lines: fail (the error names file and line) | skip (and count them: skipped_lines)")(
+      "learn.features", po::value<int>()->default_value(28), "features of the logistic/linear/multiclass data")(
+      "learn.classes", po::value<int>()->default_value(4), "classes of the multiclass data")(
+      "learn.noise", po::value<double>()->default_value(0.5), "label noise of the logistic/linear/multiclass data")(
+      "learn.hash-bits", po::value<int>()->default_value(18),
+      "hashed features 2^bits (kdd, vw, libsvm; libsvm 0 = its own indices)")(
+      "learn.holdout", po::value<std::uint64_t>()->default_value(10000),
+      "held-out examples: generators, after the --items training ones; files, the last ones");
+}
+
+TrainingData training_data_from(const po::variables_map& vm) {
+  const auto holdout = vm["learn.holdout"].as<std::uint64_t>();
+  if (holdout < 1) throw ConfigError("learn.holdout: expected >= 1 held-out examples");
+  const auto data = vm["learn.data"].as<std::string>();
+  // The learner's own options, named as the user wrote them (the core's messages name its fields).
+  const auto named = [](const char* option, const auto& check) {
+    try {
+      check();
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string(option) + ": " + e.what());
+    }
+  };
+  named("learn.task", [&] { (void)parse_task(vm["learn.task"].as<std::string>()); });
+  named("learn.optimizer", [&] { (void)parse_optimizer(vm["learn.optimizer"].as<std::string>()); });
+  const double eta0 = vm["learn.eta0"].as<double>(), l2 = vm["learn.l2"].as<double>();
+  if (!(eta0 > 0) || !std::isfinite(eta0)) throw ConfigError("learn.eta0: expected a finite number > 0");
+  if (!(l2 >= 0) || !std::isfinite(l2)) throw ConfigError("learn.l2: expected a finite number >= 0");
+  TrainingData t;
+  t.params = Params()
+                 .set("data", data)
+                 .set("seed", vm["seed"].as<std::uint64_t>())
+                 .set("task", vm["learn.task"].as<std::string>())
+                 .set("optimizer", vm["learn.optimizer"].as<std::string>())
+                 .set("eta0", eta0)
+                 .set("l2", l2);
+  if (data == "file") {
+    t.params.set("file", vm["learn.file"].as<std::string>())
+        .set("format", vm["learn.format"].as<std::string>())
+        .set("labels-file", vm["learn.labels-file"].as<std::string>())
+        .set("on-error", vm["learn.on-error"].as<std::string>())
+        .set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()));
+  } else {
+    t.items = vm["items"].as<std::uint64_t>();
+    if (t.items < 1) throw ConfigError("items: expected >= 1 training examples");
+    t.params.set("examples", t.items + holdout);
+    if (data == "kdd") t.params.set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()));
+    if (data == "logistic" || data == "linear" || data == "multiclass") {
+      t.params.set("features", static_cast<std::int64_t>(vm["learn.features"].as<int>()))
+          .set("noise", vm["learn.noise"].as<double>())
+          .set("classes", static_cast<std::int64_t>(vm["learn.classes"].as<int>()));
+    }
+  }
+  // Load (or generate) the data and check the learner's options now, with the option names.
+  try {
+    auto loaded = load_dataset(t.params);
+    t.data = std::move(loaded.data);
+    t.read = std::move(loaded.stats);
+    t.learner = learner_config_from(t.params, t.data->info());
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string("learn.") + e.what());
+  }
+  if (data == "file") {
+    if (t.data->size() <= holdout) {
+      throw ConfigError("learn.holdout: " + std::to_string(holdout) + " held-out examples leave none of the " +
+                        std::to_string(t.data->size()) + " in the file for training");
+    }
+    t.items = t.data->size() - holdout;
+  }
+  t.holdout_end = t.items + holdout;
+  return t;
+}
+
+void write_skipped(const std::string& path, const ReadStats& read) {
+  if (read.skipped == 0) return;
+  std::ofstream f(path);
+  if (!f) throw InputError("out: cannot write '" + path + "'");
+  f << read.skipped << " malformed lines skipped of " << read.lines << " (" << read.examples
+    << " examples kept); the first: " << read.first_error << '\n';
+}
+
+void write_model(const std::string& path, const Eigen::VectorXd& w) {
+  std::ofstream f(path);
+  if (!f) throw InputError("out: cannot write '" + path + "'");
+  f.precision(std::numeric_limits<double>::max_digits10);
+  f << "index,weight\n";
+  for (Eigen::Index i = 0; i < w.size(); ++i) {
+    if (w[i] != 0) f << i << ',' << w[i] << '\n';
+  }
+}
+
+}  // namespace afs::ml

@@ -1,0 +1,53 @@
+// The learn.* options that `afstream run --job learn` and `--job ps` share (one source of truth): the learner's
+// (task, optimizer, eta0, l2) and the data's (generated, or a user's CSV / LIBSVM / VW / IDX file with its
+// on-error policy, and the held-out split), and the training data they name. ml/README.md, "The data options".
+#pragma once
+
+#include <Eigen/Core>
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "afstream/core/params.h"
+#include "ml/dataset.h"
+#include "ml/learner.h"
+#include "ml/readers.h"
+
+namespace afs::ml {
+
+// Declares learn.task, learn.optimizer, learn.eta0 and learn.l2.
+void add_learner_options(boost::program_options::options_description& o);
+// Declares learn.data, learn.file, learn.format, learn.labels-file, learn.on-error, learn.features,
+// learn.classes, learn.noise, learn.hash-bits and learn.holdout.
+void add_data_options(boost::program_options::options_description& o);
+
+// The training data and held-out split the options name, and the learner configured for it.
+struct TrainingData {
+  // What dataset_from() and learner_config_from() read (data, seed, task, optimizer, eta0, l2 and the data's own
+  // parameters); a job adds its operators' parameters to it.
+  Params params;
+  std::shared_ptr<const Dataset> data;
+  LearnerConfig learner;
+  // Examples [0, items) are for training, [items, holdout_end) held out. Generated data: `--items` training
+  // examples, then learn.holdout more; a file: its last learn.holdout examples are held out (`--items` is unused).
+  std::uint64_t items = 0;
+  std::uint64_t holdout_end = 0;
+  // A file's reading counts: lines skipped as malformed under learn.on-error skip, and the first one's message
+  // ("file:line: what"). Zero for generated data.
+  ReadStats read;
+  bool from_file() const { return params.get_string("data", "") == "file"; }
+};
+
+// Validates the options of add_learner_options and add_data_options (ConfigError naming the option), loads or
+// generates the data (a file once per process, dataset_from's cache; InputError naming file and line for a malformed
+// line under learn.on-error fail) and configures the learner for its shape (features and classes from the file).
+TrainingData training_data_from(const boost::program_options::variables_map& vm);
+
+// When lines were skipped (learn.on-error skip): writes how many and the first one's message ("file:line: what")
+// to path (skipped.txt in a run directory), so that nothing is dropped without a trace. Nothing otherwise.
+void write_skipped(const std::string& path, const ReadStats& read);
+// Writes `index,weight` for the nonzero weights, full precision (model.csv in a run directory).
+void write_model(const std::string& path, const Eigen::VectorXd& w);
+
+}  // namespace afs::ml
