@@ -360,6 +360,13 @@ void PsServerOperator::process(const Item& item, Emitter& out) {
                      std::to_string(weights_.size()) + " weights, " + std::to_string(worker_clock_.size()) +
                      " workers");
   }
+  // A clock whose tick came already is complete (its gradient went before the tick on the same channel): this one
+  // comes from a recovered worker redoing it (its outputs are numbered as new: replays_outputs_exactly) and was
+  // applied once.
+  if (clock <= worker_clock_[worker]) {
+    ++redone_dropped_;
+    return;
+  }
   // What it allowed: the gradient of clock c used parameters of at least clock c - 1 - gap.
   max_gap_ = std::max(max_gap_, clock - 1 - shard_clock());
   // The value is a coordinate of a mean of gradients each clipped to L2 norm clip.

@@ -179,6 +179,8 @@ class PsServerOperator final : public Operator {
   std::int64_t shard_clock() const;
   std::int64_t max_gap() const { return max_gap_; }
   std::uint64_t steps() const { return steps_; }
+  // Gradient items of clocks already complete, from recovered workers redoing them (diagnostics, not state).
+  std::uint64_t redone_dropped() const { return redone_dropped_; }
   std::size_t pending() const { return buffer_.size(); }
 
  private:
@@ -202,6 +204,7 @@ class PsServerOperator final : public Operator {
   std::set<Group> complete_;               // complete groups waiting for the shard clock (BSP)
   std::int64_t max_gap_ = 0;
   std::uint64_t steps_ = 0;
+  std::uint64_t redone_dropped_ = 0;
   // Not state.
   std::map<Group, std::vector<std::uint32_t>> groups_;  // pending indices per group (rebuilt from buffer_)
   std::vector<std::uint32_t> changed_;                  // weights changed since the last feedback

@@ -147,6 +147,13 @@ class Operator {
   virtual bool waits_for_feedback() const { return false; }
   // Called every few milliseconds (about 5 ms) while ready() is false, e.g. to send a lost request again.
   virtual void on_blocked(Emitter& /*out*/) {}
+  // True if the outputs are a function of the input sequence alone, so that replaying logged inputs after a
+  // recovery emits exactly the outputs the crashed incarnation emitted, with the same sequence numbers (receivers
+  // drop the ones they hold). False for an operator whose outputs also depend on feedback or on timing (what
+  // on_blocked emits): a recovered copy then numbers its outputs after what each receiver holds, and its receivers
+  // must tolerate seeing again, as new items, effects they already have. Default: true unless it waits for
+  // feedback.
+  virtual bool replays_outputs_exactly() const { return !waits_for_feedback(); }
 
   // Brute-force distance between this state and other's, in divergence()'s metric (other has the same type).
   virtual double distance(const Operator& other) const = 0;

@@ -568,14 +568,23 @@ void Worker::restore() {
 }
 
 // Outputs after a recovery (DESIGN 5 step 4). When the previous incarnation logged every item it admitted (exact
-// mode, or l = 0), replay regenerates its outputs exactly, with the same sequence numbers, and receivers drop the
-// ones they hold. Otherwise (approximate mode, l > 0) nothing it processed since the restored backup is replayed,
+// mode, or l = 0) and the operator's outputs depend on its inputs alone (Operator::replays_outputs_exactly), replay
+// regenerates its outputs exactly, with the same sequence numbers, and receivers drop the ones they hold. Otherwise (approximate mode, l > 0) nothing it processed since the restored backup is replayed,
 // so every output from now on is new: it is numbered after what each receiver already holds. Each receiver is
 // asked (query_numbering; it answers with the first number it does not hold, on_control), and nothing is
 // processed until every output channel has its answer.
 void Worker::continue_output_numbering() {
-  if (ctx_.config.mode != FtMode::Approx || loss_l_.empty()) return;
-  if (loss_l_.back() == 0 && loss_theta_.back() == 0) return;  // the crashed incarnation logged every item
+  if (failure_count_ == 0 || !op_) return;  // a first start: nothing was sent before
+  const bool exact_replay = op_->replays_outputs_exactly();
+  if (ctx_.config.mode == FtMode::Exact) {
+    if (exact_replay) return;  // every item logged: replay regenerates the outputs with the same numbers
+  } else if (ctx_.config.mode != FtMode::Approx || loss_l_.empty()) {
+    return;
+  } else if (loss_l_.back() == 0 && loss_theta_.back() == 0 && exact_replay) {
+    return;  // the crashed incarnation logged every item: likewise
+  }
+  // Otherwise (Operator::replays_outputs_exactly false: outputs that depend on feedback or timing) a replay would
+  // number different outputs as the old ones, and receivers would drop new items as duplicates.
   for (auto& o : outs_) {
     o.numbering_pending = true;
     ++numbering_pending_;

@@ -69,11 +69,33 @@ bool TrackedMap<V>::erase(std::uint64_t key) {
   s.state = kErased;
   s.value = V{};
   --live_;
-  if (!s.was_present) --new_keys_;
+  if (!s.was_present) {
+    --new_keys_;
+    ++erased_new_;
+  }
   div_.change(s.base, old, V{});
   if (div_.drifted()) [[unlikely]]
     recompute();
+  // Amortized O(1): a purge costs O(dirty) and runs only once they are half of it.
+  if (erased_new_ > 1024 && 2 * erased_new_ > dirty_.size()) drop_erased_new_keys();
   return true;
+}
+
+template <typename V>
+void TrackedMap<V>::drop_erased_new_keys() {
+  // Absent at the backup and absent now: no entry in the delta, no part in the divergence (0 to 0).
+  std::size_t kept = 0;
+  for (const std::uint64_t k : dirty_) {
+    const std::size_t i = probe(k);
+    const Slot& s = slots_[i];
+    if (s.state == kErased && !s.was_present) {
+      remove_at(i);
+    } else {
+      dirty_[kept++] = k;
+    }
+  }
+  dirty_.resize(kept);
+  erased_new_ = 0;
 }
 
 template <typename V>
@@ -98,6 +120,7 @@ void TrackedMap<V>::mark_backed_up() {
   dirty_.clear();
   if (shrink) dirty_.shrink_to_fit();
   new_keys_ = 0;
+  erased_new_ = 0;
   div_.reset();
 }
 

@@ -27,7 +27,9 @@ namespace afs {
 //  - NewKeys: the number of keys present now that were not present at the last backup.
 // Storage: open addressing with linear probing (32-byte slots holding key, value and backed-up value; load <= 3/4).
 // An erased key stays in the table as a tombstone until the next backup so that the delta records it;
-// mark_backed_up() removes tombstones (backward-shift deletion, so lookups never skip markers).
+// mark_backed_up() removes tombstones (backward-shift deletion, so lookups never skip markers). A key inserted and
+// erased since the last backup changes nothing the delta must say: once such tombstones are most of the changed
+// keys they are dropped, so a map that is never backed up (mode none) does not grow with keys long gone.
 // add/set/erase/get are O(1) expected; mark_backed_up and write_delta are O(keys changed since the last backup).
 template <typename V>
 class TrackedMap {
@@ -174,6 +176,8 @@ class TrackedMap {
   }
   // Slot s goes from old to now (and becomes present).
   void modify(Slot& s, V old, V now) {
+    // A key erased since the backup, and absent at it, comes back (a fresh slot is not dirty yet).
+    if (s.dirty && s.state == kErased && !s.was_present) --erased_new_;
     if (!s.dirty) {
       s.dirty = true;
       s.base = old;
@@ -192,6 +196,8 @@ class TrackedMap {
   }
   void rehash(std::size_t capacity);
   void remove_at(std::size_t i);
+  // Drops the tombstones of keys absent at the last backup (from the table and from dirty_). O(dirty).
+  void drop_erased_new_keys();
   void recompute();
   static std::uint16_t tag();
 
@@ -202,6 +208,7 @@ class TrackedMap {
   std::size_t live_ = 0;              // present keys
   std::vector<std::uint64_t> dirty_;  // keys changed, inserted or erased since the last backup, in first-change order
   std::size_t new_keys_ = 0;
+  std::size_t erased_new_ = 0;  // tombstones of keys absent at the last backup (they need no delta entry)
   detail::DivergenceTracker<V> div_;
 };
 

@@ -228,6 +228,42 @@ TYPED_TEST(TrackedMapTest, EraseRecordsTombstones) {
   EXPECT_FALSE(c.contains(1));
 }
 
+// Keys inserted and erased between backups need no tombstone: a map that is never backed up (mode none; the
+// parameter server's pending gradients) stays as small as its live keys, and deltas and divergence stay exact.
+TYPED_TEST(TrackedMapTest, ChurnOfNewKeysDoesNotGrowTheMap) {
+  using V = TypeParam;
+  for (Metric m : kMetrics) {
+    TrackedMap<V> a(m);
+    a.set(7, V{3});
+    a.set(8, V{4});
+    a.mark_backed_up();
+    const TrackedMap<V> backed_up = a;
+    Model<V> base{{7, V{3}}, {8, V{4}}};
+    Model<V> cur = base;
+    EXPECT_TRUE(a.erase(8));  // present at the backup: its tombstone must stay
+    cur.erase(8);
+    std::mt19937_64 rng(5);
+    for (std::uint64_t k = 100; k < 200'000; ++k) {
+      a.add(k, V{1});
+      if (k % 1000 != 0) {
+        EXPECT_TRUE(a.erase(k));
+      } else {
+        cur[k] = V{1};  // a few stay
+      }
+      if (k % 5000 == 0) a.add(k - 1, V{2}), cur[k - 1] = V{2};  // revive a key erased just before
+    }
+    EXPECT_LT(a.dirty_count(), 5000u) << to_string(m);  // 200k keys went through it
+    EXPECT_EQ(contents(a), cur);
+    EXPECT_NEAR(a.divergence(), brute<V>(m, cur, base), 1e-9) << to_string(m);
+    TrackedMap<V> c = backed_up;
+    const auto d = delta_bytes(a);
+    ByteReader r(d);
+    c.apply_delta(r);
+    EXPECT_EQ(contents(c), cur) << to_string(m);
+    EXPECT_FALSE(c.contains(8));
+  }
+}
+
 TYPED_TEST(TrackedMapTest, FullRoundTrip) {
   using V = TypeParam;
   for (Metric m : kMetrics) {
