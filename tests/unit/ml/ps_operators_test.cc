@@ -258,6 +258,33 @@ TEST(PsServer, TicksAreIdempotentAndALostOneIsCovered) {
   EXPECT_EQ(s.pending(), 0u);
 }
 
+// A recovered worker redoes clocks whose ticks the server already has (its outputs are numbered as new items:
+// PsWorkerOperator::replays_outputs_exactly is false). Their gradients were applied once and are dropped, counted.
+TEST(PsServer, GradientsOfCompleteClocksAreDroppedAsRedone) {
+  const Params p = params("asp", 8, 1, 1);
+  PsServerOperator s(p, InstanceInfo{0, 1});
+  RecordingEmitter out;
+  s.process(gradient(0, 0.5, 1, 0), out);
+  s.process(gradient(1, 0.5, 2, 0), out);
+  s.process(tick(0, 2), out);
+  EXPECT_EQ(s.steps(), 2u);
+  const Eigen::VectorXd before = s.weights();
+  s.process(gradient(0, 0.5, 1, 0), out);  // clock 1 again, from the recovered worker
+  s.process(gradient(1, 0.5, 2, 0), out);
+  s.process(tick(0, 2), out);
+  EXPECT_EQ(s.redone_dropped(), 2u);
+  EXPECT_EQ(s.steps(), 2u);
+  EXPECT_EQ(s.pending(), 0u);
+  EXPECT_EQ(s.weights(), before);
+  s.process(gradient(0, 0.5, 3, 0), out);  // a new clock is applied as usual
+  s.process(tick(0, 3), out);
+  EXPECT_EQ(s.steps(), 3u);
+  EXPECT_NE(s.weights(), before);
+  // Its outputs depend on feedback: a recovered ps-worker must not reuse the old sequence numbers.
+  PsWorkerOperator w(params("asp", 8, 1, 1), InstanceInfo{0, 1});
+  EXPECT_FALSE(w.replays_outputs_exactly());
+}
+
 TEST(PsOptions, BadValuesNameTheOption) {
   const auto info = dataset_from(params("bsp"))->info();
   const auto expect = [&](Params p, const std::string& what) {
