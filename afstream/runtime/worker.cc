@@ -199,6 +199,8 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   }
   if (ctx_.config.mode != FtMode::None) writer_ = std::make_unique<BackupWriter>();
   resends_by_rewind_ = source_ && ctx_.config.mode == FtMode::Approx;
+  inputs_replayable_ = ctx_.config.mode == FtMode::Approx && !ins_.empty() &&
+                       std::all_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.from_source; });
   // A batch never waits for more items than half the window lets the sender hold.
   batch_ = std::max<std::size_t>(1, std::min<std::uint64_t>(ctx_.config.batch_items, window() / 2));
 }
@@ -794,11 +796,12 @@ bool Worker::decode(const zmq::message_t& msg) {
 bool Worker::receive(std::chrono::milliseconds wait) {
   bool any = false;
   if (wait.count() > 0) {
+    send_due_acks(true);  // about to wait: every sender learns all there is first
     zmq::pollitem_t items[] = {{static_cast<void*>(*inbox_), 0, ZMQ_POLLIN, 0},
                                {static_cast<void*>(*ackbox_), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 2, wait);
     if (!(items[0].revents & ZMQ_POLLIN) && !(items[1].revents & ZMQ_POLLIN)) {
-      send_due_acks();  // one that could not go out before may now: nothing else may ever come to prompt it
+      send_due_acks(true);  // one that could not go out before may now: nothing else may ever come to prompt it
       return false;
     }
   }
@@ -907,7 +910,10 @@ void Worker::admit() {
   const auto l = schedule_.current().l;
   const bool log_all = logs_every_item();
   std::size_t n = staging_.size();
-  if (ft && !log_all && !ask_mode() && !checkpoint_mode())
+  // R-receive: at most l acknowledged items unprocessed and unlogged. Not needed when every input comes from a
+  // replayable source: a restart gets again everything after the backup it restores (Proposition S), so nothing
+  // acknowledged is lost, and the queue may run as far ahead as in mode none.
+  if (ft && !log_all && !ask_mode() && !checkpoint_mode() && !inputs_replayable_)
     n = std::min<std::size_t>(n, l > unbacked_ ? l - unbacked_ : 0);
   // The processing queue holds at most net.queue-items: beyond that, items wait in the stage and then in the socket
   // (their sender's window), instead of growing the queue (mode none admitted everything it could read: its queues
@@ -980,8 +986,14 @@ void Worker::release_acks() {
   }
 }
 
-void Worker::send_due_acks() {
+void Worker::send_due_acks(bool all) {
+  // Approximate mode: a source keeps no copy of what it sent (resends_by_rewind_), so acknowledgements are only
+  // its flow control, and coverage what it commits. They go out in steps of an eighth of the flow window, and
+  // whenever this worker is about to wait (all): a source woken by every small ack, as its window fills, preempts
+  // the workers it feeds and leaves them starved in turn.
+  const std::uint64_t source_step = ctx_.config.mode == FtMode::Approx ? ctx_.config.flow_window / 8 : 0;
   for (auto& in : ins_) {
+    if (!all && in.from_source && in.ack_due < in.last_ack + source_step) continue;
     // An ack that cannot go out yet (the sender's new incarnation is not known here yet: with worker processes a
     // batch can arrive before the controller's announcement) stays due; dropping it would leave the sender waiting.
     // Ask mode acknowledges exactly what its confirmed checkpoints cover (checkpoint notices).
@@ -1033,13 +1045,8 @@ void Worker::on_ack(const net::AckMsg& a) {
   auto& o = outs_[out_slot(a.channel)];
   o.covered = std::max(o.covered, std::min(a.covered, std::max(o.out_seq, o.eos_seq)));
   if (a.seq <= o.acked) return;
-  const std::uint64_t was = o.acked;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
-  if (resends_by_rewind_) {  // nothing held: only the count (the end of stream is not counted)
-    unacked_ -= std::min(o.acked, o.out_seq) - std::min(was, o.out_seq);
-  } else {
-    drop_acknowledged(o, o.acked);
-  }
+  if (!resends_by_rewind_) drop_acknowledged(o, o.acked);  // a rewinding source holds nothing
   if (o.sent < o.acked) o.sent = o.acked;
 }
 
@@ -1469,7 +1476,6 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
       o.unacked.push_back(it);
       ++unacked_;
     } else {
-      if (resends_by_rewind_) ++unacked_;
       o.pending.push_back(it);
       if (ack_mode()) {  // the item joins the tree of the one in process (anchored to it)
         o.pending_roots.push_back(current_root_);
@@ -1512,7 +1518,6 @@ void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time)
       o.unacked.push_back(it);
       ++unacked_;
     } else {
-      if (resends_by_rewind_) ++unacked_;
       o.pending.push_back(it);
       if (ack_mode()) {
         o.pending_roots.push_back(current_root_);
@@ -1685,7 +1690,7 @@ bool Worker::all_acked() const {
 // socket is full: the same window then bounds them, so a fast producer waits instead of growing its queue without
 // limit (and spending its time shifting it).
 std::uint64_t Worker::unacked_total() const {
-  if (acks_enabled()) return unacked_;
+  if (keeps_sent_items()) return unacked_;
   std::uint64_t n = 0;
   for (const auto& o : outs_) n += o.pending.size();
   return n;
@@ -1883,7 +1888,8 @@ void Worker::on_crash() {
     }
     // Lost: the items at the tail of the queue that no backup holds (an upper bound: some of their acks may still
     // be queued behind a deferred one, in which case their senders still hold them).
-    rec.lost_items = ctx_.config.mode == FtMode::None || ack_mode() ? queue_.size() : unbacked_;
+    // Behind replayable sources nothing acknowledged is lost: they send it again (Proposition S).
+    rec.lost_items = ctx_.config.mode == FtMode::None || ack_mode() ? queue_.size() : inputs_replayable_ ? 0 : unbacked_;
   }
   std::uint64_t lost_out = 0;
   if (ctx_.config.mode == FtMode::Approx && !source_ && schedule_.current().gamma > 0) {

@@ -236,7 +236,7 @@ class Worker {
   void release_acks();
   void admit();
   bool send_ack(InChannel& in, std::uint64_t seq);  // false: the sender is not reachable yet
-  void send_due_acks();
+  void send_due_acks(bool all = false);
   std::size_t process_some(std::size_t budget);
   void process_one(const ChannelItem& ci);
   void after_update();
@@ -427,8 +427,15 @@ class Worker {
   bool single_key_route_ = false;
   // Approximate mode, sources: a receiver's restart rewinds the source (rewind_source), which produces again from
   // the position every receiver has covered, so the source keeps no copy of what it sent: its items go out from
-  // `pending` as in mode none, and only their count (out_seq - acked) is held against the flow window.
+  // `pending` as in mode none, and, as there, only the items not sent yet count against the flow window (the
+  // sockets' high-water marks bound the rest). Acknowledgements still carry coverage (what it commits and finishes
+  // on). A window over what was sent would couple its receivers: one slower receiver (a hotter key range) would
+  // hold the whole window and leave the others starved.
   bool resends_by_rewind_ = false;
+  // Approximate mode, every input from a replayable source (which rewinds for a restarted receiver): acknowledged
+  // items cannot be lost (Proposition S), so admission is not limited by l. Unbacked items are still counted: a
+  // punctuation logs them with it, as restore() expects.
+  bool inputs_replayable_ = false;
   // Whether sent items are kept until acknowledged (OutChannel::unacked) rather than dropped once sent (pending).
   bool keeps_sent_items() const { return acks_enabled() && !resends_by_rewind_; }
 
