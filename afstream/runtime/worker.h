@@ -269,6 +269,7 @@ class Worker {
   void on_live_item(bool ended);
   void maybe_complete_recovery();
   bool logs_every_item() const;
+  bool writes_item_log() const;  // logs_every_item() and the log is needed (not behind replayable sources)
   void measure_loss();
   void compensate();
   void continue_output_numbering();
