@@ -3,9 +3,10 @@
 // User bounds (per job): Theta (state divergence), L (unbacked unprocessed items), Gamma (unacknowledged output
 // items). Each worker runs with runtime thresholds derived from them:
 //   theta = Theta / (2 n B) / 2^k,   l = floor(L / (2 n B) / 2^k),   gamma = floor(Gamma / (2 n B) / 2^k)
-// for n parallel copies of its operator (theta without the n for copies whose divergences combine by max), B = beta^(m-i) for stage i of an m-stage pipeline (the runtime uses the
-// operator's own beta; proofs/general-bounds.md section 6 and its open points), and k failures of this worker so
-// far (rounded toward zero). The sum over any number of failures stays below the user bounds.
+// for n parallel copies of its operator (theta without the n for copies whose divergences combine by max), B =
+// beta^(m-i) for stage i of an m-stage pipeline (the runtime uses the operator's own beta; proofs/general-bounds.md
+// section 6 and its open points), and k failures of this worker so far (rounded toward zero). The sum over any number
+// of failures stays below the user bounds.
 #pragma once
 
 #include <cstdint>

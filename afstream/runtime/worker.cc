@@ -571,10 +571,10 @@ void Worker::restore() {
 
 // Outputs after a recovery (DESIGN 5 step 4). When the previous incarnation logged every item it admitted (exact
 // mode, or l = 0) and the operator's outputs depend on its inputs alone (Operator::replays_outputs_exactly), replay
-// regenerates its outputs exactly, with the same sequence numbers, and receivers drop the ones they hold. Otherwise (approximate mode, l > 0) nothing it processed since the restored backup is replayed,
-// so every output from now on is new: it is numbered after what each receiver already holds. Each receiver is
-// asked (query_numbering; it answers with the first number it does not hold, on_control), and nothing is
-// processed until every output channel has its answer.
+// regenerates its outputs exactly, with the same sequence numbers, and receivers drop the ones they hold. Otherwise
+// (approximate mode, l > 0) nothing it processed since the restored backup is replayed, so every output from now on is
+// new: it is numbered after what each receiver already holds. Each receiver is asked (query_numbering; it answers with
+// the first number it does not hold, on_control), and nothing is processed until every output channel has its answer.
 void Worker::continue_output_numbering() {
   if (failure_count_ == 0 || !op_) return;  // a first start: nothing was sent before
   const bool exact_replay = op_->replays_outputs_exactly();
@@ -1894,7 +1894,9 @@ void Worker::on_crash() {
     // Lost: the items at the tail of the queue that no backup holds (an upper bound: some of their acks may still
     // be queued behind a deferred one, in which case their senders still hold them).
     // Behind replayable sources nothing acknowledged is lost: they send it again (Proposition S).
-    rec.lost_items = ctx_.config.mode == FtMode::None || ack_mode() ? queue_.size() : inputs_replayable_ ? 0 : unbacked_;
+    rec.lost_items = ctx_.config.mode == FtMode::None || ack_mode() ? queue_.size()
+                     : inputs_replayable_                           ? 0
+                                                                    : unbacked_;
   }
   std::uint64_t lost_out = 0;
   if (ctx_.config.mode == FtMode::Approx && !source_ && schedule_.current().gamma > 0) {

@@ -178,8 +178,8 @@ Bytes reply_frame(std::uint64_t id, decltype(net::StoreReplyMsg::result) result)
 TEST(RemoteStore, StaleAndUndecodableRepliesAreDroppedAndCounted) {
   FakeServer server([](const net::StoreRequestMsg& r, int) {
     return std::vector<Bytes>{
-        reply_frame(r.request_id + 1000, net::StoreRecordsMsg{{{9}}}),                     // another request's reply
-        Bytes{1, 2, 3},                                                                    // not a frame
+        reply_frame(r.request_id + 1000, net::StoreRecordsMsg{{{9}}}),  // another request's reply
+        Bytes{1, 2, 3},                                                 // not a frame
         net::encode(net::Message{.sender = 0, .epoch = 0, .body = net::AckMsg{1, 2, 3, {}}}),  // not a reply
         reply_frame(r.request_id, net::StoreRecordsMsg{{{1, 2}, {3}}}),
     };
