@@ -1598,7 +1598,8 @@ void Worker::flush(bool force) {
       while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
         const std::size_t n = std::min(batch, o.pending.size() - from);
         if (!ctx_.directory->up(o.to_worker)) {
-          // Mode none: items for a worker that has crashed are lost; before its first start they wait.
+          // Mode none: items for a worker that has crashed are lost (a rewinding source produces them again once it
+          // learns of the restart); before its first start they wait.
           if (ctx_.directory->epoch(o.to_worker) > 0) from = o.pending.size();
           break;
         }
