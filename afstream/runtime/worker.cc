@@ -1046,7 +1046,7 @@ void Worker::on_ack(const net::AckMsg& a) {
   o.covered = std::max(o.covered, std::min(a.covered, std::max(o.out_seq, o.eos_seq)));
   if (a.seq <= o.acked) return;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
-  if (!resends_by_rewind_) drop_acknowledged(o, o.acked);  // a rewinding source holds nothing
+  drop_acknowledged(o, o.acked);  // nothing to drop for a rewinding source: it holds no copies
   if (o.sent < o.acked) o.sent = o.acked;
 }
 
