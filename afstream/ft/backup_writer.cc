@@ -1,8 +1,14 @@
 #include "afstream/ft/backup_writer.h"
 
+#include "afstream/core/thread_name.h"
+
 namespace afs {
 
-BackupWriter::BackupWriter() : thread_([this] { run(); }) {}
+BackupWriter::BackupWriter(std::string thread_name)
+    : thread_([this, name = std::move(thread_name)] {
+        name_this_thread(name);
+        run();
+      }) {}
 
 BackupWriter::~BackupWriter() {
   {

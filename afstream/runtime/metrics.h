@@ -35,7 +35,9 @@ inline double latency_quantile_ms(const std::vector<std::uint64_t>& counts, doub
   return std::exp2(static_cast<double>(counts.size()) / 4) / 1000;
 }
 
-struct WorkerCounters {
+// One worker's counters, written by its own threads and read by the metrics sampler. On cache lines of their own,
+// so that no other object's writes contend with them.
+struct alignas(64) WorkerCounters {
   std::atomic<std::uint64_t> items_in{0};   // items processed (sources: items produced)
   std::atomic<std::uint64_t> items_out{0};  // items emitted
   std::atomic<std::uint64_t> state_backups{0};

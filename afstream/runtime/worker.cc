@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/thread_name.h"
 #include "afstream/net/endpoint.h"
 #include "afstream/state/snapshot.h"
 
@@ -197,7 +198,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   if (single_key_route_) {
     for (std::size_t i = 0; i < outs_.size(); ++i) key_route_.push_back(i);
   }
-  if (ctx_.config.mode != FtMode::None) writer_ = std::make_unique<BackupWriter>();
+  if (ctx_.config.mode != FtMode::None) writer_ = std::make_unique<BackupWriter>("afs-b" + std::to_string(id_));
   resends_by_rewind_ = source_ && ctx_.config.mode == FtMode::Approx;
   inputs_replayable_ = ctx_.config.mode == FtMode::Approx && !ins_.empty() &&
                        std::all_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.from_source; });
@@ -211,6 +212,7 @@ Worker::~Worker() = default;
 void Worker::run() {
   // The failure it recovers from, as known so far: reported even if this incarnation fails before it recovers.
   if (crash_in_) set_recovered(crash_in_->record);
+  name_this_thread((source_ ? "afs-src" : "afs-w") + std::to_string(id_));
   try {
     setup_sockets();
     restore();
@@ -1510,7 +1512,7 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
       }
     }
   }
-  counters_.items_out.fetch_add(1, std::memory_order_relaxed);
+  ++emitted_unpublished_;
 }
 
 // Emitter::broadcast: one item on every output channel.
@@ -1529,7 +1531,7 @@ void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time)
         tree_xor_ ^= edge_id(o.id, it.seq);
       }
     }
-    counters_.items_out.fetch_add(1, std::memory_order_relaxed);
+    ++emitted_unpublished_;
   }
 }
 
@@ -1633,6 +1635,10 @@ void Worker::flush(bool force) {
     }
   }
   counters_.unacked.store(unacked_total(), std::memory_order_relaxed);
+  if (emitted_unpublished_ > 0) {
+    counters_.items_out.fetch_add(emitted_unpublished_, std::memory_order_relaxed);
+    emitted_unpublished_ = 0;
+  }
 }
 
 void Worker::finish_outputs() {

@@ -411,6 +411,8 @@ class Worker {
   double op_alpha_ = 0;                // op_->alpha(), constant (read per item when choosing how to protect it)
   std::size_t numbering_pending_ = 0;  // output channels waiting for their receiver's answer (query_numbering)
   std::uint64_t unacked_ = 0;  // items held unacknowledged over all output channels (sum of OutChannel::unacked)
+  // Items emitted and not yet added to counters_.items_out: published once per flush, not by an atomic add per item.
+  std::uint64_t emitted_unpublished_ = 0;
   std::uint64_t source_offset_ = 0;
   std::uint64_t source_size_ = 0;
   std::deque<SourceMark> source_marks_;  // produced batches not yet covered on every channel
