@@ -93,6 +93,9 @@ po::options_description run_options() {
       "ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")(
       "ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
       "exact mode: items between state backups")(
+      "ft.replay-items-max", po::value<std::uint64_t>()->default_value(RunConfig{}.replay_items_max),
+      "approx mode, behind replayable sources: the most items a recovery processes again (a state backup at least "
+      "every so many items; 0: backups by Theta only)")(
       "ft.microbatch-interval", po::value<std::string>()->default_value("1s"),
       "microbatch mode: a batch closes (state checkpoint, outputs released) after this long (500ms, 2s, ...)")(
       "ft.microbatch-items", po::value<std::uint64_t>()->default_value(0),
@@ -126,6 +129,7 @@ po::options_description run_options() {
       "net.batch-items", po::value<std::size_t>()->default_value(1024), "items per message")(
       "net.flow-window", po::value<std::uint64_t>()->default_value(65536),
       "unacknowledged items a sender may hold when Gamma does not bound it (sources, exact mode)")(
+
       "net.queue-items", po::value<std::size_t>()->default_value(16384),
       "received items a worker queues before it stops reading")(
       "fail.count", po::value<int>()->default_value(0),
@@ -281,6 +285,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.reset = parse_reset_policy(vm["ft.reset"].as<std::string>());
   c.reset_window = vm["ft.reset-window"].as<std::uint64_t>();
   c.exact_state_every = vm["ft.exact-state-every"].as<std::uint64_t>();
+  c.replay_items_max = vm["ft.replay-items-max"].as<std::uint64_t>();
   if (c.exact_state_every == 0) throw ConfigError("ft.exact-state-every: expected > 0");
   c.state_headroom = vm["ft.state-headroom"].as<double>();
   if (!(c.state_headroom >= 0 && c.state_headroom < 1)) throw ConfigError("ft.state-headroom: expected 0 <= h < 1");

@@ -49,6 +49,10 @@ struct RunConfig {
   // approx: a state backup may leave up to this share of its trigger, theta * (1 - state_headroom), unwritten
   // (Operator::backup_partial_delta; 0: whole deltas), and at most the trigger minus 4 alpha (else it is whole).
   double delta_residual = 0.5;
+  // approx, workers fed only by replayable sources: a recovery processes again every item since the backup it
+  // restores (Proposition S), so a state backup is also taken after this many items (0: only by theta). Sources
+  // back up their position at least as often.
+  std::uint64_t replay_items_max = 0;
   std::vector<FailureEvent> failures;
   bool measure_losses = false;  // tests: keep the state at each crash to measure what it lost
   std::string job_id = "job";

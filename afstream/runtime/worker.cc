@@ -202,6 +202,12 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   resends_by_rewind_ = source_ && ctx_.config.mode == FtMode::Approx;
   inputs_replayable_ = ctx_.config.mode == FtMode::Approx && !ins_.empty() &&
                        std::all_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.from_source; });
+  replay_items_max_ = inputs_replayable_ ? ctx_.config.replay_items_max : 0;
+  // A source backs up its position (what a restart produces again from) at least as often as its receivers back
+  // up their state, so that a failure of both does not replay more than they would alone.
+  constexpr std::uint64_t kSourceBackupEvery = 65536;
+  source_backup_every_ = ctx_.config.replay_items_max > 0 ? std::min(kSourceBackupEvery, ctx_.config.replay_items_max)
+                                                          : kSourceBackupEvery;
   // A batch never waits for more items than half the window lets the sender hold.
   batch_ = std::max<std::size_t>(1, std::min<std::uint64_t>(ctx_.config.batch_items, window() / 2));
 }
@@ -1156,15 +1162,20 @@ void Worker::after_update() {
     case FtMode::Checkpoint:  // state is snapshotted at aligned barriers (worker_checkpoint.cc)
       return;
     case FtMode::Approx: {
+      // Behind replayable sources a recovery processes again every item since the backup it restores (Proposition
+      // S), however little the state moved since: ft.replay-items-max bounds that work (and the recovery time)
+      // with a state backup at least every so many items.
+      ++since_state_backup_;
+      const bool replay_due = replay_items_max_ > 0 && since_state_backup_ >= replay_items_max_;
       // One item adds at most alpha to the divergence (Operator::divergence_bounded_by_alpha), so after a check
       // that left room r below what the next step compares with, the next floor(r / alpha) items cannot reach it:
       // they skip the check. An item that emits, a recovery and a change of thresholds reset the count.
-      if (unchecked_items_ > 0) {
+      if (unchecked_items_ > 0 && !replay_due) {
         --unchecked_items_;
         return;
       }
       if (logs_every_item()) {  // theta below alpha: protected as in exact mode (see logs_every_item)
-        if (++since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
+        if (replay_due || since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
         return;
       }
       // DESIGN 3, Theta, with asynchronous backups: a state backup is taken once the divergence passes
@@ -1178,7 +1189,7 @@ void Worker::after_update() {
         const double room = pending_state_ticket_ ? std::min(trigger, theta - pending_divergence_) - d : trigger - d;
         if (room >= op_alpha_) unchecked_items_ = static_cast<std::uint64_t>(room / op_alpha_);
       }
-      if (d > trigger) {
+      if (d > trigger || replay_due) {
         if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
         pending_state_ticket_ = 0;
         // A partial backup may leave part of the divergence unwritten, well below the trigger (general-bounds §3.6),
@@ -1465,7 +1476,7 @@ void Worker::produce() {
     source_marks_ = std::move(kept);
   }
   since_state_backup_ += got;
-  if (since_state_backup_ >= 65536) backup_state(false);
+  if (since_state_backup_ >= source_backup_every_) backup_state(false);
 }
 
 Worker::OutChannel& Worker::out_for(std::uint64_t key) {

@@ -133,6 +133,21 @@ TEST(FtBoundsProperty, TotalLossOverKFailuresWithinUserBound) {
   }
 }
 
+// ft.replay-items-max: behind a replayable source a worker backs up its state at least every so many items, however
+// little it moved (here Theta is out of reach), so a recovery processes again at most that many.
+TEST(FtBoundsProperty, ReplayItemsMaxForcesStateBackups) {
+  auto s = small_setup(5);
+  auto cfg = approx_config(1e12, 100, 100);
+  const auto by_theta = run_hh(s, cfg);
+  cfg.replay_items_max = 4096;
+  const auto capped = run_hh(s, cfg);
+  // Each of the two copies sees about half the items; the source backs up its position as often.
+  const std::uint64_t forced = s.items / cfg.replay_items_max;
+  EXPECT_GE(capped.result.state_backups, by_theta.result.state_backups + forced);
+  EXPECT_EQ(capped.states, by_theta.states);  // no failure: the same results
+  EXPECT_EQ(capped.reported, by_theta.reported);
+}
+
 // Theorem E: Theta = L = Gamma = 0 loses nothing, and the results equal a failure-free run's.
 TEST(FtBoundsProperty, ZeroThresholdsLoseNothing) {
   for (int seed = 1; seed <= 3; ++seed) {
