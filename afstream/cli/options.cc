@@ -129,6 +129,9 @@ po::options_description run_options() {
       "net.batch-items", po::value<std::size_t>()->default_value(1024), "items per message")(
       "net.flow-window", po::value<std::uint64_t>()->default_value(65536),
       "unacknowledged items a sender may hold when Gamma does not bound it (sources, exact mode)")(
+      "net.in-flight-max", po::value<std::uint64_t>()->default_value(RunConfig{}.in_flight_max),
+      "approx mode, sources: items a channel may have sent and not had acknowledged (0: no limit; a limit bounds the "
+      "work a failure makes the source redo and the queueing latency, and may cost throughput)")(
 
       "net.queue-items", po::value<std::size_t>()->default_value(16384),
       "received items a worker queues before it stops reading")(
@@ -295,6 +298,11 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (c.full_backup_every < 1) throw ConfigError("ft.full-backup-every: expected >= 1");
   c.batch_items = vm["net.batch-items"].as<std::size_t>();
   c.flow_window = vm["net.flow-window"].as<std::uint64_t>();
+  c.in_flight_max = vm["net.in-flight-max"].as<std::uint64_t>();
+  if (c.in_flight_max > 0 && c.in_flight_max < c.batch_items) {
+    throw ConfigError("net.in-flight-max: expected 0 (no limit) or at least net.batch-items = " +
+                      std::to_string(c.batch_items) + ", got " + std::to_string(c.in_flight_max));
+  }
   c.queue_items = vm["net.queue-items"].as<std::size_t>();
   if (c.batch_items == 0) throw ConfigError("net.batch-items: expected > 0");
   if (c.queue_items < c.batch_items) throw ConfigError("net.queue-items: expected >= net.batch-items");

@@ -23,9 +23,12 @@ struct RunConfig {
   FtMode mode = FtMode::Approx;
   UserBounds bounds{1e5, 1e3, 1e3};
   ResetPolicy reset = ResetPolicy::Fixed;
-  std::uint64_t reset_window = 0;            // items; for hopping/sliding
-  std::size_t batch_items = 1024;            // items per message
-  std::uint64_t flow_window = 1u << 16;      // unacked items a sender may hold when gamma does not bound it
+  std::uint64_t reset_window = 0;        // items; for hopping/sliding
+  std::size_t batch_items = 1024;        // items per message
+  std::uint64_t flow_window = 1u << 16;  // unacked items a sender may hold when gamma does not bound it
+  // approx, sources (they keep no copies): items one channel may have in flight, sent and not acknowledged (0: no
+  // limit). A failure makes the source produce all of them again, and a receiver's queue of them is latency.
+  std::uint64_t in_flight_max = 0;
   std::size_t queue_items = 1u << 14;        // received, unprocessed items a worker holds before it stops reading
   std::uint64_t exact_state_every = 100000;  // exact mode: items between state backups
   std::chrono::milliseconds microbatch_interval{1000};  // microbatch mode: a batch closes after this long

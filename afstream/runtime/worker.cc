@@ -874,6 +874,12 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
   for (const auto& item : b.items) {
     if (item.seq <= in.received) {
       counters_.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
+      // An approximate-mode source sends again what this worker holds when it restarted from an older position:
+      // tell it where this worker is (it keeps no copies: acknowledgements are only its flow control), or a source
+      // limited in flight (net.in-flight-max) would wait for them for good.
+      if (in.from_source && ctx_.config.mode == FtMode::Approx) {
+        in.ack_due = std::max({in.ack_due, in.last_ack, in.admitted});
+      }
       continue;
     }
     if (item.seq > in.received + 1) counters_.gaps.fetch_add(item.seq - in.received - 1, std::memory_order_relaxed);
@@ -1610,6 +1616,14 @@ void Worker::flush(bool force) {
       std::size_t from = 0;
       while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
         const std::size_t n = std::min(batch, o.pending.size() - from);
+        // net.in-flight-max: a rewinding source sends a channel at most that far ahead of its acknowledgements. What
+        // is in flight is what a failure makes it produce and send again, and the receiver's queue (latency). The
+        // other channels go on meanwhile, up to the window of unsent items (unacked_total). (A receiver's ack may
+        // be ahead of a rewound source's next item: nothing is in flight then.)
+        if (resends_by_rewind_ && ctx_.config.in_flight_max > 0) {
+          const std::uint64_t before = o.pending[from].seq - 1;
+          if (before > o.acked && before - o.acked >= ctx_.config.in_flight_max) break;
+        }
         if (!ctx_.directory->up(o.to_worker)) {
           // Mode none: items for a worker that has crashed are lost (a rewinding source produces them again once it
           // learns of the restart); before its first start they wait.
