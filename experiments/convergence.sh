@@ -45,6 +45,7 @@ configs=(
   "none|--ft.mode none"
   "approx A|--ft.mode approx --ft.theta 10 --ft.l 1000"
   "approx B|--ft.mode approx --ft.theta 1 --ft.l 100"
+  "approx A+R|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-items-max 4096 --net.in-flight-max 16384"
   "exact|--ft.mode exact"
 )
 header_done=0
