@@ -26,8 +26,8 @@ ChainInfo MemoryStore::info_of(const WorkerData& w) {
   ChainInfo info;
   info.generation = w.generation;
   info.length = w.chain.size();
-  for (std::size_t i = 0; i < w.chain.size(); ++i)
-    (i == 0 ? info.full_bytes : info.delta_bytes) += w.chain[i].data.size();
+  info.full_bytes = w.chain.empty() ? 0 : w.chain.front().data.size();
+  info.delta_bytes = w.chain_bytes - info.full_bytes;
   return info;
 }
 
@@ -39,9 +39,11 @@ ChainInfo MemoryStore::put_state(int worker, bool full, Bytes record, const SeqB
   if (full || w.generation == 0) {
     for (const auto& s : w.chain) stats_.bytes_stored -= s.data.size();
     w.chain.clear();
+    w.chain_bytes = 0;
     w.generation = next_generation_++;
   }
   stats_.bytes_stored += record.size();
+  w.chain_bytes += record.size();
   w.chain.push_back(seal(std::move(record)));
   // Drop item records wholly covered by this state.
   for (auto it = w.items.begin(); it != w.items.end();) {
@@ -80,8 +82,12 @@ bool MemoryStore::compact_state(int worker, std::uint64_t generation, std::uint6
   if (it == workers_.end() || count == 0) return false;
   auto& w = it->second;
   if (w.generation != generation || w.chain.size() < count) return false;
-  for (std::uint64_t i = 0; i < count; ++i) stats_.bytes_stored -= w.chain[i].data.size();
+  for (std::uint64_t i = 0; i < count; ++i) {
+    stats_.bytes_stored -= w.chain[i].data.size();
+    w.chain_bytes -= w.chain[i].data.size();
+  }
   stats_.bytes_stored += full.size();
+  w.chain_bytes += full.size();
   w.chain.erase(w.chain.begin(), w.chain.begin() + static_cast<std::ptrdiff_t>(count - 1));
   w.chain.front() = seal(std::move(full));
   w.generation = next_generation_++;
