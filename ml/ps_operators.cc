@@ -611,12 +611,11 @@ void PsMerge::restore_full(ByteReader& in) {
 
 void PsMerge::apply_delta(ByteReader& in) {
   check_header(in, kMergeTag, "ps-merge");
-  TrackedVector w = weights_;
+  auto wd = weights_.read_delta(in);  // checked first, applied without copying the weights
   auto f = fields_;
-  w.apply_delta(in);
   f.apply_delta(in);
   in.expect_end("ps-merge delta");
-  weights_ = std::move(w);
+  weights_.apply_delta(std::move(wd));
   fields_ = std::move(f);
 }
 

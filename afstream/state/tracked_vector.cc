@@ -1,6 +1,7 @@
 // TrackedVector: dense updates, serialization, backup bookkeeping and brute-force distance (DESIGN.md section 3).
 #include "afstream/state/tracked_vector.h"
 
+#include <cassert>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -124,37 +125,49 @@ void TrackedVector::read_full(ByteReader& r) {
   mark_backed_up();
 }
 
-void TrackedVector::apply_delta(ByteReader& r) {
+void TrackedVector::apply_delta(ByteReader& r) { apply_delta(read_delta(r)); }
+
+TrackedVector::Delta TrackedVector::read_delta(ByteReader& r) const {
   const char* what = detail::container_tag_name(kDeltaTag);
   const std::uint64_t n = detail::read_container_header(r, kDeltaTag);
   if (n != size()) {
     throw FormatError(std::string(what) + ": written for " + std::to_string(n) + " entries but this vector has " +
                       std::to_string(size()));
   }
+  Delta d;
   const auto mode = r.get<std::uint8_t>("TrackedVector delta mode");
   if (mode == kDeltaFullCopy) {
-    Eigen::VectorXd v = get_vector(r, n, what);
-    values_.swap(v);
-    mark_backed_up();
-    return;
+    d.full_copy = true;
+    d.values = get_vector(r, n, what);
+    return d;
   }
   if (mode != kDeltaSparse) {
     throw FormatError(std::string(what) + ": unknown delta mode " + std::to_string(mode) +
                       " (expected 0 = sparse or 1 = full copy)");
   }
-  const std::vector<std::uint32_t> idx = r.get_array<std::uint32_t>(what);
-  const std::vector<double> v = r.get_array<double>(what);
-  if (idx.size() != v.size()) {
-    throw FormatError(std::string(what) + ": " + std::to_string(idx.size()) + " indices but " +
-                      std::to_string(v.size()) + " values");
+  d.indices = r.get_array<std::uint32_t>(what);
+  d.entries = r.get_array<double>(what);
+  if (d.indices.size() != d.entries.size()) {
+    throw FormatError(std::string(what) + ": " + std::to_string(d.indices.size()) + " indices but " +
+                      std::to_string(d.entries.size()) + " values");
   }
-  for (const std::uint32_t i : idx) {
+  for (const std::uint32_t i : d.indices) {
     if (i >= n) {
       throw FormatError(std::string(what) + ": entry index " + std::to_string(i) + " out of range (size " +
                         std::to_string(n) + ")");
     }
   }
-  for (std::size_t k = 0; k < idx.size(); ++k) values_[idx[k]] = v[k];
+  return d;
+}
+
+void TrackedVector::apply_delta(Delta&& d) {
+  if (d.full_copy) {
+    assert(d.values.size() == values_.size());
+    values_.swap(d.values);
+  } else {
+    assert(d.indices.size() == d.entries.size());
+    for (std::size_t k = 0; k < d.indices.size(); ++k) values_[d.indices[k]] = d.entries[k];
+  }
   mark_backed_up();
 }
 

@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 #include <cassert>
 #include <cstdint>
+#include <vector>
 
 #include "afstream/core/bytes.h"
 #include "afstream/state/dirty_slots.h"
@@ -75,6 +76,18 @@ class TrackedVector {
   void read_full(ByteReader& r);
   // Apply a write_delta payload; all-or-nothing. Afterwards the vector counts as backed up.
   void apply_delta(ByteReader& r);
+  // The same in two steps, for an operator that restores several containers all or nothing without copying this
+  // one (a copy per delta made a restore O(chain x size)): read_delta reads and checks a write_delta payload
+  // (FormatError on bad input, the vector unchanged), and apply_delta(Delta&&) applies it (it cannot fail) in
+  // O(changed entries), or O(n) for a full-copy delta.
+  struct Delta {
+    bool full_copy = false;
+    Eigen::VectorXd values;              // full copy: all n values
+    std::vector<std::uint32_t> indices;  // sparse: all < size()
+    std::vector<double> entries;         // sparse: the values at indices
+  };
+  Delta read_delta(ByteReader& r) const;
+  void apply_delta(Delta&& d);
 
   // Brute-force L2 distance to another vector of the same size (else std::invalid_argument). O(n).
   double distance(const TrackedVector& other) const;

@@ -265,6 +265,31 @@ TEST(TrackedVector, CorruptDeltaLeavesVectorUnchanged) {
   expect_rejected(target, w.take(), apply);
 }
 
+// read_delta only reads: the vector is unchanged until apply_delta(Delta&&), which then gives what
+// apply_delta(ByteReader&) gives, for a sparse and for a full-copy delta.
+TEST(TrackedVector, ReadDeltaThenApplyEqualsApplyDelta) {
+  std::mt19937_64 rng(8);
+  TrackedVector base(5000);
+  for (int k = 0; k < 200; ++k) random_update(base, nullptr, rng);
+  base.mark_backed_up();
+  TrackedVector sparse_writer = base, dense_writer = base;
+  sparse_writer.add(17, 2.5);
+  sparse_writer.add(4999, -1.0);
+  dense_writer.add_dense(random_gradient(5000, 5000, rng));
+  for (const auto* writer : {&sparse_writer, &dense_writer}) {
+    const auto bytes = delta_bytes(*writer);
+    TrackedVector one_step = base, two_steps = base;
+    ByteReader r1(bytes), r2(bytes);
+    one_step.apply_delta(r1);
+    auto d = two_steps.read_delta(r2);
+    EXPECT_TRUE(same_values(two_steps, base.values()));  // nothing applied yet
+    two_steps.apply_delta(std::move(d));
+    EXPECT_TRUE(same_values(two_steps, writer->values()));
+    EXPECT_TRUE(same_values(one_step, writer->values()));
+    EXPECT_EQ(two_steps.divergence(), 0.0);  // counts as backed up
+  }
+}
+
 TEST(TrackedVector, CorruptFullLeavesVectorUnchanged) {
   std::mt19937_64 rng(6);
   TrackedVector a(40);
