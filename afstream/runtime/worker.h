@@ -446,9 +446,9 @@ class Worker {
   Ring<ChannelItem> queue_;    // admitted (acknowledged), unprocessed
   std::size_t unbacked_ = 0;   // how many items at the tail of queue_ are not backed up
   std::uint64_t since_state_backup_ = 0;
-  std::uint64_t replay_items_max_ = 0;         // RunConfig::replay_items_max where it applies (inputs_replayable_)
-  std::uint64_t source_backup_every_ = 65536;  // sources: items between backups of the position
-  std::uint64_t chain_length_ = 0;             // records in the store's chain since (and with) the last full one
+  std::uint64_t replay_items_max_ = 0;     // RunConfig::replay_items_max where it applies (inputs_replayable_)
+  std::uint64_t source_backup_every_ = 0;  // sources: items between backups of the position (set by the constructor)
+  std::uint64_t chain_length_ = 0;         // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
   std::uint64_t delta_bytes_since_full_ = 0;
   // The chain as the store's latest reply to a state put described it (set on the backup writer's thread): a store
