@@ -288,6 +288,10 @@ TEST(ExactlyOnceSink, BadParametersAreConfigErrorsNamingTheParameter) {
   std::ofstream(t.path() / "full" / "part-0" / "notes.txt") << "mine";
   expect_throw_mentioning<ConfigError>([&] { make(sink_params((t.path() / "full").string(), 10)); },
                                        "neither empty nor a RocksDB database");
+  // A database a killed incarnation was creating: RocksDB opens its info log before it takes its LOCK file.
+  fs::create_directories(t.path() / "begun" / "part-0");
+  std::ofstream(t.path() / "begun" / "part-0" / "LOG") << "";
+  EXPECT_NO_THROW(make(sink_params((t.path() / "begun").string(), 10)));
 }
 
 TEST(ExactlyOnceSink, ParallelInstancesWriteTheirOwnParts) {
