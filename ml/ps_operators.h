@@ -14,6 +14,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -213,13 +214,14 @@ class PsServerOperator final : public Operator {
   SparseVector step_;
 };
 
-// ps-merge (the sink): the weights the shards emit at finish and the workers' and servers' counters. Every change
-// is backed up at once (divergence +infinity while anything is unbacked, as model-merge). alpha 1, beta 0.
+// ps-merge (the sink): the weights the shards emit at finish and the workers' and servers' counters. No change may
+// be lost: divergence +infinity while anything is unbacked and alpha +infinity, so the runtime logs every item and
+// backs the state up periodically, as for model-merge (ml/learner_operator.h). beta 0.
 class PsMerge final : public Operator {
  public:
   explicit PsMerge(const Params& p);
   void process(const Item& item, Emitter& out) override;
-  double alpha() const override { return 1; }
+  double alpha() const override { return std::numeric_limits<double>::infinity(); }
   double beta() const override { return 0; }
   double divergence() const override;
   void snapshot_full(ByteWriter& out) const override;

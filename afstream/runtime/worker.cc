@@ -203,6 +203,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   inputs_replayable_ = ctx_.config.mode == FtMode::Approx && !ins_.empty() &&
                        std::all_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.from_source; });
   replay_items_max_ = inputs_replayable_ ? ctx_.config.replay_items_max : 0;
+  replay_limit_ = replay_items_max_ > 0 ? replay_items_max_ : UINT64_MAX;
   // A source backs up its position (what a restart produces again from) at least as often as its receivers back
   // up their state, so that a failure of both does not replay more than they would alone.
   constexpr std::uint64_t kSourceBackupEvery = 65536;
@@ -1162,7 +1163,7 @@ bool Worker::logs_every_item() const {
 // nothing, and the log would only cost a write per batch and hold back its acknowledgement.
 bool Worker::writes_item_log() const { return logs_every_item() && !inputs_replayable_; }
 
-void Worker::after_update() {
+void Worker::after_update_checked() {
   switch (ctx_.config.mode) {
     case FtMode::None:
     case FtMode::Checkpoint:  // state is snapshotted at aligned barriers (worker_checkpoint.cc)

@@ -239,7 +239,18 @@ class Worker {
   void send_due_acks(bool all = false);
   std::size_t process_some(std::size_t budget);
   void process_one(const ChannelItem& ci);
-  void after_update();
+  // After each processed item. Inline fast path: in approx mode, an item that alpha proves cannot reach the Theta
+  // trigger (unchecked_items_) and that no ft.replay-items-max backup is due for costs a count and a compare; the
+  // rest goes to after_update_checked (every mode's per-item rule).
+  void after_update() {
+    if (unchecked_items_ > 0 && since_state_backup_ + 1 < replay_limit_) {
+      ++since_state_backup_;
+      --unchecked_items_;
+      return;
+    }
+    after_update_checked();
+  }
+  void after_update_checked();
   void produce();
   void emit(std::uint64_t key, std::int64_t value, std::int64_t time);
   // The feedback side channel and ready() (afstream/core/operator.h).
@@ -446,9 +457,10 @@ class Worker {
   Ring<ChannelItem> queue_;    // admitted (acknowledged), unprocessed
   std::size_t unbacked_ = 0;   // how many items at the tail of queue_ are not backed up
   std::uint64_t since_state_backup_ = 0;
-  std::uint64_t replay_items_max_ = 0;     // RunConfig::replay_items_max where it applies (inputs_replayable_)
-  std::uint64_t source_backup_every_ = 0;  // sources: items between backups of the position (set by the constructor)
-  std::uint64_t chain_length_ = 0;         // records in the store's chain since (and with) the last full one
+  std::uint64_t replay_items_max_ = 0;       // RunConfig::replay_items_max where it applies (inputs_replayable_)
+  std::uint64_t replay_limit_ = UINT64_MAX;  // replay_items_max_, or no limit when it is 0 (after_update's fast path)
+  std::uint64_t source_backup_every_ = 0;    // sources: items between backups of the position (set by the constructor)
+  std::uint64_t chain_length_ = 0;           // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
   std::uint64_t delta_bytes_since_full_ = 0;
   // The chain as the store's latest reply to a state put described it (set on the backup writer's thread): a store

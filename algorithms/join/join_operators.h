@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 #include "afstream/core/operator.h"
@@ -87,12 +88,14 @@ class RippleJoinOperator final : public Operator {
 // Parameters: rate, confidence (in (0, 1), default 0.95), parallelism (copies expected), gamma (the Gamma term of
 // Theorem 3: the join's upstream may lose up to Gamma unacknowledged tuples, each at most one sample; charged once
 // any copy has failed; default 0).
+// No received field may be lost: divergence +infinity while one is unbacked and alpha +infinity, so the runtime logs
+// every item and backs the state up periodically (as model-merge, ml/learner_operator.h).
 class JoinMerge final : public Operator {
  public:
   explicit JoinMerge(const Params& p);
   void process(const Item& item, Emitter& out) override;
 
-  double alpha() const override { return 1; }
+  double alpha() const override { return std::numeric_limits<double>::infinity(); }
   double beta() const override { return 0; }
   double divergence() const override;  // +infinity while a received field is not backed up, else 0
   void snapshot_full(ByteWriter& out) const override { fields_.write_full(out); }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,40 @@ TEST(LearnCli, FailuresKeepThePredictionRate) {
     for (std::string l; std::getline(f, l);) ++lines;
     EXPECT_GE(lines, 5) << runtime << ": the failures happened";
   }
+}
+
+// The sink (model-merge) holds the final model: 2 x 2^16 weight items from the KDD-like learners at their end. Its
+// divergence is infinite while anything is unbacked and so is its alpha, so in approx mode it logs every item and
+// backs its state up periodically (Worker::logs_every_item) instead of once per item (which took 131,072 state
+// backups here). Killed again and again around the time the weights arrive, it still ends with exactly the model
+// of mode none.
+TEST(LearnCli, SinkKilledWhileTheModelArrivesKeepsItWhole) {
+  TempDir scratch, base, quiet, d;
+  const std::string kdd = "run --job learn --learn.data kdd --learn.hash-bits 16 --items 20000 --runtime threads ";
+  auto r = run(kdd + "--ft.mode none --quiet --out " + base.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string approx = kdd + "--ft.mode approx --ft.theta 10 --ft.l 1000 --quiet ";
+  // Without failures: summary.csv's state_backups (the learners' and the sink's) stay far below one per weight.
+  r = run(approx + "--out " + quiet.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(base.path() / "model.csv"), slurp(quiet.path() / "model.csv"));
+  std::istringstream s(slurp(quiet.path() / "summary.csv"));
+  std::string header, row;
+  std::getline(s, header);
+  std::getline(s, row);
+  const auto h = afs::testing::split_csv(header), v = afs::testing::split_csv(row);
+  const auto col = static_cast<std::size_t>(std::find(h.begin(), h.end(), "state_backups") - h.begin());
+  ASSERT_LT(col, v.size()) << header;
+  EXPECT_LT(std::stod(v[col]), 1000) << row;
+  // Killed six times (after the fourth, theta is below alpha for every worker anyway).
+  r = run(approx + "--fail.target 4 --fail.at 20ms,30ms,40ms,50ms,60ms,80ms --out " + d.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(base.path() / "model.csv"), slurp(d.path() / "model.csv"));
+  std::istringstream f(slurp(d.path() / "failures.csv"));
+  int lines = 0;
+  for (std::string l; std::getline(f, l);) ++lines;
+  EXPECT_GE(lines, 2) << "the sink was killed at least once";
 }
 
 // A user's CSV file (label first, 0/1, three features) with the held-out rows at its end.
