@@ -1771,6 +1771,10 @@ void Worker::backup_items() {
 // Keeps the sizes that decide when the next full snapshot is due.
 void Worker::capture_snapshot(StateRecord& rec, bool full, double residual) {
   ByteWriter w;
+  // Reserved from the previous snapshot of the same kind: a large state (a learner's 2^18 weights, 2-3 MB) written
+  // into a buffer that doubles as it grows is copied and page-faulted about twice over, on the compute thread.
+  const std::uint64_t hint = full ? last_full_bytes_ : last_delta_bytes_ + last_delta_bytes_ / 4;
+  w.buffer().reserve(std::max<std::uint64_t>(kSnapshotHeaderSize, hint));
   w.buffer().resize(kSnapshotHeaderSize);
   if (full) {
     op_->snapshot_full(w);
@@ -1789,6 +1793,7 @@ void Worker::capture_snapshot(StateRecord& rec, bool full, double residual) {
     delta_bytes_since_full_ = 0;
   } else {
     delta_bytes_since_full_ += rec.snapshot.size();
+    last_delta_bytes_ = rec.snapshot.size();
   }
 }
 

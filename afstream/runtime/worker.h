@@ -463,6 +463,7 @@ class Worker {
   std::uint64_t chain_length_ = 0;           // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
   std::uint64_t delta_bytes_since_full_ = 0;
+  std::uint64_t last_delta_bytes_ = 0;  // the previous delta's size: capture_snapshot reserves about that much
   // The chain as the store's latest reply to a state put described it (set on the backup writer's thread): a store
   // that compacts (ft/compactor.h) keeps it short, and then the worker never writes a full snapshot to do so.
   struct ChainSeen {
