@@ -23,7 +23,7 @@ namespace afs::ml {
 namespace {
 
 constexpr std::uint32_t kLearnerTag = 0x4C524753;  // "SGRL"
-constexpr std::uint16_t kLearnerVersion = 2;       // 2: the convergence trace
+constexpr std::uint16_t kLearnerVersion = 3;       // 2: the convergence trace; 3: trace weights as a TrackedVector
 constexpr std::uint32_t kMergeTag = 0x4752454D;    // "MERG"
 constexpr std::uint16_t kMergeVersion = 1;
 
@@ -226,7 +226,7 @@ SgdLearnerOperator::SgdLearnerOperator(const Params& p, const InstanceInfo& at)
   const auto now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   trace_start_ns_ = p.get_int("trace-start-ns", now_ns);
-  if (trace_every_ > 0) trace_weights_ = Eigen::VectorXd::Zero(weights_.values().size());
+  if (trace_every_ > 0) trace_weights_ = TrackedVector(weights_.size(), Metric::L2);
 }
 
 // A trace point: the counters now, the wall time since the start, and the L1 change of the weights since the
@@ -240,10 +240,13 @@ void SgdLearnerOperator::take_trace_point() {
             .count();
     seconds = static_cast<double>(now_ns - trace_start_ns_) * 1e-9;
   }
-  trace_.push_back({static_cast<double>(count_), seconds, (w - trace_weights_).lpNorm<1>(), loss_sum_,
+  trace_.push_back({static_cast<double>(count_), seconds, (w - trace_weights_.values()).lpNorm<1>(), loss_sum_,
                     static_cast<double>(correct_), w.lpNorm<1>()});
-  trace_weights_ = w;
-  trace_dirty_ = true;
+  // Only the entries that moved since the previous point are written, so the next delta carries just those.
+  const auto& tw = trace_weights_.values();
+  for (Eigen::Index i = 0; i < w.size(); ++i) {
+    if (w[i] != tw[i]) trace_weights_.set(static_cast<std::size_t>(i), w[i]);
+  }
 }
 
 // Scales the step down to L2 norm eta0 * clip when it is longer. Entries with the same index (hash collisions in
@@ -341,31 +344,24 @@ void SgdLearnerOperator::write_scalars(ByteWriter& out) const {
   out.put_array<TracePoint>(trace_);
 }
 
-namespace {
-void write_trace_weights(ByteWriter& out, const Eigen::VectorXd& w) {
-  out.put_array<double>(std::span<const double>(w.data(), static_cast<std::size_t>(w.size())));
-}
-}  // namespace
-
 void SgdLearnerOperator::snapshot_full(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_full(out);
   sum_sq_.write_full(out);
-  write_trace_weights(out, trace_weights_);
+  trace_weights_.write_full(out);
 }
 
 void SgdLearnerOperator::snapshot_delta(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_delta(out);
   sum_sq_.write_delta(out);
-  out.put<std::uint8_t>(trace_dirty_ ? 1 : 0);  // the trace weights change only at trace points
-  if (trace_dirty_) write_trace_weights(out, trace_weights_);
+  trace_weights_.write_delta(out);  // empty unless a trace point was taken since the last backup
 }
 
 void SgdLearnerOperator::mark_backed_up() {
   weights_.mark_backed_up();
   sum_sq_.mark_backed_up();
-  trace_dirty_ = false;
+  trace_weights_.mark_backed_up();
 }
 
 struct SgdLearnerOperator::Scalars {
@@ -392,10 +388,9 @@ SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
 }
 
 void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq,
-                               Eigen::VectorXd&& trace_weights) {
+                               TrackedVector&& trace_weights) {
   trace_weights_ = std::move(trace_weights);
   trace_ = std::move(s.trace);
-  trace_dirty_ = false;
   weights_ = std::move(weights);
   sum_sq_ = std::move(sum_sq);
   opt_.t = s.t;
@@ -406,22 +401,12 @@ void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVect
   records_ = std::move(s.records);
 }
 
-namespace {
-Eigen::VectorXd read_trace_weights(ByteReader& in, Eigen::Index n) {
-  const auto v = in.get_array<double>("sgd-learner trace weights");
-  if (static_cast<Eigen::Index>(v.size()) != n) {
-    throw FormatError("sgd-learner: " + std::to_string(v.size()) + " trace weights, expected " + std::to_string(n));
-  }
-  return Eigen::Map<const Eigen::VectorXd>(v.data(), n);
-}
-}  // namespace
-
 void SgdLearnerOperator::restore_full(ByteReader& in) {
   auto s = read_scalars(in);
-  TrackedVector w = weights_, q = sum_sq_;
+  TrackedVector w = weights_, q = sum_sq_, tw = trace_weights_;
   w.read_full(in);
   q.read_full(in);
-  Eigen::VectorXd tw = read_trace_weights(in, trace_weights_.size());
+  tw.read_full(in);
   in.expect_end("sgd-learner snapshot");
   adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
 }
@@ -432,13 +417,12 @@ void SgdLearnerOperator::apply_delta(ByteReader& in) {
   // ft.full-backup-every deltas: a copy each made it O(chain x weights)).
   auto wd = weights_.read_delta(in);
   auto qd = sum_sq_.read_delta(in);
-  const auto flag = in.get<std::uint8_t>("sgd-learner trace flag");
-  if (flag > 1) throw FormatError("sgd-learner: bad trace flag " + std::to_string(flag));
-  Eigen::VectorXd tw = flag ? read_trace_weights(in, trace_weights_.size()) : trace_weights_;
+  auto td = trace_weights_.read_delta(in);
   in.expect_end("sgd-learner delta");
-  TrackedVector w = std::move(weights_), q = std::move(sum_sq_);
+  TrackedVector w = std::move(weights_), q = std::move(sum_sq_), tw = std::move(trace_weights_);
   w.apply_delta(std::move(wd));
   q.apply_delta(std::move(qd));
+  tw.apply_delta(std::move(td));
   adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
 }
 
