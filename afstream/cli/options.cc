@@ -96,6 +96,10 @@ po::options_description run_options() {
       "ft.replay-items-max", po::value<std::uint64_t>()->default_value(RunConfig{}.replay_items_max),
       "approx mode, behind replayable sources: the most items a recovery processes again (a state backup at least "
       "every so many items; 0: backups by Theta only)")(
+      "ft.replay-overhead-max", po::value<double>()->default_value(RunConfig{}.replay_overhead_max),
+      "approx mode, behind replayable sources: back up the state as often as costs at most this share of the "
+      "processing time (measured), bounding the items a recovery processes again by the state's size: every few "
+      "hundred items for a small state, rarely for a large one (0: off; ft.replay-items-max caps the interval)")(
       "ft.microbatch-interval", po::value<std::string>()->default_value("1s"),
       "microbatch mode: a batch closes (state checkpoint, outputs released) after this long (500ms, 2s, ...)")(
       "ft.microbatch-items", po::value<std::uint64_t>()->default_value(0),
@@ -289,6 +293,11 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.reset_window = vm["ft.reset-window"].as<std::uint64_t>();
   c.exact_state_every = vm["ft.exact-state-every"].as<std::uint64_t>();
   c.replay_items_max = vm["ft.replay-items-max"].as<std::uint64_t>();
+  c.replay_overhead_max = vm["ft.replay-overhead-max"].as<double>();
+  if (!(c.replay_overhead_max >= 0 && c.replay_overhead_max < 1)) {
+    throw ConfigError("ft.replay-overhead-max: expected a share 0 <= f < 1, got " +
+                      std::to_string(c.replay_overhead_max));
+  }
   if (c.exact_state_every == 0) throw ConfigError("ft.exact-state-every: expected > 0");
   c.state_headroom = vm["ft.state-headroom"].as<double>();
   if (!(c.state_headroom >= 0 && c.state_headroom < 1)) throw ConfigError("ft.state-headroom: expected 0 <= h < 1");

@@ -43,6 +43,7 @@ struct alignas(64) WorkerCounters {
   std::atomic<std::uint64_t> state_backups{0};
   std::atomic<std::uint64_t> item_backups{0};
   std::atomic<std::uint64_t> backup_bytes{0};
+  std::atomic<std::uint64_t> state_backup_ns{0};  // CPU time the backup thread spent encoding and storing state backups
   std::atomic<std::uint64_t> duplicates_dropped{0};
   std::array<std::atomic<std::uint64_t>, kLatencyBuckets> latency{};  // batches by latency bucket
   std::atomic<std::uint64_t> trees_replayed{0};  // ack mode (sources): items emitted again (a tree timed out, or

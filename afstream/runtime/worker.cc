@@ -1,7 +1,10 @@
 #include "afstream/runtime/worker.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "afstream/core/errors.h"
 #include "afstream/core/thread_name.h"
@@ -13,6 +16,12 @@ namespace afs {
 namespace {
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+// CPU time of the calling thread (the backup thread's cost of a write, without the time it waited for a core).
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 // Ack mode: the id of the edge that carries item `seq` of `channel` (unique: a channel never numbers two items
@@ -29,6 +38,10 @@ std::uint64_t edge_id(int channel, std::uint64_t seq) {
 constexpr auto kResumeWait = std::chrono::seconds(2);
 // A source keeps at most this many replay positions; beyond, every other one is dropped (replays start earlier).
 constexpr std::size_t kMaxSourceMarks = 8192;
+// ft.replay-overhead-max: the fewest items between backups it chooses, and how fast its cost estimates follow new
+// measurements (exponential smoothing; the machine's noise moves single backups by a factor of two).
+constexpr std::uint64_t kReplayIntervalMin = 256;
+constexpr double kCostSmoothing = 0.25;
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -203,12 +216,21 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   inputs_replayable_ = ctx_.config.mode == FtMode::Approx && !ins_.empty() &&
                        std::all_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.from_source; });
   replay_items_max_ = inputs_replayable_ ? ctx_.config.replay_items_max : 0;
+  if (inputs_replayable_ && ctx_.config.replay_overhead_max > 0) {
+    // Adaptive (adapt_replay_interval): it starts at the smallest interval and grows once backups are measured.
+    replay_interval_max_ = replay_items_max_ > 0 ? replay_items_max_ : ctx_.config.exact_state_every;
+    replay_interval_min_ = std::min<std::uint64_t>(kReplayIntervalMin, replay_interval_max_);
+    replay_items_max_ = replay_interval_min_;
+  }
   replay_limit_ = replay_items_max_ > 0 ? replay_items_max_ : UINT64_MAX;
   // A source backs up its position (what a restart produces again from) at least as often as its receivers back
   // up their state, so that a failure of both does not replay more than they would alone.
+  // With ft.replay-overhead-max the receivers' interval is not known here: every 4096 items (a position costs little).
   constexpr std::uint64_t kSourceBackupEvery = 65536;
-  source_backup_every_ = ctx_.config.replay_items_max > 0 ? std::min(kSourceBackupEvery, ctx_.config.replay_items_max)
-                                                          : kSourceBackupEvery;
+  const std::uint64_t receivers_every = ctx_.config.replay_items_max > 0 ? ctx_.config.replay_items_max
+                                        : ctx_.config.replay_overhead_max > 0 ? 4096
+                                                                              : kSourceBackupEvery;
+  source_backup_every_ = std::min(kSourceBackupEvery, receivers_every);
   // A batch never waits for more items than half the window lets the sender hold.
   batch_ = std::max<std::size_t>(1, std::min<std::uint64_t>(ctx_.config.batch_items, window() / 2));
 }
@@ -1798,6 +1820,43 @@ void Worker::capture_snapshot(StateRecord& rec, bool full, double residual) {
 }
 
 void Worker::backup_state(bool wait, double residual) {
+  const bool adaptive = replay_interval_max_ > 0;
+  const auto started = adaptive ? Clock::now() : Clock::time_point{};
+  const std::uint64_t items = since_state_backup_;
+  backup_state_now(wait, residual);
+  if (adaptive) adapt_replay_interval(started, items);
+}
+
+// ft.replay-overhead-max: after each state backup, the interval to the next forced one is chosen so that backing up
+// costs at most that share of the compute thread's time: interval = cost of a backup / (share * cost of an item),
+// both smoothed. A backup's cost is the compute thread's time in backup_state (capture, and the write when it is
+// synchronous) plus the backup thread's time writing it (counted when it is done: usually the previous backup's);
+// an item's is the compute thread's wall time between backups over the items processed (waiting for input
+// included: idle time is cheap to spend on backups). Results do not depend on it: behind replayable sources a
+// recovery loses nothing whatever the interval (Proposition S); only the work it repeats does.
+void Worker::adapt_replay_interval(Clock::time_point started, std::uint64_t items) {
+  const auto ended = Clock::now();
+  const std::uint64_t task_ns = counters_.state_backup_ns.load(std::memory_order_relaxed);
+  const double cost = std::chrono::duration<double, std::nano>(ended - started).count() +
+                      static_cast<double>(task_ns - backup_task_ns_seen_);
+  backup_task_ns_seen_ = task_ns;
+  if (last_backup_end_ != Clock::time_point{} && items > 0) {
+    const double per_item = std::chrono::duration<double, std::nano>(started - last_backup_end_).count() /
+                            static_cast<double>(items);
+    item_cost_ns_ = item_cost_ns_ > 0 ? item_cost_ns_ + kCostSmoothing * (per_item - item_cost_ns_) : per_item;
+  }
+  backup_cost_ns_ = backup_cost_ns_ > 0 ? backup_cost_ns_ + kCostSmoothing * (cost - backup_cost_ns_) : cost;
+  last_backup_end_ = ended;
+  if (item_cost_ns_ > 0) {
+    const double n = backup_cost_ns_ / (ctx_.config.replay_overhead_max * item_cost_ns_);
+    replay_items_max_ = n >= static_cast<double>(replay_interval_max_)
+                            ? replay_interval_max_
+                            : std::max(replay_interval_min_, static_cast<std::uint64_t>(n));
+    replay_limit_ = replay_items_max_;
+  }
+}
+
+void Worker::backup_state_now(bool wait, double residual) {
   StateRecord rec;
   // Compaction: a full snapshot starts the chain, then deltas, until the deltas since it weigh four times as much
   // (so a restore reads at most about five times the state) or there are ft.full-backup-every of them. The store's
@@ -1858,11 +1917,16 @@ void Worker::backup_state(bool wait, double residual) {
   const int id = id_;
   SeqByChannel covered = rec.inputs;
   const std::uint64_t put = ++state_puts_;
-  auto task = [store, &counters, &seen = chain_seen_, id, put, rec = std::move(rec), covered]() {
+  auto task = [store, &counters, &seen = chain_seen_, id, put, rec = std::move(rec), covered,
+               compute_thread = std::this_thread::get_id()]() {
+    const std::int64_t started = thread_cpu_ns();
     auto bytes = rec.encode();
     counters.backup_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
     counters.state_backups.fetch_add(1, std::memory_order_relaxed);
     const ChainInfo info = store->put_state(id, rec.full, std::move(bytes), covered);
+    if (std::this_thread::get_id() != compute_thread) {  // written inline, it is already in backup_state's time
+      counters.state_backup_ns.fetch_add(static_cast<std::uint64_t>(thread_cpu_ns() - started), std::memory_order_relaxed);
+    }
     std::lock_guard lock(seen.mu);
     seen.info = info;
     seen.put = put;

@@ -271,6 +271,7 @@ class Worker {
   void backup_items();
   // residual > 0: the operator may leave that much of its divergence unwritten (Operator::backup_partial_delta).
   void backup_state(bool wait, double residual = 0);
+  void backup_state_now(bool wait, double residual);  // backup_state without adapt_replay_interval's measuring
   void capture_snapshot(StateRecord& rec, bool full, double residual);
   void check_kill() {
     if (kill_.load(std::memory_order_relaxed)) throw Crash{};
@@ -459,6 +460,12 @@ class Worker {
   std::uint64_t since_state_backup_ = 0;
   std::uint64_t replay_items_max_ = 0;       // RunConfig::replay_items_max where it applies (inputs_replayable_)
   std::uint64_t replay_limit_ = UINT64_MAX;  // replay_items_max_, or no limit when it is 0 (after_update's fast path)
+  // ft.replay-overhead-max (adapt_replay_interval): the interval's bounds, and the smoothed costs it is chosen from.
+  std::uint64_t replay_interval_min_ = 0, replay_interval_max_ = 0;
+  double backup_cost_ns_ = 0, item_cost_ns_ = 0;
+  std::uint64_t backup_task_ns_seen_ = 0;  // counters_.state_backup_ns already counted
+  Clock::time_point last_backup_end_{};
+  void adapt_replay_interval(Clock::time_point started, std::uint64_t items);
   std::uint64_t source_backup_every_ = 0;    // sources: items between backups of the position (set by the constructor)
   std::uint64_t chain_length_ = 0;           // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;

@@ -54,7 +54,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 12> cases{{
+  const std::array<Case, 14> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -68,6 +68,8 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
        "ft.checkpoint-interval: expected > 0"},
       {"run --job heavy-hitters --ft.mode checkpoint --ft.checkpoint-timeout 10", "ft.checkpoint-timeout"},
       {"run --job heavy-hitters --ft.mode checkpoint --ft.checkpoint-min-pause soon", "ft.checkpoint-min-pause"},
+      {"run --job heavy-hitters --ft.replay-overhead-max 1", "ft.replay-overhead-max: expected a share 0 <= f < 1"},
+      {"run --job heavy-hitters --ft.replay-overhead-max -0.1", "ft.replay-overhead-max"},
   }};
   for (const auto& c : cases) {
     const auto r = run(c.args + " --quiet");

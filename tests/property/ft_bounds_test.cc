@@ -151,6 +151,31 @@ TEST(FtBoundsProperty, ReplayItemsMaxForcesStateBackups) {
   EXPECT_EQ(capped.reported, by_theta.reported);
 }
 
+// ft.replay-overhead-max: behind a replayable source the interval between forced state backups adapts to what they
+// cost. Allowed half of the time, a sketch of a few hundred changed counters per backup is backed up every few
+// hundred items (the interval's floor is 256); allowed almost nothing, at the cap (ft.replay-items-max, here 8192).
+// The results are the same either way, and a run with failures still misses no heavy hitter.
+TEST(FtBoundsProperty, ReplayOverheadMaxAdaptsTheInterval) {
+  auto s = small_setup(7);
+  auto cfg = approx_config(1e12, 100, 100);  // Theta out of reach: every state backup is a forced one
+  cfg.replay_items_max = 8192;
+  cfg.replay_overhead_max = 1e-6;
+  const auto frugal = run_hh(s, cfg);
+  cfg.replay_overhead_max = 0.5;
+  const auto generous = run_hh(s, cfg);
+  // Each copy sees about half the items: at the cap, about items / 8192 backups of the two together.
+  EXPECT_LE(frugal.result.state_backups, 2 * s.items / 8192 + 64);
+  EXPECT_GE(generous.result.state_backups, 4 * frugal.result.state_backups);
+  EXPECT_EQ(generous.states, frugal.states);
+  EXPECT_EQ(generous.reported, frugal.reported);
+  std::mt19937_64 rng(71);
+  cfg.failures = random_failures(rng, 3, s.items, 4);
+  const auto failed = run_hh(s, cfg);
+  EXPECT_FALSE(failed.result.failures.empty());
+  EXPECT_EQ(failed.result.source_items, s.items);
+  EXPECT_EQ(failed.score.recall, 1.0);  // Theorem 2: no false negatives after compensation
+}
+
 // net.in-flight-max: a source that may have only one batch in flight per channel still delivers everything, with or
 // without failures (a channel waits for its acknowledgements, the other goes on; after a restart the receivers'
 // acknowledgements may be ahead of what the source sends again).
