@@ -2,7 +2,8 @@
 # The convergence harness (issue 5, item 5): online logistic regression (`afstream run --job learn`, SGD) on the
 # HIGGS-like (dense 28) and KDD-like (11 hashed fields, 2^18 weights) data with 0, 4, 8 (and FAILS_EXTRA) failures
 # of all workers, under none (0 failures only), approx at the paper's two LR settings (Theta 10, L 1e3 and Theta 1,
-# L 100) and exact. Failures are injected with --fail.at at points spread evenly from 10% to 90% of the input (the
+# L 100), approx A+R and A+O (Theta 10, L 1e3 with --ft.replay-items-max 4096 or --ft.replay-overhead-max 0.02, and
+# --net.in-flight-max 16384) and exact. Failures are injected with --fail.at at points spread evenly from 10% to 90% of the input (the
 # paper fails all workers after 10% of the input). Every run writes trace.csv (a point per 1% of the input: items,
 # seconds, L1 model change, progressive loss and accuracy), kept under traces/.
 #
@@ -14,8 +15,8 @@
 # columns, among them holdout_accuracy, progressive_accuracy, converged_items, converged_seconds), OUT/traces/
 # (trace and failures CSV per run), OUT/table.md (convergence_summary.py: medians, and the convergence delay as the
 # median over rounds of converged(k failures) / converged(0 failures) of the same config) and OUT/convergence-*.png
-# / .pdf (plots by /usr/bin/python3 with matplotlib). About 4 minutes with the defaults on the shared 2-core VM
-# (78 runs of 1 to 4 s; HIGGS-like 2e6 and KDD-like 1e6 examples keep the whole run well under 15 minutes).
+# / .pdf (plots by /usr/bin/python3 with matplotlib). About 6 minutes with the defaults on the shared 2-core VM
+# (126 runs of 1 to 4 s; HIGGS-like 2e6 and KDD-like 1e6 examples keep the whole run well under 15 minutes).
 set -euo pipefail
 AFS=${1:-build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
@@ -46,6 +47,7 @@ configs=(
   "approx A|--ft.mode approx --ft.theta 10 --ft.l 1000"
   "approx B|--ft.mode approx --ft.theta 1 --ft.l 100"
   "approx A+R|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-items-max 4096 --net.in-flight-max 16384"
+  "approx A+O|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-overhead-max 0.02 --net.in-flight-max 16384"
   "exact|--ft.mode exact"
 )
 header_done=0
