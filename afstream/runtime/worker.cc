@@ -227,7 +227,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   // up their state, so that a failure of both does not replay more than they would alone.
   // With ft.replay-overhead-max the receivers' interval is not known here: every 4096 items (a position costs little).
   constexpr std::uint64_t kSourceBackupEvery = 65536;
-  const std::uint64_t receivers_every = ctx_.config.replay_items_max > 0 ? ctx_.config.replay_items_max
+  const std::uint64_t receivers_every = ctx_.config.replay_items_max > 0      ? ctx_.config.replay_items_max
                                         : ctx_.config.replay_overhead_max > 0 ? 4096
                                                                               : kSourceBackupEvery;
   source_backup_every_ = std::min(kSourceBackupEvery, receivers_every);
@@ -1841,8 +1841,8 @@ void Worker::adapt_replay_interval(Clock::time_point started, std::uint64_t item
                       static_cast<double>(task_ns - backup_task_ns_seen_);
   backup_task_ns_seen_ = task_ns;
   if (last_backup_end_ != Clock::time_point{} && items > 0) {
-    const double per_item = std::chrono::duration<double, std::nano>(started - last_backup_end_).count() /
-                            static_cast<double>(items);
+    const double per_item =
+        std::chrono::duration<double, std::nano>(started - last_backup_end_).count() / static_cast<double>(items);
     item_cost_ns_ = item_cost_ns_ > 0 ? item_cost_ns_ + kCostSmoothing * (per_item - item_cost_ns_) : per_item;
   }
   backup_cost_ns_ = backup_cost_ns_ > 0 ? backup_cost_ns_ + kCostSmoothing * (cost - backup_cost_ns_) : cost;
@@ -1925,7 +1925,8 @@ void Worker::backup_state_now(bool wait, double residual) {
     counters.state_backups.fetch_add(1, std::memory_order_relaxed);
     const ChainInfo info = store->put_state(id, rec.full, std::move(bytes), covered);
     if (std::this_thread::get_id() != compute_thread) {  // written inline, it is already in backup_state's time
-      counters.state_backup_ns.fetch_add(static_cast<std::uint64_t>(thread_cpu_ns() - started), std::memory_order_relaxed);
+      counters.state_backup_ns.fetch_add(static_cast<std::uint64_t>(thread_cpu_ns() - started),
+                                         std::memory_order_relaxed);
     }
     std::lock_guard lock(seen.mu);
     seen.info = info;
