@@ -6,11 +6,16 @@
 #
 #   experiments/throughput_table.sh [afstream-binary]      (ROUNDS=5 ITEMS=10000000 by default)
 #
+# JOB (default heavy-hitters) and JOB_ARGS run another job the same way, e.g. the online learners (issue 5):
+#   JOB=learn JOB_ARGS="--learn.data kdd --ft.theta 10 --ft.l 1000" ITEMS=1000000 OUT=experiments/results/learn-kdd
+#
 # Writes experiments/results/throughput/summary.csv (one row per run) and table.md.
 set -euo pipefail
 AFS=${1:-build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
+JOB=${JOB:-heavy-hitters}
+JOB_ARGS=${JOB_ARGS:-}
 OUT=${OUT:-experiments/results/throughput}
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
@@ -32,7 +37,7 @@ for round in $(seq 1 "$ROUNDS"); do
       dir="$RUNS/$round"
       echo "round $round: $name, $mode" >&2
       # shellcheck disable=SC2086
-      "$AFS" run --job heavy-hitters --items "$ITEMS" --seed "$round" --quiet --ft.mode "$mode" $args \
+      "$AFS" run --job "$JOB" $JOB_ARGS --items "$ITEMS" --seed "$round" --quiet --ft.mode "$mode" $args \
         --out "$dir" >"$dir.log" 2>&1 || { echo "  FAILED: $(grep -m1 error "$dir.log")" >&2; exit 1; }
       echo "  $(grep -m1 " items in " "$dir.log")" >&2
       if [ "$first" = 1 ]; then
@@ -45,8 +50,9 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"; }
 {
-  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS experiments/throughput_table.sh\` ($(date -u +%F), $(nproc) cores," \
-    "revision $(revision)); each run: \`afstream run --job heavy-hitters --items $ITEMS --seed ROUND --quiet" \
+  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS JOB=$JOB JOB_ARGS=\"$JOB_ARGS\" experiments/throughput_table.sh\`" \
+    "($(date -u +%F), $(nproc) cores, revision $(revision)); each run: \`afstream run --job $JOB $JOB_ARGS" \
+    "--items $ITEMS --seed ROUND --quiet" \
     "--ft.mode MODE --runtime threads | --runtime processes --process.store memory|rocksdb --out DIR\`."
   echo
   python3 experiments/throughput_summary.py "$OUT/summary.csv"
