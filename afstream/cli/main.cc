@@ -605,9 +605,10 @@ int cmd_keygen(int argc, const char* const* argv) {
 // State backups of large operators allocate and free buffers of megabytes many times a second (a 2^18-weight
 // learner: 2-4 MB per backup). glibc maps and unmaps such blocks, or trims its heaps once they are free, so every
 // backup faulted its pages in afresh. Kept in the heap (blocks up to 32 MB, glibc's largest threshold; heaps never
-// trimmed), the KDD-like learner with a backup every 4096 examples went from 88% to 95% of mode none's throughput
-// (3 rounds, `--job learn --learn.data kdd --items 1000000 --ft.replay-items-max 4096 --net.in-flight-max 16384`; plain
-// approx: 92-94% to 99%); heavy hitters did not move. The price: the process keeps its peak heap.
+// trimmed), the KDD-like learner with a backup every 4096 examples went from 84% to 89% of mode none's throughput
+// (5 rounds interleaved, `--job learn --learn.data kdd --items 1000000 --ft.replay-items-max 4096
+// --net.in-flight-max 16384`); plain approx (92-93%) and heavy hitters did not move. The price: the process keeps
+// its peak heap.
 void keep_large_blocks_in_the_heap() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
