@@ -23,8 +23,8 @@ namespace afs::ml {
 namespace {
 
 constexpr std::uint32_t kLearnerTag = 0x4C524753;  // "SGRL"
-constexpr std::uint16_t kLearnerVersion = 3;       // 2: the convergence trace; 3: trace weights as a TrackedVector
-constexpr std::uint32_t kMergeTag = 0x4752454D;    // "MERG"
+constexpr std::uint16_t kLearnerVersion = 4;  // 2: the convergence trace; 4: the trace's moved entries, not its weights
+constexpr std::uint32_t kMergeTag = 0x4752454D;  // "MERG"
 constexpr std::uint16_t kMergeVersion = 1;
 
 LabelKind labels_for(Task t) {
@@ -226,7 +226,7 @@ SgdLearnerOperator::SgdLearnerOperator(const Params& p, const InstanceInfo& at)
   const auto now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   trace_start_ns_ = p.get_int("trace-start-ns", now_ns);
-  if (trace_every_ > 0) trace_weights_ = TrackedVector(weights_.size(), Metric::L2);
+  if (trace_every_ > 0) trace_moved_ = DirtySlots<double>(weights_.size());
 }
 
 // A trace point: the counters now, the wall time since the start, and the L1 change of the weights since the
@@ -240,13 +240,13 @@ void SgdLearnerOperator::take_trace_point() {
             .count();
     seconds = static_cast<double>(now_ns - trace_start_ns_) * 1e-9;
   }
-  trace_.push_back({static_cast<double>(count_), seconds, (w - trace_weights_.values()).lpNorm<1>(), loss_sum_,
-                    static_cast<double>(correct_), w.lpNorm<1>()});
-  // Only the entries that moved since the previous point are written, so the next delta carries just those.
-  const auto& tw = trace_weights_.values();
-  for (Eigen::Index i = 0; i < w.size(); ++i) {
-    if (w[i] != tw[i]) trace_weights_.set(static_cast<std::size_t>(i), w[i]);
-  }
+  // ||w - w_prev||_1 over the entries that moved since the previous point (the others add 0).
+  double l1 = 0;
+  const auto& idx = trace_moved_.indices();
+  const auto& base = trace_moved_.bases();
+  for (std::size_t k = 0; k < idx.size(); ++k) l1 += std::abs(w[static_cast<Eigen::Index>(idx[k])] - base[k]);
+  trace_.push_back({static_cast<double>(count_), seconds, l1, loss_sum_, static_cast<double>(correct_), w.lpNorm<1>()});
+  trace_moved_.clear();
 }
 
 // Scales the step down to L2 norm eta0 * clip when it is longer. Entries with the same index (hash collisions in
@@ -289,6 +289,9 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
   gradient(config_, w, x_, step_);
   make_step(config_, opt_, step_);
   clip_step();
+  if (trace_every_ > 0) {  // the trace remembers each entry's value at the last point before its first move
+    for (const auto i : step_.index) (void)trace_moved_.base_for(i, w[static_cast<Eigen::Index>(i)]);
+  }
   apply_step(step_, weights_);
   if (config_.optimizer == OptimizerKind::kAdaGrad) {
     for (const auto i : step_.index) sum_sq_.set(i, opt_.sum_sq[static_cast<Eigen::Index>(i)]);
@@ -348,20 +351,47 @@ void SgdLearnerOperator::snapshot_full(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_full(out);
   sum_sq_.write_full(out);
-  trace_weights_.write_full(out);
+  write_trace_bases(out);
 }
 
 void SgdLearnerOperator::snapshot_delta(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_delta(out);
   sum_sq_.write_delta(out);
-  trace_weights_.write_delta(out);  // empty unless a trace point was taken since the last backup
+  write_trace_bases(out);  // whole: the entries moved since the last trace point
 }
 
 void SgdLearnerOperator::mark_backed_up() {
   weights_.mark_backed_up();
   sum_sq_.mark_backed_up();
-  trace_weights_.mark_backed_up();
+}
+
+struct SgdLearnerOperator::TraceBases {
+  std::vector<std::uint32_t> indices;
+  std::vector<double> bases;
+};
+
+void SgdLearnerOperator::write_trace_bases(ByteWriter& out) const {
+  out.put_array<std::uint32_t>(trace_moved_.indices());
+  out.put_array<double>(trace_moved_.bases());
+}
+
+SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& in, std::size_t n) {
+  TraceBases t{in.get_array<std::uint32_t>("sgd-learner trace entries"),
+               in.get_array<double>("sgd-learner trace values")};
+  if (t.indices.size() != t.bases.size()) {
+    throw FormatError("sgd-learner: " + std::to_string(t.indices.size()) + " trace entries but " +
+                      std::to_string(t.bases.size()) + " values");
+  }
+  std::vector<bool> seen(n, false);
+  for (const auto i : t.indices) {
+    if (i >= n || seen[i]) {
+      throw FormatError("sgd-learner: trace entry " + std::to_string(i) + (i >= n ? " out of range" : " repeated") +
+                        " (" + std::to_string(n) + " trace slots)");
+    }
+    seen[i] = true;
+  }
+  return t;
 }
 
 struct SgdLearnerOperator::Scalars {
@@ -387,9 +417,9 @@ SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
   return s;
 }
 
-void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq,
-                               TrackedVector&& trace_weights) {
-  trace_weights_ = std::move(trace_weights);
+void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq, TraceBases&& trace) {
+  trace_moved_.clear();
+  for (std::size_t k = 0; k < trace.indices.size(); ++k) (void)trace_moved_.base_for(trace.indices[k], trace.bases[k]);
   trace_ = std::move(s.trace);
   weights_ = std::move(weights);
   sum_sq_ = std::move(sum_sq);
@@ -403,10 +433,10 @@ void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVect
 
 void SgdLearnerOperator::restore_full(ByteReader& in) {
   auto s = read_scalars(in);
-  TrackedVector w = weights_, q = sum_sq_, tw = trace_weights_;
+  TrackedVector w = weights_, q = sum_sq_;
   w.read_full(in);
   q.read_full(in);
-  tw.read_full(in);
+  auto tw = read_trace_bases(in, trace_moved_.slots());
   in.expect_end("sgd-learner snapshot");
   adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
 }
@@ -417,12 +447,11 @@ void SgdLearnerOperator::apply_delta(ByteReader& in) {
   // ft.full-backup-every deltas: a copy each made it O(chain x weights)).
   auto wd = weights_.read_delta(in);
   auto qd = sum_sq_.read_delta(in);
-  auto td = trace_weights_.read_delta(in);
+  auto tw = read_trace_bases(in, trace_moved_.slots());
   in.expect_end("sgd-learner delta");
-  TrackedVector w = std::move(weights_), q = std::move(sum_sq_), tw = std::move(trace_weights_);
+  TrackedVector w = std::move(weights_), q = std::move(sum_sq_);
   w.apply_delta(std::move(wd));
   q.apply_delta(std::move(qd));
-  tw.apply_delta(std::move(td));
   adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
 }
 

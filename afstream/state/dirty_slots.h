@@ -1,4 +1,5 @@
-// Internal: which slots of a fixed-size tracked container changed since the last backup, and their backed-up values.
+// DirtySlots: which slots of a fixed-size array changed since some point (a tracked container's last backup, a
+// learner's last trace point), with each one's value at that point.
 //
 // DESIGN.md section 3: a backup may be a delta of what changed, and divergence must be O(1) per update. Per slot we
 // keep one u32 (0 = clean, else 1 + position in the dirty list); the backed-up value of a slot is stored only while
@@ -10,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace afs::detail {
+namespace afs {
 
 template <typename T>
 class DirtySlots {
@@ -60,4 +61,4 @@ class DirtySlots {
   std::vector<T> base_;
 };
 
-}  // namespace afs::detail
+}  // namespace afs

@@ -21,9 +21,9 @@ std::size_t checked_size(std::size_t n, Metric m) {
   if (m != Metric::L2) {
     throw ConfigError(std::string("TrackedVector tracks the l2 divergence only, not ") + to_string(m));
   }
-  if (n > detail::DirtySlots<double>::kMaxSlots) {
+  if (n > DirtySlots<double>::kMaxSlots) {
     throw ConfigError("TrackedVector size " + std::to_string(n) + " exceeds the limit of " +
-                      std::to_string(detail::DirtySlots<double>::kMaxSlots) + " entries");
+                      std::to_string(DirtySlots<double>::kMaxSlots) + " entries");
   }
   return n;
 }

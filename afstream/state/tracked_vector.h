@@ -106,7 +106,7 @@ class TrackedVector {
   void enter_dense();
 
   Eigen::VectorXd values_;
-  detail::DirtySlots<double> dirty_;
+  DirtySlots<double> dirty_;
   detail::DivergenceTracker<double> div_;
   bool dense_ = false;
   Eigen::VectorXd backup_;  // the backed-up weights; meaningful only in the dense regime
