@@ -124,12 +124,19 @@ TEST(ExactlyOnceSinkThreads, ModeNoneLosesEffectsWhereExactModeDoesNot) {
   EXPECT_GE(exact.result.failures.size(), 3u);
   EXPECT_TRUE(exact.check.exactly_once());
   EXPECT_EQ(exact.check.records, kItems);
-  const auto run = run_copy(FtMode::None, sink_kills(), 3);
-  // Mode none does not wait for anyone: the source may finish before the later kills, which then find fewer workers.
-  EXPECT_GE(run.result.failures.size(), 1u);
-  EXPECT_FALSE(run.check.exactly_once());
-  EXPECT_GT(run.check.missing, 0u);  // the crashed sink's buffer and queue, and what was sent to it while down
-  EXPECT_LT(run.sink_items, kItems);
+  // Mode none does not wait for anyone: the source may finish before the later kills, which then find fewer workers,
+  // and a kill that finds the sink caught up with nothing in flight loses nothing (seen once in CI, under load). So
+  // up to three seeds: one of them must lose effects.
+  bool lost = false;
+  for (std::uint64_t seed = 3; seed <= 5 && !lost; ++seed) {
+    const auto run = run_copy(FtMode::None, sink_kills(), seed);
+    EXPECT_GE(run.result.failures.size(), 1u) << "seed " << seed;
+    if (run.check.exactly_once()) continue;
+    lost = true;
+    EXPECT_GT(run.check.missing, 0u);  // the crashed sink's buffer and queue, and what was sent to it while down
+    EXPECT_LT(run.sink_items, kItems);
+  }
+  EXPECT_TRUE(lost) << "mode none wrote every effect exactly once in three runs with four kills of the sink";
 }
 
 }  // namespace
