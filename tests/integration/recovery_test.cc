@@ -79,6 +79,10 @@ TEST(Recovery, CorruptBackupIsReportedNotRestored) {
   cfg.mode = FtMode::Approx;
   cfg.bounds = {400, 100, 100};
   cfg.failures = {{150000, {1}, std::nullopt}};
+  // The failure point counts source items: held to a few batches ahead, the source cannot reach it before worker 1
+  // has taken a (corrupted) backup. Without that, CI under load once saw the sketch starved until the failure, with
+  // nothing stored to restore.
+  cfg.in_flight_max = 4 * cfg.batch_items;
   try {
     run_hh(s, cfg, std::make_shared<CorruptingStore>(1));
     FAIL() << "a corrupt backup was restored";
