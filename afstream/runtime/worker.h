@@ -458,7 +458,9 @@ class Worker {
   Ring<ChannelItem> queue_;    // admitted (acknowledged), unprocessed
   std::size_t unbacked_ = 0;   // how many items at the tail of queue_ are not backed up
   std::uint64_t since_state_backup_ = 0;
-  std::uint64_t replay_items_max_ = 0;       // RunConfig::replay_items_max where it applies (inputs_replayable_)
+  // RunConfig::replay_items_max where it applies (inputs_replayable_); with ft.replay-overhead-max, the interval
+  // adapt_replay_interval chose.
+  std::uint64_t replay_items_max_ = 0;
   std::uint64_t replay_limit_ = UINT64_MAX;  // replay_items_max_, or no limit when it is 0 (after_update's fast path)
   // ft.replay-overhead-max (adapt_replay_interval): the interval's bounds, and the smoothed costs it is chosen from.
   std::uint64_t replay_interval_min_ = 0, replay_interval_max_ = 0;

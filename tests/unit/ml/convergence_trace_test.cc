@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -125,6 +126,52 @@ TEST(ConvergenceTrace, SurvivesSnapshotAndRestore) {
   ASSERT_EQ(b.trace().size(), 2u);
   for (const auto& item : indices(250, 600)) b.process(item, out);
   EXPECT_EQ(b.trace(), a.trace());
+}
+
+// The trace's moved entries in a snapshot are checked before anything changes: an index out of range or repeated
+// is a FormatError naming it, and the operator keeps its state.
+TEST(ConvergenceTrace, RejectsCorruptTraceEntries) {
+  const Params p = traced("kdd", "sgd", 100);
+  SgdLearnerOperator a(p, {});
+  RecordingEmitter out;
+  for (const auto& item : indices(0, 150)) a.process(item, out);  // 50 examples after the last point: some moved
+  ByteWriter w;
+  a.snapshot_full(w);
+  const auto bytes = w.take();
+  // The snapshot ends with the entries: u64 count, count u32 indices, u64 count, count doubles.
+  std::uint64_t k = 0;
+  for (std::size_t len = 1; len < bytes.size() / 12; ++len) {
+    std::uint64_t c = 0;
+    std::memcpy(&c, bytes.data() + bytes.size() - 8 * len - 8, sizeof c);
+    if (c == len) {
+      k = len;
+      break;
+    }
+  }
+  ASSERT_GE(k, 2u) << "entries moved since the last trace point";
+  const std::size_t first = bytes.size() - 8 * k - 8 - 4 * k;  // the first index
+  const auto rejects = [&](std::vector<std::uint8_t> corrupt, const std::string& what) {
+    SgdLearnerOperator b(p, {});
+    ByteReader r(corrupt);
+    try {
+      b.restore_full(r);
+      ADD_FAILURE() << "accepted a trace entry " << what;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(b.trace().empty());  // unchanged
+  };
+  auto out_of_range = bytes;
+  const std::uint32_t big = 1u << 20;  // 2^10 weights
+  std::memcpy(out_of_range.data() + first, &big, sizeof big);
+  rejects(out_of_range, "out of range");
+  auto repeated = bytes;
+  std::memcpy(repeated.data() + first + 4, repeated.data() + first, 4);
+  rejects(repeated, "repeated");
+  SgdLearnerOperator c(p, {});
+  ByteReader r(bytes);
+  c.restore_full(r);  // the intact snapshot is accepted
+  EXPECT_EQ(c.trace(), a.trace());
 }
 
 // The sink keeps each copy's trace and combines them: counts, loss sums and correct counts summed, the mean L1.
