@@ -1822,23 +1822,25 @@ void Worker::capture_snapshot(StateRecord& rec, bool full, double residual) {
 void Worker::backup_state(bool wait, double residual) {
   const bool adaptive = replay_interval_max_ > 0;
   const auto started = adaptive ? Clock::now() : Clock::time_point{};
+  const std::int64_t started_cpu = adaptive ? thread_cpu_ns() : 0;
   const std::uint64_t items = since_state_backup_;
   backup_state_now(wait, residual);
-  if (adaptive) adapt_replay_interval(started, items);
+  if (adaptive) adapt_replay_interval(started, thread_cpu_ns() - started_cpu, items);
 }
 
 // ft.replay-overhead-max: after each state backup, the interval to the next forced one is chosen so that backing up
 // costs at most that share of the compute thread's time: interval = cost of a backup / (share * cost of an item),
-// both smoothed. A backup's cost is the compute thread's time in backup_state (capture, and the write when it is
-// synchronous) plus the backup thread's time writing it (counted when it is done: usually the previous backup's);
-// an item's is the compute thread's wall time between backups over the items processed (waiting for input
+// both smoothed. A backup's cost is CPU time: the compute thread's in backup_state (capture, and the write when it
+// is done inline) plus the backup thread's writing it (counted when it is done: usually the previous backup's). Wall
+// time made it jump whenever the scheduler interrupted a backup (a loaded machine then backed up several times less
+// often than asked); a synchronous wait for a remote store is latency, not cost, and is not counted either. An
+// item's cost is the compute thread's wall time between backups over the items processed (waiting for input
 // included: idle time is cheap to spend on backups). Results do not depend on it: behind replayable sources a
 // recovery loses nothing whatever the interval (Proposition S); only the work it repeats does.
-void Worker::adapt_replay_interval(Clock::time_point started, std::uint64_t items) {
+void Worker::adapt_replay_interval(Clock::time_point started, std::int64_t cpu_ns, std::uint64_t items) {
   const auto ended = Clock::now();
   const std::uint64_t task_ns = counters_.state_backup_ns.load(std::memory_order_relaxed);
-  const double cost = std::chrono::duration<double, std::nano>(ended - started).count() +
-                      static_cast<double>(task_ns - backup_task_ns_seen_);
+  const double cost = static_cast<double>(cpu_ns) + static_cast<double>(task_ns - backup_task_ns_seen_);
   backup_task_ns_seen_ = task_ns;
   if (last_backup_end_ != Clock::time_point{} && items > 0) {
     const double per_item =
@@ -1924,7 +1926,7 @@ void Worker::backup_state_now(bool wait, double residual) {
     counters.backup_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
     counters.state_backups.fetch_add(1, std::memory_order_relaxed);
     const ChainInfo info = store->put_state(id, rec.full, std::move(bytes), covered);
-    if (std::this_thread::get_id() != compute_thread) {  // written inline, it is already in backup_state's time
+    if (std::this_thread::get_id() != compute_thread) {  // written inline, it is already in backup_state's CPU time
       counters.state_backup_ns.fetch_add(static_cast<std::uint64_t>(thread_cpu_ns() - started),
                                          std::memory_order_relaxed);
     }

@@ -467,7 +467,7 @@ class Worker {
   double backup_cost_ns_ = 0, item_cost_ns_ = 0;
   std::uint64_t backup_task_ns_seen_ = 0;  // counters_.state_backup_ns already counted
   Clock::time_point last_backup_end_{};
-  void adapt_replay_interval(Clock::time_point started, std::uint64_t items);
+  void adapt_replay_interval(Clock::time_point started, std::int64_t cpu_ns, std::uint64_t items);
   std::uint64_t source_backup_every_ = 0;  // sources: items between backups of the position (set by the constructor)
   std::uint64_t chain_length_ = 0;         // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
