@@ -79,13 +79,12 @@ void PeerDirectory::set_up(int worker, std::uint32_t epoch, PeerEndpoints at) {
     slots_[worker].endpoints_epoch = epoch;
     slots_[worker].at = std::move(at);
   }
-  slots_[worker].epoch.store(epoch, std::memory_order_release);
-  slots_[worker].up.store(true, std::memory_order_release);
+  slots_[worker].state.store(std::uint64_t{epoch} << 1 | 1, std::memory_order_release);
   version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void PeerDirectory::set_down(int worker) {
-  slots_[worker].up.store(false, std::memory_order_release);
+  slots_[worker].state.fetch_and(~std::uint64_t{1}, std::memory_order_acq_rel);
   version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
@@ -1607,10 +1606,11 @@ void Worker::call_on_blocked() {
 
 // ---------------------------------------------------------------------------------------------------------------
 bool Worker::peer_ready(int worker) {
-  if (!ctx_.directory->up(worker)) return false;
+  const auto peer = ctx_.directory->state(worker);
+  if (!peer.up) return false;
   // A peer that came up since the last look: learn its incarnation now (which resets what to resend to it) and
   // let the caller come back, so nothing is sent on the strength of the old state.
-  if (ctx_.directory->epoch(worker) != known_epoch_[worker]) {
+  if (peer.epoch != known_epoch_[worker]) {
     refresh_peers();
     return false;
   }
@@ -1647,10 +1647,10 @@ void Worker::flush(bool force) {
           const std::uint64_t before = o.pending[from].seq - 1;
           if (before > o.acked && before - o.acked >= ctx_.config.in_flight_max) break;
         }
-        if (!ctx_.directory->up(o.to_worker)) {
+        if (const auto peer = ctx_.directory->state(o.to_worker); !peer.up) {
           // Mode none: items for a worker that has crashed are lost (a rewinding source produces them again once it
           // learns of the restart); before its first start they wait.
-          if (ctx_.directory->epoch(o.to_worker) > 0) from = o.pending.size();
+          if (peer.crashed()) from = o.pending.size();
           break;
         }
         const std::span<const std::uint64_t> roots =

@@ -446,7 +446,8 @@ void Worker::verify_peers() {
   if (unverified_peers_.empty()) return;
   std::vector<int> up;
   for (int w : unverified_peers_) {
-    if (ctx_.directory->up(w) && ctx_.directory->epoch(w) == known_epoch_[w]) up.push_back(w);
+    const auto peer = ctx_.directory->state(w);
+    if (peer.up && peer.epoch == known_epoch_[w]) up.push_back(w);
   }
   if (up.empty()) return;
   const CheckpointStatus st = ctx_.store->checkpoint_status();

@@ -71,7 +71,7 @@ std::uint32_t apply_directory(const net::DirectoryMsg& d, int self, PeerDirector
     if (w == self) own = p.epoch;
     if (w == self || w < 0) continue;
     if (p.up) {
-      if (!directory.up(w) || directory.epoch(w) != p.epoch) {
+      if (const auto known = directory.state(w); !known.up || known.epoch != p.epoch) {
         directory.set_up(w, p.epoch, {p.data_endpoint, p.ack_endpoint, p.curve_key});
       }
     } else if (directory.up(w)) {
