@@ -47,6 +47,9 @@ class SpaceSavingHeavyHitters final : public Operator {
   double divergence() const override {
     return static_cast<double>(max_since_backup_ + weight_since_overflow_ + compensated_since_backup_);
   }
+  // One item raises one key's weight since the backup by its weight (at most alpha), or, after an overflow, the
+  // weight added to the maximum: the divergence rises by at most alpha per item (touch).
+  bool divergence_bounded_by_alpha() const override { return true; }
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;

@@ -56,6 +56,9 @@ class RippleJoinOperator final : public Operator {
   double alpha() const override { return 1; }  // one item, at most one sampled tuple
   double beta() const override { return 0; }   // emits only in finish
   double divergence() const override { return r_count_.divergence() + s_count_.divergence() + ledger_.divergence(); }
+  // process() adds at most one sample to one count map (L1: the divergence rises by at most alpha = 1); only
+  // on_recovered moves the ledger. The runtime may then skip the Theta check for items that cannot reach theta.
+  bool divergence_bounded_by_alpha() const override { return true; }
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;
