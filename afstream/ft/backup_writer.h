@@ -35,6 +35,9 @@ class BackupWriter {
   // has failed, later tasks are dropped unwritten (a backup after a lost one would leave a gap in the chain).
   std::uint64_t confirmed();
   void wait(std::uint64_t ticket);
+  // Whether the task with this ticket (and all before it) has completed, without locking (a failed task is
+  // reported by confirmed() and wait()).
+  bool is_confirmed(std::uint64_t ticket) const { return done_.load(std::memory_order_acquire) >= ticket; }
   // Drop queued tasks (the one running finishes) and stop: what a crash does to backups not yet written.
   void abandon();
 

@@ -214,6 +214,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   resends_by_rewind_ = source_ && ctx_.config.mode == FtMode::Approx;
   inputs_replayable_ = ctx_.config.mode == FtMode::Approx && !ins_.empty() &&
                        std::all_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.from_source; });
+  never_wait_for_store_ = inputs_replayable_ && ctx_.store != nullptr && ctx_.store->remote();
   replay_items_max_ = inputs_replayable_ ? ctx_.config.replay_items_max : 0;
   if (inputs_replayable_ && ctx_.config.replay_overhead_max > 0) {
     // Adaptive (adapt_replay_interval): it starts at the smallest interval and grows once backups are measured.
@@ -1214,10 +1215,21 @@ void Worker::after_update_checked() {
       const double d = op_->divergence();
       const double trigger = theta * (1 - ctx_.config.state_headroom);
       if (d <= trigger && alpha_bounds_drift_) {
-        const double room = pending_state_ticket_ ? std::min(trigger, theta - pending_divergence_) - d : trigger - d;
+        const double room = pending_state_ticket_ && !never_wait_for_store_
+                                ? std::min(trigger, theta - pending_divergence_) - d
+                                : trigger - d;
         if (room >= op_alpha_) unchecked_items_ = static_cast<std::uint64_t>(room / op_alpha_);
       }
       if (d > trigger || replay_due) {
+        // Behind replayable sources a failure loses nothing whatever the state's drift (Proposition S): a backup
+        // only bounds the work a recovery repeats. So with a remote store the compute thread never waits for a
+        // round trip there: backups are written asynchronously, and while one is in flight the next is taken as
+        // soon as it is confirmed (checked again at the next item). An in-process store is written inline, as ever.
+        // (ft.replay-items-max's forced backups still wait: they bound the work a recovery repeats.)
+        if (pending_state_ticket_ && never_wait_for_store_ && !replay_due &&
+            !writer_->is_confirmed(pending_state_ticket_)) {
+          return;
+        }
         if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
         pending_state_ticket_ = 0;
         // A partial backup may leave part of the divergence unwritten, well below the trigger (general-bounds §3.6),
@@ -1226,14 +1238,14 @@ void Worker::after_update_checked() {
         constexpr double kItemsAboveResidual = 4;
         const double residual =
             std::min(ctx_.config.delta_residual * trigger, trigger - kItemsAboveResidual * op_alpha_);
-        if (d > theta) {  // nothing left to drift by while it is written: write it now
+        if (d > theta && !never_wait_for_store_) {  // nothing left to drift by while it is written: write it now
           backup_state(true, residual);
         } else {
           backup_state(false, residual);
           pending_state_ticket_ = last_state_ticket_;
           pending_divergence_ = d;
         }
-      } else if (pending_state_ticket_ && d + pending_divergence_ > theta) {
+      } else if (pending_state_ticket_ && !never_wait_for_store_ && d + pending_divergence_ > theta) {
         writer_->wait(pending_state_ticket_);
         pending_state_ticket_ = 0;
       }

@@ -463,6 +463,9 @@ class Worker {
   // items cannot be lost (Proposition S), so admission is not limited by l. Unbacked items are still counted: a
   // punctuation logs them with it, as restore() expects.
   bool inputs_replayable_ = false;
+  // Behind replayable sources with a remote store: the Theta rule's backups are asynchronous and coalesced, never
+  // waited for (after_update_checked).
+  bool never_wait_for_store_ = false;
   // Whether sent items are kept until acknowledged (OutChannel::unacked) rather than dropped once sent (pending).
   bool keeps_sent_items() const { return acks_enabled() && !resends_by_rewind_; }
 

@@ -79,6 +79,11 @@ class BackupStore {
   virtual CheckpointStatus rejoin_checkpoints(int worker) = 0;
 
   virtual StoreStats stats() const = 0;
+
+  // True when every call is a round trip to another process (a backup server): a worker then avoids waiting for a
+  // put where it may (Worker::after_update_checked). An in-process store's put costs only its own work, which a
+  // worker's compute thread does faster inline than by handing it to its backup thread.
+  virtual bool remote() const { return false; }
 };
 
 }  // namespace afs

@@ -75,6 +75,7 @@ class RemoteStore final : public BackupStore {
   // contact the server (it may start later); throws ConfigError naming the endpoint if ZeroMQ rejects it.
   explicit RemoteStore(std::string endpoint, RemoteStoreOptions options = {});
   ~RemoteStore() override;
+  bool remote() const override { return true; }
   RemoteStore(const RemoteStore&) = delete;
   RemoteStore& operator=(const RemoteStore&) = delete;
 

@@ -47,8 +47,8 @@ using namespace std::chrono_literals;
 const std::vector<std::string> kJob = {"--job",      "heavy-hitters", "--hh.keys",  "20000", "--seed", "3",
                                        "--ft.mode",  "approx",        "--ft.theta", "1e4",   "--ft.l", "10",
                                        "--ft.gamma", "100",           "--quiet"};
-const std::string kShortJob = "400000";  // items: a run of a second or two
-const std::string kLongJob = "3000000";  // items: long enough to kill a worker in the middle
+const std::string kShortJob = "400000";   // items: a run of a second or two
+const std::string kLongJob = "20000000";  // items: long enough to kill a worker in the middle (several seconds)
 
 // Runs a shell command quietly; its exit status.
 int sh(const std::string& cmd) {

@@ -3,6 +3,12 @@
 // estimate falls below the exact weight, whatever the failure schedule; without failures approx equals none.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
+#include "afstream/runtime/backup_server.h"
+#include "afstream/store/memory_store.h"
+#include "afstream/store/remote_store.h"
 #include "tests/property/hh_harness.h"
 
 namespace afs::testing {
@@ -91,6 +97,73 @@ TEST(HeavyHittersProperty, ReplayableSourceMakesSketchRecoveryExact) {
           ASSERT_GE(run.states[w][i], reference.states[w][i]) << at << " copy " << w << " counter " << i;
           ASSERT_LE(run.states[w][i], reference.states[w][i] + run.compensation[w]) << at << " copy " << w;
         }
+      }
+    }
+  }
+}
+
+// A backup server on a thread of this process (tcp on 127.0.0.1, a free port), stopped at the end of the scope.
+class ServerThread {
+ public:
+  ServerThread() : server_("tcp://127.0.0.1:0", std::make_unique<MemoryStore>()) {
+    thread_ = std::thread([this] { server_.run(stop_); });
+  }
+  ~ServerThread() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::string endpoint() const { return server_.bound_endpoint(); }
+
+ private:
+  BackupServer server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Behind replayable sources, with a store in another process (a round trip per put), the Theta rule's backups are
+// written asynchronously and coalesced: the sketches never wait for the server, and take a new backup only once the
+// last one is confirmed (Worker::after_update_checked; proofs/general-bounds.md, R-state). Nothing is lost either
+// way (Proposition S): with no failures the sketches end as in mode none, and after failures every counter ends at
+// or above the failure-free one and at most the compensation (the restored backups' residuals) above it.
+TEST(HeavyHittersProperty, BehindReplayableSourcesARemoteStoreIsNeverWaitedFor) {
+  HhSetup s;
+  s.seed = 5;
+  s.items = 200000;
+  s.weights = "unit";
+  s.phi = 1500;
+  RunConfig none;
+  none.mode = FtMode::None;
+  const auto reference = run_hh(s, none);
+  RunConfig cfg;
+  cfg.mode = FtMode::Approx;
+  cfg.bounds = {40, 50, 100};  // theta 20 per copy: a trigger every few dozen items
+  cfg.batch_items = 256;
+  const auto local = run_hh(s, cfg);  // in-process store: every trigger is a (synchronous, inline) backup
+  EXPECT_EQ(local.states, reference.states);
+  ServerThread server;
+  const auto remote = run_hh(s, cfg, std::make_shared<RemoteStore>(server.endpoint()));
+  EXPECT_EQ(remote.states, reference.states);
+  EXPECT_EQ(remote.reported, reference.reported);
+  EXPECT_GT(remote.result.state_backups, 0u);
+  // Coalesced: far fewer backups than triggers (the local run backs up at every trigger).
+  EXPECT_LT(remote.result.state_backups * 2, local.result.state_backups)
+      << remote.result.state_backups << " backups with the remote store, " << local.result.state_backups
+      << " with the local one";
+
+  for (int seed = 1; seed <= 3; ++seed) {
+    std::mt19937_64 rng(seed * 307);
+    RunConfig failing = cfg;
+    failing.failures = random_failures(rng, 3, s.items, 4);
+    failing.in_flight_max = 4 * cfg.batch_items;  // failure points track the sketches' progress
+    const auto run = run_hh(s, failing, std::make_shared<RemoteStore>(server.endpoint()));
+    EXPECT_FALSE(run.result.failures.empty()) << "seed " << seed;
+    EXPECT_EQ(run.score.recall, 1.0) << "seed " << seed;
+    ASSERT_EQ(run.states.size(), reference.states.size());
+    const std::size_t counters = s.width * s.depth;
+    for (std::size_t w = 0; w < run.states.size(); ++w) {
+      for (std::size_t i = 0; i < counters; ++i) {
+        ASSERT_GE(run.states[w][i], reference.states[w][i]) << "seed " << seed << " copy " << w << " counter " << i;
+        ASSERT_LE(run.states[w][i], reference.states[w][i] + run.compensation[w]) << "seed " << seed << " copy " << w;
       }
     }
   }
