@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Every online learner through the engine (issue 5's first measurement): updates per second of none / approx /
+# exact on the in-process runtime and on worker processes (memory and RocksDB backup server), for each task on the
+# data it fits, dense (28 features) and sparse (2^18 hashed weights). Each (task, data) pair is one run of
+# throughput_table.sh (modes and runtimes interleaved within a round, ratios per round, medians over rounds);
+# learners_summary.py puts them side by side with the held-out accuracy (or loss, for linear regression).
+#
+#   experiments/learners_table.sh [afstream-binary]      (ROUNDS=3 ITEMS=1000000, Theta 10 / L 1e3 by default)
+#
+# Writes experiments/results/learners/TASK-DATA/{summary.csv,table.md} and experiments/results/learners/table.md.
+set -euo pipefail
+AFS=${1:-build/afstream/cli/afstream}
+export ROUNDS=${ROUNDS:-3}
+export ITEMS=${ITEMS:-1000000}
+FT=${FT:-"--ft.theta 10 --ft.l 1000"}
+OUT=experiments/results/learners
+PAIRS=${PAIRS:-"logistic:higgs logistic:kdd hinge:higgs hinge:kdd linear:linear linear:kdd softmax:multiclass"}
+mkdir -p "$OUT"
+for pair in $PAIRS; do
+  task=${pair%%:*}
+  data=${pair#*:}
+  echo "== $task on $data" >&2
+  JOB=learn JOB_ARGS="--learn.task $task --learn.data $data $FT" OUT="$OUT/$task-$data" \
+    bash experiments/throughput_table.sh "$AFS" >/dev/null
+done
+revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"; }
+{
+  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FT=\"$FT\" experiments/learners_table.sh\` ($(date -u +%F)," \
+    "$(nproc) cores, revision $(revision)); each (task, data) pair is a throughput_table.sh run" \
+    "(\`$OUT/TASK-DATA/table.md\`)."
+  echo
+  python3 experiments/learners_summary.py "$OUT" $PAIRS
+} >"$OUT/table.md"
+cat "$OUT/table.md"
