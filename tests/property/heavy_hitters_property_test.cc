@@ -140,8 +140,12 @@ TEST(HeavyHittersProperty, BehindReplayableSourcesARemoteStoreIsNeverWaitedFor) 
   cfg.batch_items = 256;
   const auto local = run_hh(s, cfg);  // in-process store: every trigger is a (synchronous, inline) backup
   EXPECT_EQ(local.states, reference.states);
-  ServerThread server;
-  const auto remote = run_hh(s, cfg, std::make_shared<RemoteStore>(server.endpoint()));
+  // Each run with a server of its own: a store that held another run's backups would restore them.
+  const auto run_remote = [](const HhSetup& setup, const RunConfig& config) {
+    ServerThread server;
+    return run_hh(setup, config, std::make_shared<RemoteStore>(server.endpoint()));
+  };
+  const auto remote = run_remote(s, cfg);
   EXPECT_EQ(remote.states, reference.states);
   EXPECT_EQ(remote.reported, reference.reported);
   EXPECT_GT(remote.result.state_backups, 0u);
@@ -155,7 +159,7 @@ TEST(HeavyHittersProperty, BehindReplayableSourcesARemoteStoreIsNeverWaitedFor) 
     RunConfig failing = cfg;
     failing.failures = random_failures(rng, 3, s.items, 4);
     failing.in_flight_max = 4 * cfg.batch_items;  // failure points track the sketches' progress
-    const auto run = run_hh(s, failing, std::make_shared<RemoteStore>(server.endpoint()));
+    const auto run = run_remote(s, failing);
     EXPECT_FALSE(run.result.failures.empty()) << "seed " << seed;
     EXPECT_EQ(run.score.recall, 1.0) << "seed " << seed;
     ASSERT_EQ(run.states.size(), reference.states.size());
@@ -167,6 +171,17 @@ TEST(HeavyHittersProperty, BehindReplayableSourcesARemoteStoreIsNeverWaitedFor) 
       }
     }
   }
+
+  // Behind a relay the sketches' inputs are not replayable: a failure would lose their drift, so they still back up
+  // at every trigger and wait (R-state), remote store or not.
+  HhSetup relayed = s;
+  relayed.relay = true;
+  const auto relay_local = run_hh(relayed, cfg);
+  const auto relay_remote = run_remote(relayed, cfg);
+  EXPECT_EQ(relay_remote.states, relay_local.states);
+  EXPECT_GE(relay_remote.result.state_backups * 10, relay_local.result.state_backups * 9)
+      << relay_remote.result.state_backups << " backups with the remote store, " << relay_local.result.state_backups
+      << " with the local one";
 }
 
 TEST(HeavyHittersProperty, NoFailuresApproxEqualsNone) {
