@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Runs the Google Benchmark binaries (hot paths: tracked counters, Count-Min, Zipf, wire codec, backup stores,
-# parameter-server worker and server clocks) with repetitions and writes their median tables to experiments/results/bench/<name>.txt.
-#   experiments/bench/run_all.sh [build-dir]
+# Runs every Google Benchmark binary the build made (experiments/bench/*_benchmark.cc: tracked counters, Count-Min,
+# Space-Saving, HyperLogLog, ripple join, NEXMark, word count and grep, the learners, wire codec, backup stores,
+# recovery, the exactly-once sink's effect database, parameter-server clocks) with repetitions and writes their median
+# tables to experiments/results/bench/<name>.txt.
+#   experiments/bench/run_all.sh [build-dir]      (BENCHMARKS="hh_benchmark ml_benchmark" for some of them)
 set -euo pipefail
 BUILD=${1:-build}
 OUT=${OUT:-experiments/results/bench}
 mkdir -p "$OUT"
-for b in state_benchmark hh_benchmark distinct_benchmark net_benchmark store_benchmark ps_benchmark; do
+if [ -z "${BENCHMARKS:-}" ]; then
+  BENCHMARKS=$(cd experiments/bench && ls ./*_benchmark.cc | sed 's|^\./||; s|\.cc$||')
+fi
+for b in $BENCHMARKS; do
   bin="$BUILD/experiments/bench/$b"
   [ -x "$bin" ] || { echo "missing $bin (build first)" >&2; exit 1; }
   echo "== $b" >&2
