@@ -1205,6 +1205,9 @@ void Worker::after_update_checked() {
       }
       if (logs_every_item()) {  // theta below alpha: protected as in exact mode (see logs_every_item)
         if (replay_due || since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
+        // No item before the next periodic or replay backup can be due: they take after_update's fast path.
+        const std::uint64_t every = std::min<std::uint64_t>(ctx_.config.exact_state_every, replay_limit_);
+        if (every > since_state_backup_ + 1) unchecked_items_ = every - since_state_backup_ - 1;
         return;
       }
       // DESIGN 3, Theta, with asynchronous backups: a state backup is taken once the divergence passes

@@ -251,9 +251,10 @@ class Worker {
   void send_due_acks(bool all = false);
   std::size_t process_some(std::size_t budget);
   void process_one(const ChannelItem& ci);
-  // After each processed item. Inline fast path: in approx mode, an item that alpha proves cannot reach the Theta
-  // trigger (unchecked_items_) and that no ft.replay-items-max backup is due for costs a count and a compare; the
-  // rest goes to after_update_checked (every mode's per-item rule).
+  // After each processed item. Inline fast path: in approx mode, an item that cannot be due for a backup
+  // (unchecked_items_: alpha proves it cannot reach the Theta trigger, or, under R-logall, the next periodic backup
+  // is further away) and for which no ft.replay-items-max backup is due costs a count and a compare; the rest goes
+  // to after_update_checked (every mode's per-item rule).
   void after_update() {
     if (unchecked_items_ > 0 && since_state_backup_ + 1 < replay_limit_) {
       ++since_state_backup_;
