@@ -46,6 +46,22 @@ TEST(HeavyHittersProperty, RecallIsOneAfterCompensation) {
   }
 }
 
+// Every sketch counter of `run` is at or above the failure-free one and at most the copy's compensation above it
+// (behind a replayable source nothing is missing; only what restored partial backups left unwritten is added back).
+void expect_counters_within_compensation(const HhSetup& s, const HhRun& run, const HhRun& reference,
+                                         const std::string& at) {
+  ASSERT_EQ(run.states.size(), reference.states.size()) << at;
+  const std::size_t counters = s.width * s.depth;  // then the reported keys, which the compensation may add to
+  for (std::size_t w = 0; w < run.states.size(); ++w) {
+    ASSERT_GE(run.states[w].size(), counters) << at;
+    ASSERT_GE(reference.states[w].size(), counters) << at;
+    for (std::size_t i = 0; i < counters; ++i) {
+      ASSERT_GE(run.states[w][i], reference.states[w][i]) << at << " copy " << w << " counter " << i;
+      ASSERT_LE(run.states[w][i], reference.states[w][i] + run.compensation[w]) << at << " copy " << w;
+    }
+  }
+}
+
 // A replayable source goes back to what each sketch's backups covered, so a recovered sketch sees every item again:
 // nothing is missing. With whole deltas no compensation is added and the sketches end exactly as in a failure-free
 // run, whatever fails (proofs/general-bounds.md, R-source). With partial deltas (the default) the restored backup
@@ -88,16 +104,7 @@ TEST(HeavyHittersProperty, ReplayableSourceMakesSketchRecoveryExact) {
         for (auto c : run.compensation) EXPECT_EQ(c, 0) << at;
         continue;
       }
-      ASSERT_EQ(run.states.size(), reference.states.size()) << at;
-      const std::size_t counters = s.width * s.depth;  // then the reported keys, which the compensation may add to
-      for (std::size_t w = 0; w < run.states.size(); ++w) {
-        ASSERT_GE(run.states[w].size(), counters) << at;
-        ASSERT_GE(reference.states[w].size(), counters) << at;
-        for (std::size_t i = 0; i < counters; ++i) {
-          ASSERT_GE(run.states[w][i], reference.states[w][i]) << at << " copy " << w << " counter " << i;
-          ASSERT_LE(run.states[w][i], reference.states[w][i] + run.compensation[w]) << at << " copy " << w;
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_counters_within_compensation(s, run, reference, at));
     }
   }
 }
@@ -162,14 +169,7 @@ TEST(HeavyHittersProperty, BehindReplayableSourcesARemoteStoreIsNeverWaitedFor) 
     const auto run = run_remote(s, failing);
     EXPECT_FALSE(run.result.failures.empty()) << "seed " << seed;
     EXPECT_EQ(run.score.recall, 1.0) << "seed " << seed;
-    ASSERT_EQ(run.states.size(), reference.states.size());
-    const std::size_t counters = s.width * s.depth;
-    for (std::size_t w = 0; w < run.states.size(); ++w) {
-      for (std::size_t i = 0; i < counters; ++i) {
-        ASSERT_GE(run.states[w][i], reference.states[w][i]) << "seed " << seed << " copy " << w << " counter " << i;
-        ASSERT_LE(run.states[w][i], reference.states[w][i] + run.compensation[w]) << "seed " << seed << " copy " << w;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_counters_within_compensation(s, run, reference, "seed " + std::to_string(seed)));
   }
 
   // Behind a relay the sketches' inputs are not replayable: a failure would lose their drift, so they still back up
