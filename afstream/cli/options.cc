@@ -154,8 +154,8 @@ po::options_description run_options() {
       "process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),
       "runtime processes: a worker silent this long is presumed dead, killed and restarted (ms)")(
       "fail.at", po::value<std::string>()->default_value(""),
-      "failure points: comma-separated item counts, fractions of the input (0.25), or times since the start (500ms, "
-      "2s)");
+      "failure points: comma-separated item counts or fractions of the input (0.25) processed, or times since the "
+      "start (500ms, 2s); produced:N or produced:0.99 counts the items the sources produced instead");
   o.add(curve_options());
   return o;
 }

@@ -341,6 +341,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   st.setAlignmentMs(s.alignment_ms);
   st.setAlignmentMsMax(s.alignment_ms_max);
   st.setItemsHeld(s.items_held);
+  st.setInputPosition(s.input_position);
   if (!report.final_state.empty()) {
     r.setFinalState(capnp::Data::Reader(report.final_state.data(), report.final_state.size()));
   }
@@ -876,7 +877,8 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
               st.getAlignments(),
               st.getAlignmentMs(),
               st.getAlignmentMsMax(),
-              st.getItemsHeld()};
+              st.getItemsHeld(),
+              st.getInputPosition()};
   for (auto v : st.getLatency()) m.status.latency.push_back(v);
   m.final_state = to_vector(r.getFinalState());
   auto rc = r.getRecovery();

@@ -260,6 +260,7 @@ struct WorkerStatusMsg {
   std::uint64_t checkpoint_bytes = 0, alignments = 0;
   double alignment_ms = 0, alignment_ms_max = 0;
   std::uint64_t items_held = 0;
+  std::uint64_t input_position = 0;  // WorkerCounters::input_position
   friend bool operator==(const WorkerStatusMsg&, const WorkerStatusMsg&) = default;
 };
 

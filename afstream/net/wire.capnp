@@ -238,6 +238,7 @@ struct WorkerStatus {
   alignmentMs @21 :Float64;      # sum over alignments
   alignmentMsMax @22 :Float64;
   itemsHeld @23 :UInt64;
+  inputPosition @24 :UInt64;   # sum over input channels of the last sequence number processed (WorkerCounters)
 }
 
 struct RecoveryReport {

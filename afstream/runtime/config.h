@@ -14,9 +14,10 @@
 namespace afs {
 
 struct FailureEvent {
-  std::uint64_t at_items = 0;                        // when this many source items have been emitted
+  std::uint64_t at_items = 0;                        // when the job has processed this many input items
   std::vector<int> workers;                          // which workers are killed at once
   std::optional<std::chrono::milliseconds> at_time;  // instead: this long after the start
+  bool produced = false;                             // at_items counts the items the sources produced instead
 };
 
 struct RunConfig {

@@ -1,9 +1,11 @@
 // The failure plan (failure_plan.h).
 #include "afstream/runtime/failure_plan.h"
 
+#include <algorithm>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "afstream/core/errors.h"
 
@@ -11,12 +13,28 @@ namespace afs {
 
 FailurePlan::FailurePlan(std::vector<FailureEvent> events) : events_(std::move(events)), fired_(events_.size()) {}
 
-std::vector<FailureEvent> FailurePlan::due(std::uint64_t source_items, std::chrono::milliseconds elapsed) {
+InputProgress::InputProgress(const Topology& topology) {
+  const auto& stages = topology.stages();
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const auto& st = stages[s];
+    if (st.is_source || st.inputs.empty()) continue;
+    const bool counts = std::all_of(st.inputs.begin(), st.inputs.end(), [&](const EdgeSpec& e) {
+      return stages[static_cast<std::size_t>(e.from_stage)].is_source && e.partition != Partition::Broadcast;
+    });
+    if (!counts) continue;
+    std::vector<int> workers;
+    for (int i = 0; i < st.parallelism; ++i) workers.push_back(topology.first_worker(static_cast<int>(s)) + i);
+    fed_stages_.push_back(std::move(workers));
+  }
+}
+
+std::vector<FailureEvent> FailurePlan::due(std::uint64_t input_items, std::uint64_t source_items,
+                                           std::chrono::milliseconds elapsed) {
   std::vector<FailureEvent> out;
   for (std::size_t i = 0; i < events_.size(); ++i) {
     if (fired_[i]) continue;
     const auto& e = events_[i];
-    const bool now = e.at_time ? elapsed >= *e.at_time : source_items >= e.at_items;
+    const bool now = e.at_time ? elapsed >= *e.at_time : (e.produced ? source_items : input_items) >= e.at_items;
     if (now) {
       fired_[i] = true;
       out.push_back(e);
@@ -87,21 +105,26 @@ std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uin
   while (std::getline(ss, part, ',')) {
     const auto bad = [&] {
       return ConfigError(
-          "fail.at: expected item counts, fractions (0.25) or times (500ms, 2s) separated by commas, "
-          "got '" +
+          "fail.at: expected item counts, fractions (0.25) or times (500ms, 2s) separated by commas (counts and "
+          "fractions may be prefixed by produced:), got '" +
           part + "'");
     };
+    constexpr std::string_view kProduced = "produced:";
+    const bool produced = part.starts_with(kProduced);
+    const std::string number = produced ? part.substr(kProduced.size()) : part;
     double d = 0;
     std::size_t used = 0;
     try {
-      d = std::stod(part, &used);
+      d = std::stod(number, &used);
     } catch (const std::exception&) {
       throw bad();
     }
     if (d < 0) throw ConfigError("fail.at: negative point '" + part + "'");
-    const std::string unit = part.substr(used);
+    const std::string unit = number.substr(used);
     FailureEvent e;
     e.workers = workers;
+    e.produced = produced;
+    if (produced && !unit.empty()) throw bad();
     if (unit == "ms" || unit == "s") {
       e.at_time = std::chrono::milliseconds(static_cast<std::int64_t>(unit == "s" ? d * 1000 : d));
     } else if (unit.empty()) {

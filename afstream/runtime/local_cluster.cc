@@ -29,12 +29,14 @@ struct LocalCluster::Impl {
   ClusterContext ctx;
   std::vector<std::atomic<std::uint64_t>> progress;
   std::vector<std::unique_ptr<Slot>> slots;
+  InputProgress input_progress;
 
   Impl(const Topology& t, const Registry& r, RunConfig config, BackupStore* store)
       : topology(t),
         registry(r),
         directory("inproc://afs-" + config.job_id + "-", t.worker_count()),
-        progress(t.worker_count()) {
+        progress(t.worker_count()),
+        input_progress(t) {
     ctx.topology = &topology;
     ctx.registry = &registry;
     ctx.config = std::move(config);
@@ -67,6 +69,11 @@ struct LocalCluster::Impl {
     std::uint64_t n = 0;
     for (const auto& p : progress) n += p.load(std::memory_order_relaxed);
     return n;
+  }
+
+  std::uint64_t input_items() const {
+    return input_progress(source_items(),
+                          [&](int w) { return ctx.counters[static_cast<std::size_t>(w)]->input_position.load(); });
   }
 
   void stop_all() {
@@ -139,8 +146,8 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
   std::exception_ptr error;
   for (;;) {
     // Failure plan.
-    for (const auto& e :
-         plan.due(im.source_items(), std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
+    for (const auto& e : plan.due(im.input_items(), im.source_items(),
+                                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
       for (int w : e.workers) {
         auto& s = *im.slots[w];
         if (!s.done && s.worker && !s.exited.load()) s.worker->kill();
@@ -167,7 +174,7 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
       }
       if (s.worker->crashed()) {
         auto crash = s.worker->take_crash_info();
-        crash.record.at_items = im.source_items();
+        crash.record.at_items = im.input_items();
         s.failures.push_back(im.ctx.counters[i]->items_in.load());
         im.start(i, std::move(crash));
       } else {

@@ -40,6 +40,10 @@ inline double latency_quantile_ms(const std::vector<std::uint64_t>& counts, doub
 struct alignas(64) WorkerCounters {
   std::atomic<std::uint64_t> items_in{0};   // items processed (sources: items produced)
   std::atomic<std::uint64_t> items_out{0};  // items emitted
+  // How far through its input the worker's state has got: the sum over its input channels of the last sequence
+  // number processed, the highest any incarnation reached (items processed again after a recovery do not move it).
+  // The failure plan's measure (InputProgress, failure_plan.h).
+  std::atomic<std::uint64_t> input_position{0};
   std::atomic<std::uint64_t> state_backups{0};
   std::atomic<std::uint64_t> item_backups{0};
   std::atomic<std::uint64_t> backup_bytes{0};
@@ -75,7 +79,7 @@ void summarize_checkpoints(const std::vector<std::unique_ptr<WorkerCounters>>& c
 struct FailureRecord {
   int worker = 0;
   int failure_count = 0;       // k for this worker
-  std::uint64_t at_items = 0;  // source items emitted when it was killed
+  std::uint64_t at_items = 0;  // input items processed when it was killed (InputProgress, failure_plan.h)
   double theta = 0;            // runtime thresholds in force when it failed
   std::uint64_t l = 0;
   std::uint64_t gamma = 0;
@@ -93,6 +97,10 @@ struct FailureRecord {
   double first_item_ms = -1;       // kill to the first item processed from upstream after the recovery (sources:
                                    // produced), i.e. restored, replayed and reconnected; -1: none (input had ended)
   std::uint64_t replayed_items = 0;
+  // Input items the crashed incarnation had processed that the recovered one processes again (from the item log or
+  // sent again by its senders: behind replayable sources, everything after the restored backup): the work a
+  // recovery repeats. -1: not known (a source, or a killed process nobody saw crash).
+  std::int64_t repeated_items = -1;
   std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known
   double residual = 0;              // what the restored backup left unwritten (a partial delta's residual)
   // false: the restarted incarnation failed too (a kill during recovery, e.g. two failure points passed at once), or

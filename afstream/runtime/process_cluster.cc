@@ -107,12 +107,23 @@ struct ProcessCluster::Impl {
   ControllerEndpoints bound;           // where the controller, its directory and the backup server are
   std::optional<net::TcpAddress> tcp;  // options.bind, parsed (tcp mode)
   std::string store_listen;            // what the backup server it starts listens on
+  InputProgress input_progress;
 
   // CURVE: on tcp:// only.
   bool curve() const { return tcp && options.curve; }
 
   Impl(const Topology& t, const Registry& r, RunConfig c, ProcessClusterOptions o)
-      : topology(t), registry(r), config(std::move(c)), options(std::move(o)) {}
+      : topology(t), registry(r), config(std::move(c)), options(std::move(o)), input_progress(t) {}
+
+  // How often workers report their status. With failure points in items the plan fires on the reported input
+  // positions, so they report at least every kPlanStatusEvery (a 100 ms heartbeat let a short job process a fifth
+  // of its input between two reports, and points that far apart fired together).
+  static constexpr std::chrono::milliseconds kPlanStatusEvery{5};
+  std::chrono::milliseconds status_every() const {
+    const bool item_points = std::any_of(config.failures.begin(), config.failures.end(),
+                                         [](const FailureEvent& e) { return !e.at_time; });
+    return item_points ? std::min(options.heartbeat, kPlanStatusEvery) : options.heartbeat;
+  }
 
   std::string endpoint(const char* name) const { return "ipc://" + dir + "/" + name; }
 
@@ -133,7 +144,7 @@ struct ProcessCluster::Impl {
                                        "--worker.store",
                                        bound.store,
                                        "--worker.heartbeat-ms",
-                                       std::to_string(options.heartbeat.count())};
+                                       std::to_string(status_every().count())};
     args.insert(args.end(), own.begin(), own.end());
     if (!s.failures.empty()) {
       args.push_back("--worker.failures");
@@ -205,6 +216,14 @@ struct ProcessCluster::Impl {
     return n;
   }
 
+  // Input items processed so far (InputProgress): the failure plan's measure.
+  std::uint64_t input_items() const {
+    return input_progress(source_items(), [&](int w) {
+      const auto& s = workers[static_cast<std::size_t>(w)];
+      return std::max(s.before.input_position, s.status.input_position);
+    });
+  }
+
   // The record of a failure whose next incarnation did not report a completed recovery (it failed too, or the run
   // ended first): a real failure, with the thresholds that were in force (computed as the worker computes them)
   // and the recovery measurements marked unknown (FailureRecord::recovered).
@@ -251,8 +270,10 @@ struct ProcessCluster::Impl {
     s.killed_at = Clock::now();
     s.failures.push_back(s.status.items_in);
     const auto offset = std::max(s.status.source_offset, s.before.source_offset);
+    const auto position = std::max(s.status.input_position, s.before.input_position);
     add(s.before, s.status);
     s.before.source_offset = offset;
+    s.before.input_position = position;
     s.status = {};
     s.up = false;
     s.data_endpoint.clear();
@@ -308,7 +329,7 @@ struct ProcessCluster::Impl {
     a.directory = bound.directory;
     a.store = bound.store;
     a.store_key = bound.store_key;
-    a.heartbeat_ms = static_cast<std::uint32_t>(options.heartbeat.count());
+    a.heartbeat_ms = static_cast<std::uint32_t>(status_every().count());
     return a;
   }
 
@@ -568,7 +589,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       if (s.remote) {
         if (s.finished) continue;
         if (s.assigned && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
-          im.fail(w, im.source_items(), false, result,  // silent: presumed dead; its next incarnation registers
+          im.fail(w, im.input_items(), false, result,  // silent: presumed dead; its next incarnation registers
                   std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
           changed = true;
         } else if (!s.assigned && Clock::now() - s.awaiting_since > im.options.register_timeout) {
@@ -590,7 +611,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       }
       if (s.exited_clean_at && !s.finished && Clock::now() - *s.exited_clean_at > im.options.heartbeat_timeout) {
         s.exited_clean_at.reset();  // exited 0 but its finished report never came: a failure after all
-        im.fail(w, im.source_items(), false, result);
+        im.fail(w, im.input_items(), false, result);
         changed = true;
         continue;
       }
@@ -613,11 +634,11 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           throw RuntimeError("controller: worker " + std::to_string(w) + " stopped with exit status " +
                              std::to_string(WEXITSTATUS(status)) + " (its error is in the log above)");
         } else {
-          im.fail(w, im.source_items(), false, result);
+          im.fail(w, im.input_items(), false, result);
           changed = true;
         }
       } else if (!s.finished && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
-        im.fail(w, im.source_items(), true, result,  // silent: presumed dead
+        im.fail(w, im.input_items(), true, result,  // silent: presumed dead
                 std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
         changed = true;
       }
@@ -630,10 +651,10 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       im.start_server(false);
     }
 
-    // The failure plan, at source positions.
-    const auto items_now = im.source_items();
-    for (const auto& e :
-         plan.due(items_now, std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
+    // The failure plan, at input items processed.
+    const auto items_now = im.input_items();
+    for (const auto& e : plan.due(items_now, im.source_items(),
+                                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
       for (int w : e.workers) {
         // As in the thread runtime, a worker that has finished its stream for good is not killed any more.
         if (w < 0 || w >= n || im.workers[static_cast<std::size_t>(w)].finished) continue;
@@ -650,8 +671,9 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       const auto t = im.totals();
       MetricsSample sample;
       sample.t = std::chrono::duration<double>(Clock::now() - t0).count();
-      sample.source_items = items_now;
-      sample.items_per_s = static_cast<double>(items_now - last_items) /
+      const auto sources_now = im.source_items();
+      sample.source_items = sources_now;
+      sample.items_per_s = static_cast<double>(sources_now - last_items) /
                            std::chrono::duration<double>(Clock::now() - last_sample).count();
       sample.items_out = t.items_out;
       sample.state_backups = t.state_backups;
@@ -666,7 +688,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       sample.unauthorized_connections = unauthorized();
       on_sample(sample);
       last_sample = Clock::now();
-      last_items = items_now;
+      last_items = sources_now;
     }
     if (std::all_of(im.workers.begin(), im.workers.end(), [](const auto& s) { return s.exited; })) break;
   }

@@ -520,6 +520,14 @@ void Worker::restore() {
     }
     for (auto c : last.ended_inputs) ins_[in_slot(c)].ended = true;
   }
+  if (crash_in_ && crash_in_->observed && !source_) {
+    std::uint64_t repeated = 0;
+    for (const auto& in : ins_) {
+      const auto it = crash_in_->processed.find(static_cast<std::uint32_t>(in.id));
+      if (it != crash_in_->processed.end() && it->second > in.processed) repeated += it->second - in.processed;
+    }
+    crash_in_->record.repeated_items = static_cast<std::int64_t>(repeated);
+  }
   // Measured losses of earlier failures, as the restored backup knew them. Failures after the incarnation that
   // wrote it took no backup before failing again: what they lost lies after the restored positions, so this
   // recovery's measurement covers it and they count 0. This failure's own entry waits for its measurement.
@@ -1134,7 +1142,7 @@ std::size_t Worker::process_some(std::size_t budget) {
     ++n;
   }
   if (n) {
-    processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
+    count_processed(n);
     record_latencies();
     // Hopping / sliding windows raise the thresholds again once the failures have left the window (DESIGN 3).
     if (ctx_.config.reset != ResetPolicy::Fixed) {
@@ -1145,6 +1153,16 @@ std::size_t Worker::process_some(std::size_t budget) {
   admit();
   send_due_acks();
   return n;
+}
+
+// The counters of processed items: items_in, and the input position (WorkerCounters::input_position).
+void Worker::count_processed(std::size_t n) {
+  processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
+  std::uint64_t position = 0;
+  for (const auto& in : ins_) position += in.processed;
+  if (position > counters_.input_position.load(std::memory_order_relaxed)) {
+    counters_.input_position.store(position, std::memory_order_relaxed);
+  }
 }
 
 void Worker::process_one(const ChannelItem& ci) {

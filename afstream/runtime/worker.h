@@ -340,6 +340,7 @@ class Worker {
     std::int64_t emitted_ns = 0;
   };
   std::deque<LatencyMark> latency_marks_;
+  void count_processed(std::size_t n);
   void record_latencies();  // ack mode: end-of-stream acks waiting for their backup
   void end_inputs_of_finished_senders();
   void begin_finish_tree();

@@ -270,7 +270,7 @@ std::size_t Worker::process_aligned(std::size_t budget) {
     }
   }
   if (n) {
-    processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
+    count_processed(n);
     record_latencies();
   }
   admit();

@@ -27,6 +27,7 @@ net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_off
   net::WorkerStatusMsg s;
   s.items_in = c.items_in.load();
   s.items_out = c.items_out.load();
+  s.input_position = c.input_position.load();
   s.state_backups = c.state_backups.load();
   s.item_backups = c.item_backups.load();
   s.backup_bytes = c.backup_bytes.load();

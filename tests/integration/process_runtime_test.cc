@@ -138,7 +138,7 @@ TEST(ProcessRuntime, KillsAtTheEndOfTheStreamLoseNothingBehindTheSource) {
     for (const std::string runtime : {"processes", "threads"}) {
       const auto out = t.path() / (runtime + s);
       ASSERT_EQ(run_afstream(job + " --seed " + s + " --runtime " + runtime +
-                                 " --fail.at 99000,100000 --fail.target all --out " + out.string(),
+                                 " --fail.at produced:99000,produced:100000 --fail.target all --out " + out.string(),
                              t.path() / "k.log"),
                 0)
           << slurp(t.path() / "k.log");
@@ -171,12 +171,12 @@ TEST(ProcessRuntime, HeavyHittersKilledAtTheEndMissNothingBehindTheSource) {
   TempDir t;
   for (int seed : {1, 2}) {
     const auto out = t.path() / ("hh" + std::to_string(seed));
-    ASSERT_EQ(
-        run_afstream("--job heavy-hitters --items 200000 --hh.keys 20000 --ft.mode approx --ft.theta 100 "
-                     "--ft.l 50 --ft.gamma 50 --quiet --runtime processes --seed " +
-                         std::to_string(seed) + " --fail.at 199000,200000 --fail.target all --out " + out.string(),
-                     t.path() / "h.log"),
-        0)
+    ASSERT_EQ(run_afstream("--job heavy-hitters --items 200000 --hh.keys 20000 --ft.mode approx --ft.theta 100 "
+                           "--ft.l 50 --ft.gamma 50 --quiet --runtime processes --seed " +
+                               std::to_string(seed) +
+                               " --fail.at produced:199000,produced:200000 --fail.target all --out " + out.string(),
+                           t.path() / "h.log"),
+              0)
         << slurp(t.path() / "h.log");
     int measured = 0;
     for (const auto& row : failure_rows(out / "failures.csv")) {
@@ -202,7 +202,7 @@ TEST(ProcessRuntime, ExactModesSigkillsLeaveExactlyTheFailureFreeResults) {
       << slurp(t.path() / "c.log");
   for (const std::string mode :
        {"ask --ft.ask-every 2000", "microbatch --ft.microbatch-items 5000", "checkpoint --ft.checkpoint-items 5000"}) {
-    std::vector<std::string> plans = {"--fail.at 40000,200000,399000 --fail.target all",
+    std::vector<std::string> plans = {"--fail.at 40000,200000,produced:399000 --fail.target all",
                                       "--fail.count 3 --fail.target 1,3"};
     // Checkpoint mode: a checkpoint starts every 5000 source items, so kills land mid-checkpoint (during alignment);
     // in the third plan the second kill of every worker comes 6 ms after the first, while they restore and replay.
@@ -261,12 +261,12 @@ TEST(ProcessRuntime, ModeNoneFinishesWhenKilledAfterItsSenderFinished) {
   TempDir t;
   for (int seed : {1, 2, 3}) {
     const auto out = t.path() / ("none" + std::to_string(seed));
-    ASSERT_EQ(
-        run_afstream("--job heavy-hitters --items 200000 --hh.keys 20000 --ft.mode none --quiet --runtime "
-                     "processes --seed " +
-                         std::to_string(seed) + " --fail.at 199000,200000 --fail.target all --out " + out.string(),
-                     t.path() / "n.log"),
-        0)
+    ASSERT_EQ(run_afstream("--job heavy-hitters --items 200000 --hh.keys 20000 --ft.mode none --quiet --runtime "
+                           "processes --seed " +
+                               std::to_string(seed) +
+                               " --fail.at produced:199000,produced:200000 --fail.target all --out " + out.string(),
+                           t.path() / "n.log"),
+              0)
         << slurp(t.path() / "n.log");
   }
 }

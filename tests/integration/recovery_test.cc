@@ -1,5 +1,6 @@
 // Integration tests of recovery on the in-process cluster: exact mode reproduces failure-free results under any
-// failures; a corrupt backup is reported, never restored; recovery time is recorded for every failure.
+// failures; a corrupt backup is reported, never restored; recovery time is recorded for every failure; failure
+// points are measured in input processed, and the work a recovery repeats is measured.
 #include <gtest/gtest.h>
 
 #include "afstream/core/errors.h"
@@ -41,6 +42,34 @@ TEST(Recovery, EveryFailureHasARecoveryTime) {
     EXPECT_LT(f.recovery_ms, 10000.0);
     EXPECT_GE(f.recovery_ms, f.restore_ms);
   }
+}
+
+// A failure point is reached when the workers fed by the source have processed that much of the input, however far
+// the source has produced ahead of them (an approximate-mode source with no in-flight limit runs ahead by most of
+// its input). With no state backup (Theta far above anything the sketches reach, and phi above every key, so no
+// report forces one), a recovery behind the replayable source processes again everything the killed workers had
+// processed: repeated_items is at least the point.
+TEST(Recovery, FailurePointsAreInputProcessedAndRepeatedWorkIsMeasured) {
+  HhSetup s;
+  s.items = 400000;
+  s.phi = 1e12;
+  s.depth = 64;  // slow sketches: the source runs ahead
+  RunConfig cfg;
+  cfg.mode = FtMode::Approx;
+  cfg.bounds = {1e15, 1e6, 1e3};
+  const std::uint64_t point = s.items / 2;
+  cfg.failures = {{point, {1, 2}, std::nullopt}};  // both count-min workers (0: source, 3: sink)
+  const auto run = run_hh(s, cfg);
+  ASSERT_EQ(run.result.failures.size(), 2u);
+  std::int64_t repeated = 0;
+  for (const auto& f : run.result.failures) {
+    EXPECT_GE(f.at_items, point) << "worker " << f.worker;
+    EXPECT_LE(f.at_items, s.items) << "worker " << f.worker;
+    ASSERT_GE(f.repeated_items, 0) << "worker " << f.worker;
+    repeated += f.repeated_items;
+  }
+  EXPECT_GE(repeated, static_cast<std::int64_t>(point));
+  EXPECT_LE(repeated, static_cast<std::int64_t>(s.items));
 }
 
 // A store whose state records of one worker get corrupted once written (a bad disk): recovery must refuse them.

@@ -1,5 +1,6 @@
 // Unit tests of the failure plan (afstream/runtime/failure_plan.h): points by items, fractions and times; worker
-// lists and failure domains; seeded random schedules; each event fires once, when due.
+// lists and failure domains; seeded random schedules; each event fires once, when due; the input progress the
+// points are measured in.
 #include "afstream/runtime/failure_plan.h"
 
 #include <gtest/gtest.h>
@@ -64,18 +65,81 @@ TEST(FailurePlan, RandomScheduleIsSeededAndWithinRange) {
 TEST(FailurePlan, EachEventFiresOnceWhenDue) {
   std::vector<FailureEvent> events = parse_failure_points("100,50ms,300", 1000, {1});
   FailurePlan plan(events);
-  EXPECT_TRUE(plan.due(99, milliseconds(10)).empty());
-  auto d = plan.due(100, milliseconds(10));
+  EXPECT_TRUE(plan.due(99, 5000, milliseconds(10)).empty());  // input processed, not produced
+  auto d = plan.due(100, 100, milliseconds(10));
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].at_items, 100u);
-  EXPECT_TRUE(plan.due(100, milliseconds(10)).empty());
-  d = plan.due(150, milliseconds(60));
+  EXPECT_TRUE(plan.due(100, 100, milliseconds(10)).empty());
+  d = plan.due(150, 150, milliseconds(60));
   ASSERT_EQ(d.size(), 1u);
   EXPECT_TRUE(d[0].at_time);
-  d = plan.due(1000, milliseconds(1000));
+  d = plan.due(1000, 1000, milliseconds(1000));
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].at_items, 300u);
-  EXPECT_TRUE(plan.due(5000, milliseconds(5000)).empty());
+  EXPECT_TRUE(plan.due(5000, 5000, milliseconds(5000)).empty());
+}
+
+// produced: points count what the sources produced, whatever the workers have processed.
+TEST(FailurePlan, ProducedPointsCountTheSourcesItems) {
+  const auto v = parse_failure_points("produced:0.9,produced:700,0.5", 1000, {1});
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_TRUE(v[0].produced);
+  EXPECT_EQ(v[0].at_items, 900u);
+  EXPECT_TRUE(v[1].produced);
+  EXPECT_EQ(v[1].at_items, 700u);
+  EXPECT_FALSE(v[2].produced);
+  FailurePlan plan(v);
+  auto d = plan.due(10, 800, milliseconds(1));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].at_items, 700u);
+  d = plan.due(600, 950, milliseconds(2));
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_THROW(parse_failure_points("produced:500ms", 1000, {1}), ConfigError);
+  EXPECT_THROW(parse_failure_points("produced:", 1000, {1}), ConfigError);
+}
+
+// The progress is what the stages fed by the sources have processed, capped by what the sources produced.
+TEST(InputProgress, CountsWhatTheStagesFedBySourcesProcessed) {
+  const Topology t = TopologyBuilder()
+                         .source("src", "s")
+                         .parallelism(2)
+                         .stage("op", "o")
+                         .parallelism(3)
+                         .key_by()
+                         .from("src")
+                         .stage("sink", "k")
+                         .from("op")
+                         .build();  // workers 0-1 src, 2-4 op, 5 sink
+  const InputProgress progress(t);
+  std::vector<std::uint64_t> position{600, 400, 100, 50, 25, 7};
+  const auto at = [&](int w) { return position[static_cast<std::size_t>(w)]; };
+  EXPECT_EQ(progress(1000, at), 175u);  // the op stage: 100 + 50 + 25; the sink does not count
+  position = {600, 400, 500, 400, 300, 7};
+  EXPECT_EQ(progress(1000, at), 1000u);  // never beyond what the sources produced
+}
+
+// Two sources into one stage (a join): each source item reaches one worker of it once.
+TEST(InputProgress, AStageFedByTwoSourcesCountsBoth) {
+  const Topology t = TopologyBuilder()
+                         .source("a", "s")
+                         .source("b", "s")
+                         .stage("join", "j")
+                         .parallelism(2)
+                         .key_by()
+                         .from("a")
+                         .from("b")
+                         .build();  // 0 a, 1 b, 2-3 join
+  const InputProgress progress(t);
+  EXPECT_EQ(progress(900, [](int w) { return w >= 2 ? std::uint64_t{200} : std::uint64_t{450}; }), 400u);
+}
+
+// A broadcast stage sees every source item in each worker: it does not count; with no stage that counts, the
+// sources' production is the measure.
+TEST(InputProgress, BroadcastStagesDoNotCount) {
+  const Topology t =
+      TopologyBuilder().source("src", "s").stage("all", "o").parallelism(4).broadcast().from("src").build();
+  const InputProgress progress(t);
+  EXPECT_EQ(progress(500, [](int) { return std::uint64_t{10}; }), 500u);
 }
 
 }  // namespace
