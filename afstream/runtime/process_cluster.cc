@@ -120,8 +120,8 @@ struct ProcessCluster::Impl {
   // of its input between two reports, and points that far apart fired together).
   static constexpr std::chrono::milliseconds kPlanStatusEvery{5};
   std::chrono::milliseconds status_every() const {
-    const bool item_points = std::any_of(config.failures.begin(), config.failures.end(),
-                                         [](const FailureEvent& e) { return !e.at_time; });
+    const bool item_points =
+        std::any_of(config.failures.begin(), config.failures.end(), [](const FailureEvent& e) { return !e.at_time; });
     return item_points ? std::min(options.heartbeat, kPlanStatusEvery) : options.heartbeat;
   }
 
