@@ -39,7 +39,17 @@ def fmt(v, digits=1, pct=False, sign=False):
     return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
 
 
-def table(rows):
+def repeated_per_failure(traces, ds, cfg, fails, rnd):
+    """Mean over the run's recoveries of a learner (or sink) of the input items it processed again (failures.csv
+    repeated_items; -1, unknown, for sources); None without the file or the column."""
+    path = os.path.join(traces, f"{ds}-{cfg.replace(' ', '')}-{fails}-r{rnd}.failures.csv")
+    if not fails or not os.path.exists(path):
+        return None
+    vals = [num(f["repeated_items"]) for f in read_csv(path) if "repeated_items" in f and num(f["repeated_items"]) >= 0]
+    return statistics.mean(vals) if vals else None
+
+
+def table(rows, traces):
     configs = []
     for r in rows:
         if r["config"] not in configs:
@@ -48,8 +58,9 @@ def table(rows):
     for r in rows:
         by.setdefault((r["dataset"], r["config"], int(r["failures_planned"])), {})[r["round"]] = r
     out = ["| dataset | config | failures | held-out prediction rate | vs 0 failures (points) | progressive accuracy |"
-           " converged items | converged s | delay (items) | delay (s) | never converged |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           " converged items | converged s | delay (items) | delay (s) | delay (ms) | repeated per failure |"
+           " never converged |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for ds in sorted({k[0] for k in by}, key=lambda d: ["higgs", "kdd"].index(d) if d in ("higgs", "kdd") else 9):
         for cfg in configs:
             for f in sorted({k[2] for k in by if k[0] == ds and k[1] == cfg}):
@@ -63,12 +74,16 @@ def table(rows):
                 cs = med([num(r["converged_seconds"]) for r in runs.values()])
                 ratio = lambda col: med([num(r[col]) / num(base[k][col]) - 1 for k, r in runs.items()
                                          if k in base and num(base[k][col]) > 0])
+                delay_ms = med([1000 * (num(r["converged_seconds"]) - num(base[k]["converged_seconds"]))
+                                for k, r in runs.items() if k in base])
+                repeated = med([v for v in (repeated_per_failure(traces, ds, cfg, f, k) for k in runs) if v is not None])
                 never = sum(1 for r in runs.values() if math.isnan(num(r["converged_items"])))
                 out.append(f"| {ds} | {cfg} | {f} | {fmt(acc, 2, True)}% | "
                            f"{fmt(dacc, 2, True, True) if f else ''} | {fmt(pacc, 2, True)}% | "
                            f"{fmt(ci, 0)} | {fmt(cs, 2)} | "
                            f"{(fmt(ratio('converged_items'), 1, True, True) + '%') if f else ''} | "
                            f"{(fmt(ratio('converged_seconds'), 1, True, True) + '%') if f else ''} | "
+                           f"{fmt(delay_ms, 0, sign=True) if f else ''} | {fmt(repeated, 0) if f else ''} | "
                            f"{never}/{len(runs)} |")
     return "\n".join(out)
 
@@ -145,9 +160,12 @@ def main():
     rows = read_csv(os.path.join(out_dir, "summary.csv"))
     for r in rows:
         r["failures_planned"] = str(len([p for p in r["fail_points"].split(",") if p]))
-    print(table(rows))
+    print(table(rows, os.path.join(out_dir, "traces")))
     print()
-    print("Delay: median over rounds of converged(k failures) / converged(0 failures) - 1, same dataset and config. "
+    print("Delay: median over rounds of converged(k failures) / converged(0 failures) - 1, same dataset and config; "
+          "in ms, the median of converged_seconds(k) - converged_seconds(0). Repeated per failure: the input items a "
+          "recovered worker processed again (failures.csv repeated_items; behind the replayable source everything "
+          "after the backup it restored), mean over the recoveries of a run, median over rounds. "
           "Converged: the first trace point (one per 1% of the input) after which the relative L1 model change "
           "(mean over the 2 learner copies of ||w - w_prev||_1, over the mean ||w||_1) stays below learn.tolerance "
           "(0.2 dense, 0.025 sparse) for learn.window = 5 points. Seconds: wall time from the job's start.")
