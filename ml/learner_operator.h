@@ -142,7 +142,7 @@ class SgdLearnerOperator final : public Operator {
   static Scalars read_scalars(ByteReader& in);
   // Takes a snapshot's parts, all read and checked (restore_full and apply_delta are all or nothing).
   struct TraceBases;  // the moved entries' values at the last trace point, as read from a snapshot
-  static TraceBases read_trace_bases(ByteReader& in, std::size_t n);
+  TraceBases read_trace_bases(ByteReader& in);
   void write_trace_bases(ByteWriter& out) const;
   void adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq, TraceBases&& trace);
   void write_scalars(ByteWriter& out) const;
@@ -169,6 +169,7 @@ class SgdLearnerOperator final : public Operator {
   // was half of every KDD-like backup.
   DirtySlots<double> trace_moved_{0};
   // Scratch (not state).
+  std::vector<std::uint8_t> trace_seen_;  // read_trace_bases: the entries met so far (all 0 between calls)
   Example x_;
   SparseVector step_;
   std::vector<std::pair<std::uint32_t, double>> merged_;
