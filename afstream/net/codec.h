@@ -46,9 +46,9 @@ struct BatchMsg {
   std::uint32_t channel = 0;
   std::uint64_t first_seq = 0;
   std::vector<Item> items;
-  bool end_of_stream = false;        // the channel ends after the last item of this batch
-  std::vector<std::uint64_t> roots;  // ack mode: each item's root id (same length as items); else empty
-  std::int64_t emitted_ns = 0;       // when its oldest item was emitted (steady clock ns; 0: unknown)
+  bool end_of_stream = false;          // the channel ends after the last item of this batch
+  std::vector<std::uint64_t> roots{};  // ack mode: each item's root id (same length as items); else empty
+  std::int64_t emitted_ns = 0;         // when its oldest item was emitted (steady clock ns; 0: unknown)
 
   friend bool operator==(const BatchMsg&, const BatchMsg&) = default;
 };
@@ -57,8 +57,8 @@ struct BatchMsg {
 struct AckMsg {
   std::uint32_t channel = 0;
   std::uint64_t seq = 0;
-  std::uint64_t covered = 0;         // items with seq <= covered are in a confirmed backup of the receiver
-  std::vector<std::uint64_t> trees;  // ack mode, to a source: pairs (root, xor of edge ids); channel/seq unused
+  std::uint64_t covered = 0;           // items with seq <= covered are in a confirmed backup of the receiver
+  std::vector<std::uint64_t> trees{};  // ack mode, to a source: pairs (root, xor of edge ids); channel/seq unused
 
   friend bool operator==(const AckMsg&, const AckMsg&) = default;
 };
