@@ -107,11 +107,11 @@ class HeavyHittersJob final : public Job {
     cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed_ * 7919 + 1);
     cm.set("max-weight", alpha);
     // Theorem 2 after failures: keys are watched from phi minus the most that failures can take from one copy's
-    // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R'):
-    // Theta + L alpha / n, as the key-partitioned copies each use all of Theta (their divergences combine by max,
-    // CountMinHeavyHitters::divergence_combines_by_max) and L is split among them.
+    // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R';
+    // count_min_watch_margin). The sketches read straight from the replayable source.
     if (run.mode == FtMode::Approx) {
-      cm.set("watch-margin", run.bounds.theta + run.bounds.l * static_cast<double>(alpha) / par);
+      cm.set("watch-margin",
+             count_min_watch_margin(run.bounds.theta, run.bounds.l, static_cast<double>(alpha), par, phi_, true));
     }
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);

@@ -91,6 +91,12 @@ void CountMinHeavyHitters::validate(const Params& p) {
   if (max_weight < 1) throw ConfigError("max-weight: expected >= 1, got " + std::to_string(max_weight));
 }
 
+double count_min_watch_margin(double theta, double l, double alpha, int copies, double phi,
+                              bool behind_replayable_sources) {
+  const double general = theta + l * alpha / copies;
+  return behind_replayable_sources ? std::min(general, phi / 4) : general;
+}
+
 void CountMinHeavyHitters::process(const Item& item, Emitter& out) {
   std::int64_t est = INT64_MAX;
   for (std::size_t r = 0; r < hash_.depth(); ++r) {

@@ -53,6 +53,15 @@ class ZipfSource final : public Source {
 // Exact ground truth of the whole stream (all source instances): key -> total weight.
 std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& source_params);
 
+// The watch-margin a job gives count-min-hh in approximate mode: the most that failures can take from one copy's
+// counters (proofs/theorem2-count-min.md, CM-R'). In general theta + l * alpha / copies (the key-partitioned copies
+// each use all of Theta; L is split among them). Behind replayable sources nothing acknowledged is lost
+// (Proposition S): a recovered copy lacks only what its partial backups left unwritten, which backup_partial_delta
+// caps at phi / 4 over all failures (CM2'), so the margin is the smaller of the two. With phi far below Theta
+// (NEXMark hot items: phi ~ 400 bids, Theta 1e5) the general margin watched every key.
+double count_min_watch_margin(double theta, double l, double alpha, int copies, double phi,
+                              bool behind_replayable_sources);
+
 // Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight
 // (the largest item value: alpha, and the per-item term of the compensation), watch-margin (keys are watched from
 // phi - watch-margin so that one whose crossing item was lost in a failure is still re-checked at the end).

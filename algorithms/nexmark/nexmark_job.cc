@@ -122,9 +122,11 @@ class HotItemsJob final : public Job {
     cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", vm["seed"].as<std::uint64_t>() * 7919 + 3);
     cm.set("max-weight", std::int64_t{1});  // every bid counts 1: alpha = 1
     // As in the heavy-hitters job: auctions are watched from phi minus the most that failures can take from one
-    // copy's counters, so a hot auction whose crossing bid was lost is still found (theorem2-count-min.md, CM-R').
-    // Theta + L / n: the key-partitioned copies each use all of Theta (hh_job.cc says why).
-    if (run.mode == FtMode::Approx) cm.set("watch-margin", run.bounds.theta + run.bounds.l / par);
+    // copy's counters, so a hot auction whose crossing bid was lost is still found (theorem2-count-min.md, CM-R';
+    // count_min_watch_margin). The sketches read straight from the replayable source: phi / 4, not Theta + L / n.
+    if (run.mode == FtMode::Approx) {
+      cm.set("watch-margin", hh::count_min_watch_margin(run.bounds.theta, run.bounds.l, 1, par, phi_, true));
+    }
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);
     try {

@@ -30,6 +30,7 @@ struct HhSetup {
   bool relay = false;                   // source -> relay -> count-min-hh: the sketches' upstream is not replayable
   std::string algorithm = "count-min";  // or "space-saving" (space-saving-hh with `capacity` keys)
   std::uint64_t capacity = 2000;
+  double watch_margin = 0;  // count-min-hh's watch-margin (0: none; the jobs set count_min_watch_margin)
 };
 
 // A stateless pass-through operator: put between the source and the sketches, it makes their upstream a worker
@@ -63,6 +64,7 @@ inline Topology hh_topology(const HhSetup& s) {
   Params cm;
   cm.set("width", s.width).set("depth", s.depth).set("phi", s.phi).set("seed", s.seed + 11);
   cm.set("max-weight", hh::max_weight(hh::parse_weights(s.weights)));
+  if (s.watch_margin > 0) cm.set("watch-margin", s.watch_margin);
   Params ss;
   ss.set("capacity", s.capacity).set("phi", s.phi).set("max-weight", hh::max_weight(hh::parse_weights(s.weights)));
   const bool space_saving = s.algorithm == "space-saving";
