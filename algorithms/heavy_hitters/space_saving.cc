@@ -14,6 +14,25 @@
 
 namespace afs::hh {
 
+namespace {
+// The entries in increasing key order: the canonical order of the serialized form (equal summaries, equal bytes,
+// whatever the heap's history). An LSD radix sort on the key's bytes that skips the bytes every key shares: a full
+// snapshot of a summary is written often (each operator backup chain restarts from one), and a comparison sort of
+// its entries was 6% of Space-Saving's approx-mode time (perf).
+std::vector<SpaceSaving::Entry> sorted_by_key(const std::vector<SpaceSaving::Entry>& in) {
+  std::vector<SpaceSaving::Entry> a = in, b(in.size());
+  for (int shift = 0; shift < 64; shift += 8) {
+    std::size_t count[257] = {};
+    for (const auto& e : a) ++count[((e.key >> shift) & 0xFF) + 1];
+    if (std::find(count + 1, count + 257, a.size()) != count + 257) continue;  // one value: already in order
+    for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (const auto& e : a) b[count[(e.key >> shift) & 0xFF]++] = e;
+    a.swap(b);
+  }
+  return a;
+}
+}  // namespace
+
 SpaceSaving::SpaceSaving(std::size_t capacity) : capacity_(capacity) {
   if (capacity == 0 || capacity > kMaxCapacity) {
     throw ConfigError("SpaceSaving: capacity must be in [1, " + std::to_string(kMaxCapacity) + "] (got " +
@@ -137,16 +156,23 @@ void SpaceSaving::insert(const Entry& e) {
 }
 
 std::optional<std::uint64_t> SpaceSaving::update(std::uint64_t key, std::int64_t weight) {
+  return update_entry(key, weight).evicted;
+}
+
+SpaceSaving::Updated SpaceSaving::update_entry(std::uint64_t key, std::int64_t weight) {
   if (weight < 0) throw std::invalid_argument("SpaceSaving::update: negative weight " + std::to_string(weight));
   total_ += weight;
   if (const auto* pos = index_.find(key)) {
-    heap_[*pos].count += weight;
+    Entry& e = heap_[*pos];
+    e.count += weight;
+    const Entry after = e;
     sift_down(*pos);  // counts only grow: the entry can only move down a min-heap
-    return std::nullopt;
+    return {after, std::nullopt};
   }
   if (heap_.size() < capacity_) {
-    insert({key, floor_ + weight, floor_});
-    return std::nullopt;
+    const Entry fresh{key, floor_ + weight, floor_};
+    insert(fresh);
+    return {fresh, std::nullopt};
   }
   // Replace the minimum: the newcomer inherits its count as error.
   Entry& min = heap_.front();
@@ -154,8 +180,9 @@ std::optional<std::uint64_t> SpaceSaving::update(std::uint64_t key, std::int64_t
   index_.erase(evicted);
   const std::int64_t c = min.count;
   min = {key, c + weight, c};
+  const Entry fresh = min;
   sift_down(0);
-  return evicted;
+  return {fresh, evicted};
 }
 
 void SpaceSaving::add_to_all(std::int64_t c) {
@@ -258,13 +285,8 @@ void SpaceSaving::serialize(ByteWriter& out) const {
   out.put<std::uint64_t>(capacity_);
   out.put<std::int64_t>(total_);
   out.put<std::int64_t>(floor_);
-  const auto v = entries();
-  out.put<std::uint64_t>(v.size());
-  for (const Entry& e : v) {
-    out.put<std::uint64_t>(e.key);
-    out.put<std::int64_t>(e.count);
-    out.put<std::int64_t>(e.error);
-  }
+  static_assert(sizeof(Entry) == 3 * sizeof(std::uint64_t));  // key, count, error: written as they lie in memory
+  out.put_array<Entry>(sorted_by_key(heap_));
   out.put<std::uint64_t>(XXH3_64bits(out.buffer().data() + start, out.size() - start));
 }
 

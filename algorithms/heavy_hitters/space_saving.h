@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "afstream/core/bytes.h"
@@ -47,6 +48,12 @@ class SpaceSaving {
   // Adds weight (>= 0; std::invalid_argument otherwise) to key. O(log capacity). Returns the key it evicted to make
   // room, if any (the monitored key with the smallest count, the smallest key among equal counts).
   std::optional<std::uint64_t> update(std::uint64_t key, std::int64_t weight = 1);
+  // The same update, also returning the key's entry after it (what a caller tracking changed entries records).
+  struct Updated {
+    Entry entry;
+    std::optional<std::uint64_t> evicted;
+  };
+  Updated update_entry(std::uint64_t key, std::int64_t weight = 1);
   // Adds c >= 0 to every count, every error and the floor (std::invalid_argument if c < 0). O(size).
   void add_to_all(std::int64_t c);
 
@@ -64,6 +71,8 @@ class SpaceSaving {
   // The monitored entries, largest count first (ties by key).
   std::vector<Entry> top(std::size_t k) const;
   std::vector<Entry> entries() const { return top(heap_.size()); }
+  // The monitored entries in no particular order (the internal one), without the sort of entries().
+  std::span<const Entry> unordered_entries() const { return heap_; }
 
   // Merges other into this (capacities may differ; the result keeps this capacity). The result's floor is the sum
   // of both min_count()s, the bound on a key monitored by neither while the result is not full.
@@ -76,8 +85,8 @@ class SpaceSaving {
   void erase(std::uint64_t key);
   void set_totals(std::int64_t total, std::int64_t floor);
 
-  // Versioned binary form: tag, version, flags, capacity, total, floor, entries (sorted), XXH3-64 checksum.
-  // Version 1 (no floor) is still read, with floor 0.
+  // Versioned binary form: tag, version, flags, capacity, total, floor, entries (in increasing key order), XXH3-64
+  // checksum. Version 1 (no floor) is still read, with floor 0.
   void serialize(ByteWriter& out) const;
   // Throws FormatError on a truncated, corrupt or inconsistent buffer (duplicate keys, error > count, too many).
   static SpaceSaving deserialize(ByteReader& in);

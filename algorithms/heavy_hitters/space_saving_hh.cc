@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -24,19 +25,30 @@ std::int64_t checked_nonnegative(std::int64_t v, const char* what) {
 
 SpaceSavingHeavyHitters::Touched::Touched() : slots_(std::size_t{1} << (64 - kInitialShift)), shift_(kInitialShift) {}
 
-std::int64_t SpaceSavingHeavyHitters::Touched::add(std::uint64_t key, std::int64_t weight) {
+SpaceSavingHeavyHitters::Touched::Slot& SpaceSavingHeavyHitters::Touched::slot(std::uint64_t key) {
   if (2 * (filled_.size() + 1) > slots_.size()) grow();
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = (key * 0x9E3779B97F4A7C15ULL) >> shift_;; i = (i + 1) & mask) {
     Slot& s = slots_[i];
     if (!s.used) {
-      s = {key, weight, true};
+      s.entry.key = key;
+      s.weight = 0;
+      s.used = true;
       filled_.push_back(i);
-      return weight;
+      return s;
     }
-    if (s.key == key) return s.weight += weight;
+    if (s.entry.key == key) return s;
   }
 }
+
+std::int64_t SpaceSavingHeavyHitters::Touched::add(const SpaceSaving::Entry& entry, std::int64_t weight) {
+  Slot& s = slot(entry.key);
+  s.entry = entry;
+  s.monitored = true;
+  return s.weight += weight;
+}
+
+void SpaceSavingHeavyHitters::Touched::erased(std::uint64_t key) { slot(key).monitored = false; }
 
 void SpaceSavingHeavyHitters::Touched::grow() {
   std::vector<Slot> old(slots_.size() * 2);
@@ -45,7 +57,7 @@ void SpaceSavingHeavyHitters::Touched::grow() {
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t& f : filled_) {  // reinserted in first-touch order, so filled_ keeps that order
     const Slot& s = old[f];
-    std::size_t i = (s.key * 0x9E3779B97F4A7C15ULL) >> shift_;
+    std::size_t i = (s.entry.key * 0x9E3779B97F4A7C15ULL) >> shift_;
     while (slots_[i].used) i = (i + 1) & mask;
     slots_[i] = s;
     f = i;
@@ -60,7 +72,7 @@ void SpaceSavingHeavyHitters::Touched::clear() {
 std::vector<std::uint64_t> SpaceSavingHeavyHitters::Touched::keys() const {
   std::vector<std::uint64_t> v;
   v.reserve(filled_.size());
-  for (const std::size_t f : filled_) v.push_back(slots_[f].key);
+  for (const std::size_t f : filled_) v.push_back(slots_[f].entry.key);
   return v;
 }
 
@@ -87,13 +99,22 @@ SpaceSavingHeavyHitters::SpaceSavingHeavyHitters(const Params& p)
       phi_(p.get_double("phi", 1000)),
       max_weight_(p.get_int("max-weight", 1)) {}
 
-void SpaceSavingHeavyHitters::touch(std::uint64_t key, std::int64_t weight) {
+void SpaceSavingHeavyHitters::touch(const SpaceSaving::Entry& entry, std::int64_t weight) {
   if (overflow_) {
     weight_since_overflow_ += weight;
     return;
   }
-  const std::int64_t w = touched_.add(key, weight);
+  const std::int64_t w = touched_.add(entry, weight);
   if (w > max_since_backup_) max_since_backup_ = w;
+  if (touched_.size() > summary_.capacity()) {
+    overflow_ = true;
+    touched_.clear();
+  }
+}
+
+void SpaceSavingHeavyHitters::touch_erased(std::uint64_t key) {
+  if (overflow_) return;
+  touched_.erased(key);
   if (touched_.size() > summary_.capacity()) {
     overflow_ = true;
     touched_.clear();
@@ -105,9 +126,9 @@ void SpaceSavingHeavyHitters::process(const Item& item, Emitter&) {
     throw InputError("space-saving-hh: item weight " + std::to_string(item.value) + " (key " +
                      std::to_string(item.key) + ") outside [0, max-weight " + std::to_string(max_weight_) + "]");
   }
-  const auto evicted = summary_.update(item.key, item.value);
-  touch(item.key, item.value);
-  if (evicted) touch(*evicted, 0);
+  const auto u = summary_.update_entry(item.key, item.value);
+  touch(u.entry, item.value);
+  if (u.evicted) touch_erased(*u.evicted);
 }
 
 void SpaceSavingHeavyHitters::finish(Emitter& out) {
@@ -129,33 +150,36 @@ void SpaceSavingHeavyHitters::snapshot_full(ByteWriter& out) const {
 // sorted: a delta is written at every backup, and sorting was a tenth of the approx mode's cost). It sets values:
 // applying it twice equals applying it once.
 void SpaceSavingHeavyHitters::snapshot_delta(ByteWriter& out) const {
-  std::vector<SpaceSaving::Entry> set;
-  std::vector<std::uint64_t> erased;
-  if (overflow_) {
-    set = summary_.entries();
-  } else {
-    for (const std::uint64_t key : touched_.keys()) {
-      if (auto e = summary_.find(key)) {
-        set.push_back(*e);
-      } else {
-        erased.push_back(key);
-      }
-    }
-  }
+  constexpr std::size_t kEntryBytes = 3 * sizeof(std::uint64_t);
+  static_assert(sizeof(SpaceSaving::Entry) == kEntryBytes);  // key, count, error: written as they lie in memory
   out.put<std::uint32_t>(kDeltaTag);
   out.put<std::int64_t>(summary_.total());
   out.put<std::int64_t>(summary_.floor());
   out.put<std::int64_t>(compensation_);
   out.put<std::int64_t>(compensated_failures_);
   out.put<std::uint8_t>(overflow_ ? 1 : 0);
-  out.put<std::uint64_t>(set.size());
-  for (const auto& e : set) {
-    out.put<std::uint64_t>(e.key);
-    out.put<std::int64_t>(e.count);
-    out.put<std::int64_t>(e.error);
+  if (overflow_) {  // every entry, in the summary's own order (sorting them was most of a replacing delta's cost)
+    out.put_array<SpaceSaving::Entry>(summary_.unordered_entries());
+    out.put<std::uint64_t>(0);
+    return;
   }
-  out.put<std::uint64_t>(erased.size());
-  for (const auto key : erased) out.put<std::uint64_t>(key);
+  // The entries go straight into the buffer (sized for the worst case, trimmed after), their count once known.
+  auto& buf = out.buffer();
+  const std::size_t count_at = buf.size();
+  buf.resize(count_at + sizeof(std::uint64_t) + touched_.size() * kEntryBytes);
+  std::uint8_t* p = buf.data() + count_at + sizeof(std::uint64_t);
+  std::uint64_t n_set = 0;
+  std::vector<std::uint64_t> erased;
+  touched_.for_each(
+      [&](const SpaceSaving::Entry& e) {
+        std::memcpy(p, &e, kEntryBytes);
+        p += kEntryBytes;
+        ++n_set;
+      },
+      [&](std::uint64_t key) { erased.push_back(key); });
+  buf.resize(static_cast<std::size_t>(p - buf.data()));
+  std::memcpy(buf.data() + count_at, &n_set, sizeof n_set);
+  out.put_array<std::uint64_t>(erased);
 }
 
 void SpaceSavingHeavyHitters::mark_backed_up() {
@@ -252,7 +276,7 @@ void SpaceSavingHeavyHitters::on_recovered(const RecoveryInfo& info) {
   const std::int64_t c = info.integer_sum_loss_bound(done, max_weight_);
   if (c > 0) {
     summary_.add_to_all(c);
-    for (const auto& e : summary_.entries()) touch(e.key, 0);  // every entry changed: all go in the next delta
+    for (const auto& e : summary_.unordered_entries()) touch(e, 0);  // every entry changed: all in the next delta
     compensated_since_backup_ += c;
   }
   compensation_ += c;

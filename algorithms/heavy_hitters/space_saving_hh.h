@@ -67,28 +67,47 @@ class SpaceSavingHeavyHitters final : public Operator {
   std::int64_t compensated_failures() const { return compensated_failures_; }
 
  private:
-  // The keys touched since the last backup, with the weight each received: open addressing, cleared in O(touched).
+  // The keys touched since the last backup, with the weight each received and, as of its last touch, its entry or
+  // that it is no longer monitored: the next delta is these slots as they stand (no lookup in the summary). Every
+  // change of an entry is a touch (the updated key, the evicted key, the compensation), so they are current.
+  // Open addressing, cleared in O(touched).
   class Touched {
    public:
     Touched();
-    std::int64_t add(std::uint64_t key, std::int64_t weight);  // returns the key's weight since the backup
+    // Records key's entry (monitored) and returns the key's weight since the backup, weight included.
+    std::int64_t add(const SpaceSaving::Entry& entry, std::int64_t weight);
+    void erased(std::uint64_t key);  // key is no longer monitored
     void clear();
     std::vector<std::uint64_t> keys() const;  // in first-touch order
+    template <typename Set, typename Erased>
+    void for_each(Set&& set, Erased&& erased) const {  // in first-touch order, without a copy
+      for (const std::size_t i : filled_) {
+        const Slot& s = slots_[i];
+        if (s.monitored) {
+          set(s.entry);
+        } else {
+          erased(s.entry.key);
+        }
+      }
+    }
     std::size_t size() const { return filled_.size(); }
 
    private:
     struct Slot {
-      std::uint64_t key = 0;
+      SpaceSaving::Entry entry;  // entry.key is the slot's key
       std::int64_t weight = 0;
       bool used = false;
+      bool monitored = false;
     };
+    Slot& slot(std::uint64_t key);  // the key's slot, claimed if new
     void grow();
     std::vector<Slot> slots_;
     std::vector<std::size_t> filled_;  // the used slots, in first-touch order
     int shift_;
   };
 
-  void touch(std::uint64_t key, std::int64_t weight);
+  void touch(const SpaceSaving::Entry& entry, std::int64_t weight);
+  void touch_erased(std::uint64_t key);
 
   SpaceSaving summary_;
   double phi_;

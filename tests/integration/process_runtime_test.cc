@@ -223,7 +223,9 @@ TEST(ProcessRuntime, ExactModesSigkillsLeaveExactlyTheFailureFreeResults) {
       for (const char* k : {"precision", "recall", "are", "reported", "true_heavy"}) {
         EXPECT_EQ(a.at(k), b.at(k)) << mode << ", " << plan << ": " << k;
       }
-      if (mode.starts_with("ask") || mode.starts_with("checkpoint")) EXPECT_EQ(b.at("item_backups"), "0") << plan;
+      if (mode.starts_with("ask") || mode.starts_with("checkpoint")) {
+        EXPECT_EQ(b.at("item_backups"), "0") << plan;
+      }
     }
   }
 }
@@ -251,7 +253,9 @@ TEST(ProcessRuntime, AckModeSigkillsLoseNoEffect) {
     EXPECT_EQ(b.at("recall"), "1") << target;
     EXPECT_GE(std::stod(b.at("reported")), std::stod(a.at("reported"))) << target;
     EXPECT_GE(data_lines(out / "failures.csv"), 6) << target;
-    if (target != "all") EXPECT_GT(std::stoull(b.at("trees_replayed")), 0u) << target;
+    if (target != "all") {
+      EXPECT_GT(std::stoull(b.at("trees_replayed")), 0u) << target;
+    }
   }
 }
 

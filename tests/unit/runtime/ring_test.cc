@@ -30,7 +30,9 @@ TEST(Ring, MatchesADequeThroughGrowthWrapAroundAndBulkPops) {
     }
     ref.erase(ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(pop));
     ASSERT_EQ(ring.size(), ref.size());
-    if (!ref.empty()) ASSERT_EQ(ring.front(), ref.front());
+    if (!ref.empty()) {
+      ASSERT_EQ(ring.front(), ref.front());
+    }
     // Any range is covered by at most two contiguous runs, in order.
     if (ref.empty()) continue;
     const std::size_t from = rng() % ref.size();
