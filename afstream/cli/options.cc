@@ -245,6 +245,25 @@ WorkerProcessOptions parse_worker(const po::variables_map& vm) {
   return w;
 }
 
+namespace {
+// Job::run_defaults: each value replaces a run option's general default unless the user gave the option (or its
+// alias); it is stored as if given, so it is printed and passed on like one.
+void apply_run_defaults(const Job& job, const po::options_description& desc, po::variables_map& vm) {
+  for (const auto& [key, value] : job.run_defaults()) {
+    const auto* option = desc.find_nothrow(key, false);
+    if (option == nullptr) throw ConfigError("job " + job.name() + ": default for unknown option '" + key + "'");
+    if (vm.count(key) && !vm[key].defaulted()) continue;
+    bool alias_given = false;
+    for (const auto& a : kAliases) alias_given = alias_given || (key == a.primary && vm.count(a.alias));
+    if (alias_given) continue;
+    boost::any parsed;
+    option->semantic()->parse(parsed, {value}, false);
+    vm.erase(key);
+    vm.insert({key, po::variable_value(parsed, false)});
+  }
+}
+}  // namespace
+
 RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::variables_map& vm,
                      const po::options_description* extra) {
   auto desc = run_options();
@@ -262,6 +281,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       if (!f) throw InputError("config: cannot read job file '" + path + "'");
       po::store(po::parse_config_file(f, desc), vm);
     }
+    if (job) apply_run_defaults(*job, desc, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw ConfigError(e.what());

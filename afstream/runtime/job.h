@@ -34,6 +34,10 @@ class Job {
   virtual Scores evaluate(Cluster& cluster, const Topology& topology, const std::string& out_dir) = 0;
   // The names of the scores evaluate() returns, in order (summary.csv columns).
   virtual std::vector<std::string> score_names() const = 0;
+  // Values this job gives run options (ft.*, net.*: dotted keys, values as on the command line) that the user leaves
+  // unset, in place of their general defaults; a value given on the command line or in a job file wins. The
+  // effective configuration printed at start, and passed to worker processes, shows the values in force.
+  virtual std::vector<std::pair<std::string, std::string>> run_defaults() const { return {}; }
 };
 
 using JobFactory = std::unique_ptr<Job> (*)();

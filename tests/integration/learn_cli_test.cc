@@ -169,6 +169,36 @@ TEST(LearnCli, BadOptionsNameTheOption) {
   }
 }
 
+// The learn job's run defaults (Job::run_defaults): ft.replay-overhead-max 0.01 and net.in-flight-max 16384 are in
+// force when the user leaves them unset (config.ini shows them); a value on the command line or in a job file wins;
+// another job keeps the general defaults.
+TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
+  TempDir scratch;
+  auto config_of = [&](const std::string& args) {
+    const fs::path dir = scratch.path() / ("out" + std::to_string(std::hash<std::string>{}(args)));
+    const auto r = run(args + " --items 2000 --runtime threads --out " + dir.string(), scratch.path());
+    EXPECT_EQ(r.status, 0) << args << ": " << r.err;
+    return slurp(dir / "config.ini");
+  };
+  const auto has = [](const std::string& config, const std::string& line) {
+    return config.find(line + "\n") != std::string::npos;
+  };
+  const auto defaults = config_of("run --job learn --quiet");
+  EXPECT_TRUE(has(defaults, "ft.replay-overhead-max = 0.01")) << defaults;
+  EXPECT_TRUE(has(defaults, "net.in-flight-max = 16384")) << defaults;
+  const auto given = config_of("run --job learn --quiet --net.in-flight-max 0 --ft.replay-overhead-max 0.05");
+  EXPECT_TRUE(has(given, "ft.replay-overhead-max = 0.05")) << given;
+  EXPECT_TRUE(has(given, "net.in-flight-max = 0")) << given;
+  const fs::path ini = scratch.path() / "job.ini";
+  std::ofstream(ini) << "net.in-flight-max = 4096\n";
+  const auto filed = config_of("run --job learn --quiet --config " + ini.string());
+  EXPECT_TRUE(has(filed, "net.in-flight-max = 4096")) << filed;
+  EXPECT_TRUE(has(filed, "ft.replay-overhead-max = 0.01")) << filed;
+  const auto hh = config_of("run --job heavy-hitters --quiet");
+  EXPECT_TRUE(has(hh, "ft.replay-overhead-max = 0")) << hh;
+  EXPECT_TRUE(has(hh, "net.in-flight-max = 0")) << hh;
+}
+
 // `--job ps` (ml/ps_operators.h) as a user runs it: SSP with s = 2 on threads writes learn.csv with its consistency
 // and a staleness within the bound, and learns the HIGGS-like model above 62%; bad options are named.
 TEST(PsCli, SspRunWritesLearnCsvWithinTheStalenessBound) {
