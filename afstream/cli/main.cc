@@ -119,7 +119,15 @@ void usage() {
 
 int cmd_list() {
   std::cout << "jobs:\n";
-  for (const auto& [name, make] : jobs()) std::cout << "  " << name << "  " << make()->description() << "\n";
+  for (const auto& [name, make] : jobs()) {
+    const auto job = make();
+    std::cout << "  " << name << "  " << job->description() << "\n";
+    const auto defaults = job->run_defaults();
+    if (defaults.empty()) continue;
+    std::cout << "      run defaults:";
+    for (const auto& [key, value] : defaults) std::cout << " --" << key << " " << value;
+    std::cout << "\n";
+  }
   auto r = registry();
   std::cout << "operators:\n";
   for (const auto& [n, d] : r.operator_names()) std::cout << "  " << n << "  " << d << "\n";
