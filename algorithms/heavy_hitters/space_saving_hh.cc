@@ -30,10 +30,9 @@ SpaceSavingHeavyHitters::Touched::Slot& SpaceSavingHeavyHitters::Touched::slot(s
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = (key * 0x9E3779B97F4A7C15ULL) >> shift_;; i = (i + 1) & mask) {
     Slot& s = slots_[i];
-    if (!s.used) {
+    if (!s.used()) {
       s.entry.key = key;
       s.weight = 0;
-      s.used = true;
       filled_.push_back(i);
       return s;
     }
@@ -43,12 +42,11 @@ SpaceSavingHeavyHitters::Touched::Slot& SpaceSavingHeavyHitters::Touched::slot(s
 
 std::int64_t SpaceSavingHeavyHitters::Touched::add(const SpaceSaving::Entry& entry, std::int64_t weight) {
   Slot& s = slot(entry.key);
-  s.entry = entry;
-  s.monitored = true;
+  s.entry = entry;  // error >= 0: monitored
   return s.weight += weight;
 }
 
-void SpaceSavingHeavyHitters::Touched::erased(std::uint64_t key) { slot(key).monitored = false; }
+void SpaceSavingHeavyHitters::Touched::erased(std::uint64_t key) { slot(key).entry.error = -1; }
 
 void SpaceSavingHeavyHitters::Touched::grow() {
   std::vector<Slot> old(slots_.size() * 2);
@@ -58,14 +56,14 @@ void SpaceSavingHeavyHitters::Touched::grow() {
   for (std::size_t& f : filled_) {  // reinserted in first-touch order, so filled_ keeps that order
     const Slot& s = old[f];
     std::size_t i = (s.entry.key * 0x9E3779B97F4A7C15ULL) >> shift_;
-    while (slots_[i].used) i = (i + 1) & mask;
+    while (slots_[i].used()) i = (i + 1) & mask;
     slots_[i] = s;
     f = i;
   }
 }
 
 void SpaceSavingHeavyHitters::Touched::clear() {
-  for (const std::size_t f : filled_) slots_[f].used = false;
+  for (const std::size_t f : filled_) slots_[f].weight = -1;
   filled_.clear();
 }
 

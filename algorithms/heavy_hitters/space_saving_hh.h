@@ -83,7 +83,7 @@ class SpaceSavingHeavyHitters final : public Operator {
     void for_each(Set&& set, Erased&& erased) const {  // in first-touch order, without a copy
       for (const std::size_t i : filled_) {
         const Slot& s = slots_[i];
-        if (s.monitored) {
+        if (s.entry.error >= 0) {
           set(s.entry);
         } else {
           erased(s.entry.key);
@@ -93,12 +93,14 @@ class SpaceSavingHeavyHitters final : public Operator {
     std::size_t size() const { return filled_.size(); }
 
    private:
+    // 32 bytes, two to a cache line: no flags of their own. A free slot has weight -1 (weights are >= 0); a key no
+    // longer monitored has entry.error -1 (errors are >= 0).
     struct Slot {
       SpaceSaving::Entry entry;  // entry.key is the slot's key
-      std::int64_t weight = 0;
-      bool used = false;
-      bool monitored = false;
+      std::int64_t weight = -1;
+      bool used() const { return weight >= 0; }
     };
+    static_assert(sizeof(Slot) == 32);
     Slot& slot(std::uint64_t key);  // the key's slot, claimed if new
     void grow();
     std::vector<Slot> slots_;
