@@ -32,8 +32,6 @@ class ByteWriter {
   }
   void put_bytes(std::span<const std::uint8_t> b) { put_array<std::uint8_t>(b); }
   void put_string(std::string_view s) { put_array<char>(std::span<const char>(s.data(), s.size())); }
-  // Room for `bytes` more without reallocating (a writer that knows its record's size).
-  void reserve(std::size_t bytes) { buf_.reserve(buf_.size() + bytes); }
   std::vector<std::uint8_t>& buffer() { return buf_; }
   std::vector<std::uint8_t> take() { return std::move(buf_); }
   std::size_t size() const { return buf_.size(); }

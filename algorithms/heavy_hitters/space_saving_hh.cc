@@ -67,13 +67,6 @@ void SpaceSavingHeavyHitters::Touched::clear() {
   filled_.clear();
 }
 
-std::vector<std::uint64_t> SpaceSavingHeavyHitters::Touched::keys() const {
-  std::vector<std::uint64_t> v;
-  v.reserve(filled_.size());
-  for (const std::size_t f : filled_) v.push_back(slots_[f].entry.key);
-  return v;
-}
-
 std::size_t SpaceSavingHeavyHitters::capacity_of(const Params& p) {
   const std::uint64_t capacity = p.get_uint("capacity", 0);
   if (p.has("epsilon") || capacity == 0) return SpaceSaving::capacity_for_error(p.get_double("epsilon", 1e-4));
@@ -104,15 +97,16 @@ void SpaceSavingHeavyHitters::touch(const SpaceSaving::Entry& entry, std::int64_
   }
   const std::int64_t w = touched_.add(entry, weight);
   if (w > max_since_backup_) max_since_backup_ = w;
-  if (touched_.size() > summary_.capacity()) {
-    overflow_ = true;
-    touched_.clear();
-  }
+  stop_tracking_if_over_capacity();
 }
 
 void SpaceSavingHeavyHitters::touch_erased(std::uint64_t key) {
   if (overflow_) return;
   touched_.erased(key);
+  stop_tracking_if_over_capacity();
+}
+
+void SpaceSavingHeavyHitters::stop_tracking_if_over_capacity() {
   if (touched_.size() > summary_.capacity()) {
     overflow_ = true;
     touched_.clear();

@@ -78,7 +78,6 @@ class SpaceSavingHeavyHitters final : public Operator {
     std::int64_t add(const SpaceSaving::Entry& entry, std::int64_t weight);
     void erased(std::uint64_t key);  // key is no longer monitored
     void clear();
-    std::vector<std::uint64_t> keys() const;  // in first-touch order
     template <typename Set, typename Erased>
     void for_each(Set&& set, Erased&& erased) const {  // in first-touch order, without a copy
       for (const std::size_t i : filled_) {
@@ -110,6 +109,7 @@ class SpaceSavingHeavyHitters final : public Operator {
 
   void touch(const SpaceSaving::Entry& entry, std::int64_t weight);
   void touch_erased(std::uint64_t key);
+  void stop_tracking_if_over_capacity();  // see overflow_
 
   SpaceSaving summary_;
   double phi_;
