@@ -188,6 +188,18 @@ TEST(TextCli, FailuresStayWithinTheBound) {
   s = summary(grep);
   EXPECT_LE(std::stod(s["missing"]), 1000 + 100) << slurp(grep / "summary.csv");
   EXPECT_EQ(s["extra"], "0");
+  // Without --ft.theta the grep job's own default applies (GrepJob::run_defaults: 100 matching lines, not the
+  // general 1e5), and the bound is Theta + L * alpha with the general L, 1e3.
+  const auto grep_default = d.path() / "grep-default";
+  const std::string defaults = " --text.synthetic-bytes 1500000 --text.synthetic-dir " + (d.path() / "syn").string() +
+                               " --text.chunk-bytes 2048 --runtime threads --ft.mode approx --fail.count 3"
+                               " --fail.target all --quiet --out ";
+  r = run("run --job grep --grep.pattern e" + defaults + grep_default.string(), d.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  s = summary(grep_default);
+  EXPECT_EQ(std::stod(s["theta"]), 100);
+  EXPECT_LE(std::stod(s["missing"]), 100 + 1000) << slurp(grep_default / "summary.csv");
+  EXPECT_EQ(s["extra"], "0");
 }
 
 TEST(TextCli, MissingCorpusAndBadOptionsAreOneClearLine) {
