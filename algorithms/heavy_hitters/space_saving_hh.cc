@@ -150,7 +150,7 @@ void SpaceSavingHeavyHitters::snapshot_delta(ByteWriter& out) const {
   out.put<std::int64_t>(compensation_);
   out.put<std::int64_t>(compensated_failures_);
   out.put<std::uint8_t>(overflow_ ? 1 : 0);
-  if (overflow_) {  // every entry, in the summary's own order (sorting them was most of a replacing delta's cost)
+  if (overflow_) {  // every entry, in the summary's own order: a delta's order does not matter to apply_delta
     out.put_array<SpaceSaving::Entry>(summary_.unordered_entries());
     out.put<std::uint64_t>(0);
     return;
