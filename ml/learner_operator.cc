@@ -249,8 +249,13 @@ void SgdLearnerOperator::take_trace_point() {
   trace_moved_.clear();
 }
 
-// Scales the step down to L2 norm eta0 * clip when it is longer. Entries with the same index (hash collisions in
-// sparse data) are summed first, so the norm is that of the actual move of the weights.
+double SgdLearnerOperator::step_cap(std::uint64_t t) const {
+  if (config_.optimizer != OptimizerKind::kSgd) return config_.eta0 * clip_;
+  return config_.eta0 / std::sqrt(static_cast<double>(std::max<std::uint64_t>(t, 1))) * clip_;
+}
+
+// Scales step t (make_step has counted it) down to L2 norm step_cap(t) when it is longer. Entries with the same index
+// (hash collisions in sparse data) are summed first, so the norm is that of the actual move of the weights.
 void SgdLearnerOperator::clip_step() {
   double sq = 0;
   if (x_.is_sparse()) {
@@ -266,7 +271,7 @@ void SgdLearnerOperator::clip_step() {
   } else {
     for (const double v : step_.value) sq += v * v;
   }
-  const double cap = alpha();
+  const double cap = step_cap(opt_.t);
   if (sq > cap * cap) {
     // A little below the cap, so that rounding in the scaled values and in the store cannot exceed it.
     const double scale = cap / std::sqrt(sq) * (1 - 1e-12);

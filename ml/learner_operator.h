@@ -7,9 +7,10 @@
 //   sgd-learner  predict, then learn (progressive validation) on each example it receives. Its weights live in an
 //                afs::TrackedVector with the L2 metric (proofs/theorem1-sgd.md §6: divergence() is the L2 distance
 //                of the weights from the last backup); the step counter t, the AdaGrad sums and the progressive
-//                validation counters travel in the same backups. alpha = eta0 * clip: every step is clipped to L2
-//                norm eta0 * clip (the gradient bound H of Theorem 1 times the largest step size), so no example
-//                moves the weights further. beta = 0 (it emits only in finish: its nonzero weights and counters).
+//                validation counters travel in the same backups. alpha = eta_t * clip for SGD (eta0 * clip for
+//                AdaGrad): step t is clipped to L2 norm eta0 / sqrt(t) * clip (the gradient bound H of Theorem 1
+//                times its step size), so no example moves the weights further, and alpha shrinks as the copy
+//                learns. beta = 0 (it emits only in finish: its nonzero weights and counters).
 //   model-merge  the sink: collects the models and counters of the parallel learner copies (data-parallel training
 //                with model averaging) and averages them; the job evaluates the average on a held-out range.
 //
@@ -113,8 +114,12 @@ class SgdLearnerOperator final : public Operator {
   void process(const Item& item, Emitter& out) override;
   void finish(Emitter& out) override;
 
-  // The most one example moves the weights (L2): every step is clipped to this norm (proofs/theorem1-sgd.md §1).
-  double alpha() const override { return config_.eta0 * clip_; }
+  // The most the next example moves the weights (L2): every step is clipped to the norm step_cap(t) of its step t
+  // (proofs/theorem1-sgd.md §1). For SGD that is eta_t * clip, the gradient bound H times a step size that decays
+  // as eta0 / sqrt(t), so alpha shrinks as the copy learns and a theta below eta0 * clip comes within reach (the
+  // runtime then backs up by divergence instead of protecting every example).
+  double alpha() const override { return step_cap(opt_.t + 1); }
+  bool alpha_may_shrink() const override { return config_.optimizer == OptimizerKind::kSgd; }
   double beta() const override { return 0; }
   double divergence() const override { return weights_.divergence(); }
   bool divergence_bounded_by_alpha() const override { return true; }  // L2, steps clipped to alpha
@@ -134,7 +139,7 @@ class SgdLearnerOperator final : public Operator {
   const std::vector<ProgressRecord>& records() const { return records_; }
   const std::vector<TracePoint>& trace() const { return trace_; }
   std::uint64_t trace_every() const { return trace_every_; }
-  // Steps whose norm exceeded eta0 * clip and were scaled down (not part of the state; diagnostics).
+  // Steps whose norm exceeded their cap (step_cap) and were scaled down (not part of the state; diagnostics).
   std::uint64_t clipped() const { return clipped_; }
 
  private:
@@ -146,6 +151,9 @@ class SgdLearnerOperator final : public Operator {
   void write_trace_bases(ByteWriter& out) const;
   void adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq, TraceBases&& trace);
   void write_scalars(ByteWriter& out) const;
+  // The largest L2 norm of step t (t >= 1): eta0 / sqrt(t) * clip for SGD (make_step's step size), eta0 * clip for
+  // AdaGrad (whose per-weight rates do not decay with t).
+  double step_cap(std::uint64_t t) const;
   void clip_step();
   void take_trace_point();
 

@@ -88,8 +88,14 @@ class Operator {
   // All inputs have ended: emit final results.
   virtual void finish(Emitter& /*out*/) {}
 
+  // The most the next item can add to divergence(). Constant, unless alpha_may_shrink().
   virtual double alpha() const = 0;
   virtual double beta() const = 0;
+  // True if alpha() may shrink as the state evolves (an SGD learner's step size decays: eta_t * clip). It never grows
+  // except when restore_full / apply_delta take the state back; the runtime reads it again after every restore and
+  // every few thousand items, so that a theta below the first alpha comes within the Theta rule's reach, and a
+  // value it read earlier stays a valid bound.
+  virtual bool alpha_may_shrink() const { return false; }
 
   // Distance from the state at the last mark_backed_up() (or construction). O(1).
   virtual double divergence() const = 0;

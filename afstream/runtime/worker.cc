@@ -157,8 +157,8 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   } else {
     op_ = ctx.registry->make_operator(stage_.kind, stage_.params, at);
     op_type_ = type_id_of(stage_.kind);
-    op_alpha_ = op_->alpha();
-    alpha_bounds_drift_ = op_alpha_ > 0 && op_->divergence_bounded_by_alpha();
+    alpha_may_shrink_ = op_->alpha_may_shrink();
+    refresh_alpha();
     op_waits_ = op_->waits_for_feedback();
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
@@ -167,7 +167,8 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   for (auto at : failure_positions_) {
     schedule_.on_progress(at);
     // What failure j could lose: the thresholds in force then, or nothing if that incarnation logged every item.
-    const bool logged_all = logs_every_item();
+    // An operator whose alpha shrinks may have left that protection for the Theta rule before failing: count theta.
+    const bool logged_all = logs_every_item() && !alpha_may_shrink_;
     loss_theta_.push_back(logged_all ? 0 : schedule_.current().theta);
     loss_l_.push_back(logged_all ? 0 : static_cast<double>(schedule_.current().l));
     if (crash_in_ && !crash_in_->observed) {  // what on_crash() would have recorded
@@ -498,6 +499,7 @@ void Worker::restore() {
     last = std::move(rec);
     have_state = true;
   }
+  if (op_ && alpha_may_shrink_) refresh_alpha();  // the restored state's
   if (have_state) {
     source_offset_ = last.source_offset;
     committed_mark_.offset = last.source_offset;
@@ -1192,6 +1194,12 @@ void Worker::process_one(const ChannelItem& ci) {
 // up the state after nearly every item): the worker then protects itself as upstream backup does, item log plus a
 // state backup every ft.exact-state-every items, and loses nothing at a failure, which is within any bound and
 // cheaper than a state backup per item.
+// Operator::alpha() as the state stands now (it may have shrunk: Operator::alpha_may_shrink).
+void Worker::refresh_alpha() {
+  op_alpha_ = op_->alpha();
+  alpha_bounds_drift_ = op_alpha_ > 0 && op_->divergence_bounded_by_alpha();
+}
+
 bool Worker::logs_every_item() const {
   if (ctx_.config.mode == FtMode::Exact || microbatch_mode()) return true;
   if (ctx_.config.mode != FtMode::Approx || source_) return false;
@@ -1223,9 +1231,15 @@ void Worker::after_update_checked() {
       }
       if (logs_every_item()) {  // theta below alpha: protected as in exact mode (see logs_every_item)
         if (replay_due || since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
-        // No item before the next periodic or replay backup can be due: they take after_update's fast path.
+        // No item before the next periodic or replay backup can be due: they take after_update's fast path. An
+        // alpha that may shrink (a learner's, below theta as it learns) is looked at every kAlphaCheckEvery items.
+        constexpr std::uint64_t kAlphaCheckEvery = 4096;
         const std::uint64_t every = std::min<std::uint64_t>(ctx_.config.exact_state_every, replay_limit_);
         if (every > since_state_backup_ + 1) unchecked_items_ = every - since_state_backup_ - 1;
+        if (alpha_may_shrink_) {
+          unchecked_items_ = std::min(unchecked_items_, kAlphaCheckEvery);
+          refresh_alpha();
+        }
         return;
       }
       // DESIGN 3, Theta, with asynchronous backups: a state backup is taken once the divergence passes
@@ -1266,6 +1280,7 @@ void Worker::after_update_checked() {
           pending_state_ticket_ = last_state_ticket_;
           pending_divergence_ = d;
         }
+        if (alpha_may_shrink_) refresh_alpha();
       } else if (pending_state_ticket_ && !never_wait_for_store_ && d + pending_divergence_ > theta) {
         writer_->wait(pending_state_ticket_);
         pending_state_ticket_ = 0;

@@ -295,6 +295,7 @@ class Worker {
   void maybe_complete_recovery();
   bool logs_every_item() const;
   bool writes_item_log() const;  // logs_every_item() and the log is needed (not behind replayable sources)
+  void refresh_alpha();          // op_alpha_ = op_->alpha(), which may shrink as the state evolves
   void measure_loss();
   void compensate();
   void continue_output_numbering();
@@ -434,7 +435,11 @@ class Worker {
   std::uint64_t unchecked_items_ = 0;  // items that may skip the Theta check (after_update: alpha bounds their drift)
   bool op_waits_ = false;              // op_->waits_for_feedback(): ready() is consulted
   bool alpha_bounds_drift_ = false;    // op_->divergence_bounded_by_alpha() with a positive alpha
-  double op_alpha_ = 0;                // op_->alpha(), constant (read per item when choosing how to protect it)
+  // op_->alpha() as last read (refresh_alpha). Constant unless alpha_may_shrink_: then read again every few thousand
+  // items under R-logall, after each Theta backup and after a restore; it only shrinks in between, so a value read
+  // earlier bounds what follows.
+  double op_alpha_ = 0;
+  bool alpha_may_shrink_ = false;      // op_->alpha_may_shrink()
   std::size_t numbering_pending_ = 0;  // output channels waiting for their receiver's answer (query_numbering)
   std::uint64_t unacked_ = 0;  // items held unacknowledged over all output channels (sum of OutChannel::unacked)
   // Items emitted and not yet added to counters_.items_out: published once per flush, not by an atomic add per item.

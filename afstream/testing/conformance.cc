@@ -200,11 +200,17 @@ class Kit {
     std::uniform_int_distribution<std::size_t> gap(o_.backup_every_min, o_.backup_every_max);
     std::size_t next = gap(rng);
     std::ptrdiff_t last_backup = -1;  // index of the item after which the last backup was taken
-    const double alpha = op->alpha(), beta = op->beta();
+    const double beta = op->beta();
+    double last_alpha = op->alpha();
     RecordingEmitter out;
     for (std::size_t i = 0; i < items_.size(); ++i) {
       where_ = "(a) processing " + at_item(items_, i);
       const double before = op->divergence();
+      const double alpha = op->alpha();               // the bound for this item (it may shrink as the state evolves)
+      if (alpha > last_alpha * (1 + o_.tolerance)) {  // a bound the runtime read earlier would no longer hold
+        fail("(e) alpha: before " + at_item(items_, i) + " alpha() grew from " + num(last_alpha) + " to " + num(alpha));
+      }
+      last_alpha = alpha;
       op->process(items_[i], out);
       const std::size_t emitted = out.items.size();
       out.items.clear();

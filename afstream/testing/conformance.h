@@ -20,8 +20,9 @@
 //       depends on history can also emit in a different order after a recovery.
 //   (d) restore_full of truncated full snapshots and apply_delta of truncated deltas throw afs::FormatError and
 //       leave the target unchanged (distance 0 to its prior state, same snapshot bytes and divergence).
-//   (e) alpha and beta: no item raises a finite divergence() by more than alpha(), and no item emits more than
-//       beta() items (DESIGN.md section 2; the bounds of section 3 rest on both).
+//   (e) alpha and beta: no item raises a finite divergence() by more than alpha() read just before it, alpha()
+//       never grows while items are processed, and no item emits more than beta() items (DESIGN.md section 2; the
+//       bounds of section 3 rest on both).
 //   (f) partial backups: at seeded points (ten times as often as (a)) backup_partial_delta(residual) returns at most
 //   the residual, the state
 //       the store then holds (first full snapshot plus every partial delta) is within what it returned, and

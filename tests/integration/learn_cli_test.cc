@@ -133,6 +133,32 @@ TEST(LearnCli, SinkKilledWhileTheModelArrivesKeepsItWhole) {
   EXPECT_GE(lines, 2) << "the sink was killed at least once";
 }
 
+// SGD's alpha is eta_t * clip (SgdLearnerOperator::alpha), so a theta below the first step's bound protects only the
+// first examples by R-logall: once alpha has shrunk below theta the Theta rule backs the learners up as their
+// weights drift (with the periodic backups out of reach, the old constant alpha = eta0 * clip left only the end of
+// stream's). The model is mode none's either way.
+TEST(LearnCli, ShrinkingAlphaHandsTheLearnersToTheThetaRule) {
+  TempDir scratch, base, d;
+  const std::string higgs = "run --job learn --items 20000 --learn.holdout 5000 --runtime threads --quiet ";
+  auto r = run(higgs + "--ft.mode none --out " + base.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  // theta = 0.4 / (2 * 2) = 0.1 per learner, against alpha = 0.5 * 10 / sqrt(t): below it after 2,500 examples.
+  r = run(higgs +
+              "--ft.mode approx --ft.theta 0.4 --ft.exact-state-every 1000000000 --ft.replay-overhead-max 0 --out " +
+              d.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(base.path() / "model.csv"), slurp(d.path() / "model.csv"));
+  std::istringstream s(slurp(d.path() / "summary.csv"));
+  std::string header, row;
+  std::getline(s, header);
+  std::getline(s, row);
+  const auto h = afs::testing::split_csv(header), v = afs::testing::split_csv(row);
+  const auto col = static_cast<std::size_t>(std::find(h.begin(), h.end(), "state_backups") - h.begin());
+  ASSERT_LT(col, v.size()) << header;
+  EXPECT_GT(std::stod(v[col]), 20) << row;
+}
+
 // A user's CSV file (label first, 0/1, three features) with the held-out rows at its end.
 TEST(LearnCli, LearnsFromACsvFile) {
   TempDir scratch, d;

@@ -90,17 +90,24 @@ TEST(SgdLearnerOperator, LearnsTheHiggsLikeData) {
   EXPECT_GT(h.accuracy, 0.6);
 }
 
-// Every step is clipped to alpha = eta0 * clip: no example moves the weights further (L2), and small clips do clip.
+// Every step is clipped to alpha as read before it (eta_t * clip for SGD, shrinking; eta0 * clip for AdaGrad): no
+// example moves the weights further (L2), and small clips do clip.
 TEST(SgdLearnerOperator, EveryStepIsWithinAlpha) {
   for (const auto& c : kCases) {
     const Params p = params(c.data, c.task, c.optimizer, 0.2);
     SgdLearnerOperator op(p, {});
     EXPECT_DOUBLE_EQ(op.alpha(), 0.5 * 0.2);
+    const bool sgd = std::string(c.optimizer) == "sgd";
+    EXPECT_EQ(op.alpha_may_shrink(), sgd);
     RecordingEmitter out;
     Eigen::VectorXd before = op.weights();
+    std::uint64_t t = 0;
     for (const auto& item : indices(0, 1000)) {
+      const double alpha = op.alpha();  // the bound for the next step: eta_{t+1} * clip (SGD), eta0 * clip (AdaGrad)
+      EXPECT_DOUBLE_EQ(alpha, sgd ? 0.5 / std::sqrt(static_cast<double>(t + 1)) * 0.2 : 0.5 * 0.2);
       op.process(item, out);
-      ASSERT_LE((op.weights() - before).norm(), op.alpha() * (1 + 1e-9)) << c.data << "/" << c.task;
+      ++t;
+      ASSERT_LE((op.weights() - before).norm(), alpha * (1 + 1e-9)) << c.data << "/" << c.task;
       before = op.weights();
     }
     EXPECT_GT(op.clipped(), 0u) << c.data << "/" << c.task << "/" << c.optimizer;
