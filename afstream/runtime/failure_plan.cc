@@ -43,6 +43,8 @@ std::vector<FailureEvent> FailurePlan::due(std::uint64_t input_items, std::uint6
   return out;
 }
 
+bool FailurePlan::pending() const { return std::find(fired_.begin(), fired_.end(), false) != fired_.end(); }
+
 std::vector<int> parse_worker_list(const std::string& spec, int worker_count,
                                    const std::vector<std::pair<std::string, std::string>>& domains) {
   std::vector<int> out;

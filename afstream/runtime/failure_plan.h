@@ -21,6 +21,8 @@ class FailurePlan {
   // what the sources have produced, for FailureEvent::produced).
   std::vector<FailureEvent> due(std::uint64_t input_items, std::uint64_t source_items,
                                 std::chrono::milliseconds elapsed);
+  // Whether some event has not become due yet (the runtime then keeps polling due()).
+  bool pending() const;
 
  private:
   std::vector<FailureEvent> events_;

@@ -65,6 +65,8 @@ TEST(FailurePlan, RandomScheduleIsSeededAndWithinRange) {
 TEST(FailurePlan, EachEventFiresOnceWhenDue) {
   std::vector<FailureEvent> events = parse_failure_points("100,50ms,300", 1000, {1});
   FailurePlan plan(events);
+  EXPECT_TRUE(plan.pending());
+  EXPECT_FALSE(FailurePlan({}).pending());                    // nothing to inject: the run loop need not poll
   EXPECT_TRUE(plan.due(99, 5000, milliseconds(10)).empty());  // input processed, not produced
   auto d = plan.due(100, 100, milliseconds(10));
   ASSERT_EQ(d.size(), 1u);
@@ -76,6 +78,7 @@ TEST(FailurePlan, EachEventFiresOnceWhenDue) {
   d = plan.due(1000, 1000, milliseconds(1000));
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].at_items, 300u);
+  EXPECT_FALSE(plan.pending());
   EXPECT_TRUE(plan.due(5000, 5000, milliseconds(5000)).empty());
 }
 
