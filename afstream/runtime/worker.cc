@@ -1189,17 +1189,17 @@ void Worker::process_one(const ChannelItem& ci) {
   after_update();
 }
 
-// Every admitted item is logged before it is acknowledged in exact mode, with l = 0, and in approximate mode once
-// theta has fallen below alpha (after enough halvings a single item may exceed it, so the Theta rule would back
-// up the state after nearly every item): the worker then protects itself as upstream backup does, item log plus a
-// state backup every ft.exact-state-every items, and loses nothing at a failure, which is within any bound and
-// cheaper than a state backup per item.
 // Operator::alpha() as the state stands now (it may have shrunk: Operator::alpha_may_shrink).
 void Worker::refresh_alpha() {
   op_alpha_ = op_->alpha();
   alpha_bounds_drift_ = op_alpha_ > 0 && op_->divergence_bounded_by_alpha();
 }
 
+// Every admitted item is logged before it is acknowledged in exact mode, with l = 0, and in approximate mode once
+// theta has fallen below alpha (after enough halvings a single item may exceed it, so the Theta rule would back
+// up the state after nearly every item): the worker then protects itself as upstream backup does, item log plus a
+// state backup every ft.exact-state-every items, and loses nothing at a failure, which is within any bound and
+// cheaper than a state backup per item.
 bool Worker::logs_every_item() const {
   if (ctx_.config.mode == FtMode::Exact || microbatch_mode()) return true;
   if (ctx_.config.mode != FtMode::Approx || source_) return false;
