@@ -68,8 +68,14 @@ std::uint16_t check_header(ByteReader& r, std::uint32_t magic, const char* what,
 }  // namespace
 
 Bytes StateRecord::encode() const {
+  // Reserved whole: a buffer that grows past the snapshot copies it again (a KDD-like learner's is 0.4-2 MB).
+  std::size_t tail = 256 + 8 * (missing_by_failure.size() + residual_by_failure.size());
+  if (op_spec) {
+    tail += op_spec->kind.size();
+    for (const auto& [k, v] : op_spec->params.values()) tail += 16 + k.size() + v.size();
+  }
   ByteWriter w;
-  w.buffer().reserve(64 + snapshot.size() + 12 * (inputs.size() + outputs.size() + ended_inputs.size()) +
+  w.buffer().reserve(tail + snapshot.size() + 12 * (inputs.size() + outputs.size() + ended_inputs.size()) +
                      unacked_outputs.size() * (5 + sizeof(Item)));
   w.put(kStateMagic);
   w.put(kRecordVersion);
