@@ -257,8 +257,14 @@ double SgdLearnerOperator::step_cap(std::uint64_t t) const {
 // Scales step t (make_step has counted it) down to L2 norm step_cap(t) when it is longer. Entries with the same index
 // (hash collisions in sparse data) are summed first, so the norm is that of the actual move of the weights.
 void SgdLearnerOperator::clip_step() {
+  const double cap = step_cap(opt_.t);
   double sq = 0;
   if (x_.is_sparse()) {
+    // The L1 norm of the entries bounds the L2 norm of their sums: most steps are clearly shorter than the cap and
+    // skip the merge (a sort, 6% of a KDD-like learner's time). The margin keeps the outcome the merge's exactly.
+    double l1 = 0;
+    for (const double v : step_.value) l1 += std::abs(v);
+    if (l1 <= cap * (1 - 1e-9)) return;
     merged_.clear();
     for (std::size_t k = 0; k < step_.size(); ++k) merged_.emplace_back(step_.index[k], step_.value[k]);
     std::sort(merged_.begin(), merged_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -271,7 +277,6 @@ void SgdLearnerOperator::clip_step() {
   } else {
     for (const double v : step_.value) sq += v * v;
   }
-  const double cap = step_cap(opt_.t);
   if (sq > cap * cap) {
     // A little below the cap, so that rounding in the scaled values and in the store cannot exceed it.
     const double scale = cap / std::sqrt(sq) * (1 - 1e-12);

@@ -1,12 +1,17 @@
 // Updates per second of the online learners (issue 5 "Measurements"): learn() (predict, gradient, step, apply) for
 // each learner and optimizer on dense 28-feature examples (HIGGS-like) and on sparse examples with 40 active features
-// hashed into 2^18 weights. Examples are pre-generated so only the learner is timed.
+// hashed into 2^18 weights. Examples are pre-generated so only the learner is timed. BM_SgdLearnerProcess times the
+// `sgd-learner` operator as the learn job runs it (the example fetched from its dataset by index, the step clipped,
+// the weights tracked for backups), with BM_ExampleFetch the fetch alone.
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
+#include "afstream/core/operator.h"
+#include "afstream/core/params.h"
 #include "ml/generators.h"
 #include "ml/learner.h"
+#include "ml/learner_operator.h"
 
 namespace {
 
@@ -94,6 +99,49 @@ void BM_Predict(benchmark::State& state) {
   state.SetLabel(sparse ? "logistic sparse-2^18x40" : "logistic dense-28");
 }
 BENCHMARK(BM_Predict)->Arg(0)->Arg(1);
+
+class DiscardingEmitter final : public afs::Emitter {
+ public:
+  void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
+};
+
+// The learn job's datasets and learner (learn.data higgs | kdd, SGD, eta0 0.5, clip 10), one copy.
+afs::Params learn_job_params(bool kdd) {
+  afs::Params p;
+  p.set("data", kdd ? "kdd" : "higgs").set("examples", std::uint64_t{1} << 20).set("seed", std::uint64_t{1});
+  p.set("task", "logistic").set("optimizer", "sgd").set("eta0", 0.5).set("l2", 1e-6).set("clip", 10.0);
+  return p;
+}
+
+// Arguments: kdd (0: HIGGS-like dense 28, 1: KDD-like 2^18 hashed, 11 active).
+void BM_SgdLearnerProcess(benchmark::State& state) {
+  const bool kdd = state.range(0) != 0;
+  afs::ml::SgdLearnerOperator op(learn_job_params(kdd), {});
+  DiscardingEmitter out;
+  std::uint64_t n = 0;
+  for (auto _ : state) {
+    op.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
+    n = (n + 1) & ((std::uint64_t{1} << 20) - 1);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28");
+}
+BENCHMARK(BM_SgdLearnerProcess)->Arg(0)->Arg(1);
+
+void BM_ExampleFetch(benchmark::State& state) {
+  const bool kdd = state.range(0) != 0;
+  const auto data = afs::ml::dataset_from(learn_job_params(kdd));
+  Example x;
+  std::uint64_t n = 0;
+  for (auto _ : state) {
+    data->example(n, x);
+    benchmark::DoNotOptimize(x);
+    n = (n + 1) & ((std::uint64_t{1} << 20) - 1);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28");
+}
+BENCHMARK(BM_ExampleFetch)->Arg(0)->Arg(1);
 
 }  // namespace
 
