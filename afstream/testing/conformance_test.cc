@@ -37,6 +37,7 @@ enum class Flaw {
   InfiniteDistanceOnly,  // distance is +inf when anything differs, divergence stays finite
   HistoryOrderBytes,     // snapshot_full lists the slots most recently used first: equal states, different bytes
   PartialClaimsWhole,    // backup_partial_delta writes only the slots past the residual but returns 0
+  GrowingAlpha,          // alpha() grows with the items seen (a bound the runtime read earlier would not hold)
 };
 
 // 16 counters, L1 divergence, hand-written snapshots (so that each flaw is easy to inject).
@@ -64,6 +65,7 @@ class ToyCounter final : public Operator {
     }
   }
   double alpha() const override {
+    if (flaw_ == Flaw::GrowingAlpha) return 9 + static_cast<double>(seen_);
     return flaw_ == Flaw::SmallAlpha ? 1 : flaw_ == Flaw::DoubleDivergence ? 18 : 9;  // the most one item adds
   }
   double beta() const override { return flaw_ == Flaw::SmallBeta ? 0 : 1; }
@@ -310,6 +312,9 @@ TEST(Conformance, AlphaAndBetaAreBounds) {
   const std::string b = failure_of(Flaw::SmallBeta);
   EXPECT_EQ(b.rfind("(e) beta: item ", 0), 0u) << b;
   EXPECT_TRUE(contains(b, "emitted 1 items but beta() = 0")) << b;
+  const std::string g = failure_of(Flaw::GrowingAlpha);  // it may shrink (Operator::alpha_may_shrink), never grow
+  EXPECT_EQ(g.rfind("(e) alpha: before item ", 0), 0u) << g;
+  EXPECT_TRUE(contains(g, "alpha() grew from 9 to 10")) << g;
 }
 
 TEST(Conformance, BadOptionsAndNullOperatorsAreReported) {
