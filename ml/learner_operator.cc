@@ -23,7 +23,9 @@ namespace afs::ml {
 namespace {
 
 constexpr std::uint32_t kLearnerTag = 0x4C524753;  // "SGRL"
-constexpr std::uint16_t kLearnerVersion = 4;  // 2: the convergence trace; 4: the trace's moved entries, not its weights
+constexpr std::uint16_t kLearnerVersion =
+    5;  // 2: the convergence trace; 4: the trace's moved entries, not its weights;
+        // 5: a delta carries only the entries moved since the last backup
 constexpr std::uint32_t kMergeTag = 0x4752454D;  // "MERG"
 constexpr std::uint16_t kMergeVersion = 1;
 
@@ -247,6 +249,7 @@ void SgdLearnerOperator::take_trace_point() {
   for (std::size_t k = 0; k < idx.size(); ++k) l1 += std::abs(w[static_cast<Eigen::Index>(idx[k])] - base[k]);
   trace_.push_back({static_cast<double>(count_), seconds, l1, loss_sum_, static_cast<double>(correct_), w.lpNorm<1>()});
   trace_moved_.clear();
+  trace_backed_ = 0;  // the next delta starts the list again
 }
 
 double SgdLearnerOperator::step_cap(std::uint64_t t) const {
@@ -361,40 +364,56 @@ void SgdLearnerOperator::snapshot_full(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_full(out);
   sum_sq_.write_full(out);
-  write_trace_bases(out);
+  write_trace_bases(out, 0);
 }
 
 void SgdLearnerOperator::snapshot_delta(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_delta(out);
   sum_sq_.write_delta(out);
-  write_trace_bases(out);  // whole: the entries moved since the last trace point
+  write_trace_bases(out, trace_backed_);  // the entries that first moved since the last backup
 }
 
 void SgdLearnerOperator::mark_backed_up() {
   weights_.mark_backed_up();
   sum_sq_.mark_backed_up();
+  trace_backed_ = trace_moved_.count();
 }
 
+// The trace's moved entries as a backup carries them: `kept`, how many of the entries the state it applies to holds
+// stay (0: the list starts again, as in a full snapshot or after a trace point), then the entries after those. The
+// list only grows between trace points, so a delta carries the entries that first moved since the last backup, not
+// every entry moved since the last point (those were half of a KDD-like delta, and re-inserting them a fifth of a
+// restore).
 struct SgdLearnerOperator::TraceBases {
+  std::uint64_t kept = 0;
   std::vector<std::uint32_t> indices;
   std::vector<double> bases;
 };
 
-void SgdLearnerOperator::write_trace_bases(ByteWriter& out) const {
-  out.put_array<std::uint32_t>(trace_moved_.indices());
-  out.put_array<double>(trace_moved_.bases());
+void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept) const {
+  out.put<std::uint64_t>(kept);
+  out.put_array<std::uint32_t>(std::span(trace_moved_.indices()).subspan(kept));
+  out.put_array<double>(std::span(trace_moved_.bases()).subspan(kept));
 }
 
-SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& in) {
-  TraceBases t{in.get_array<std::uint32_t>("sgd-learner trace entries"),
-               in.get_array<double>("sgd-learner trace values")};
+// Reads and checks the entries against the current state (for a delta) before anything changes.
+SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& in, bool delta) {
+  TraceBases t;
+  t.kept = in.get<std::uint64_t>("sgd-learner trace entries kept");
+  t.indices = in.get_array<std::uint32_t>("sgd-learner trace entries");
+  t.bases = in.get_array<double>("sgd-learner trace values");
   if (t.indices.size() != t.bases.size()) {
     throw FormatError("sgd-learner: " + std::to_string(t.indices.size()) + " trace entries but " +
                       std::to_string(t.bases.size()) + " values");
   }
-  // Checked in O(entries), with marks that are cleared again: a restore applies up to ft.full-backup-every deltas,
-  // each with the entries moved since the last trace point (sorting them was a third of a KDD-like restore).
+  if (t.kept != 0 && !delta)
+    throw FormatError("sgd-learner: a full snapshot keeps " + std::to_string(t.kept) + " trace entries");
+  if (t.kept != 0 && t.kept != trace_moved_.count()) {
+    throw FormatError("sgd-learner: the delta keeps " + std::to_string(t.kept) + " trace entries but the state holds " +
+                      std::to_string(trace_moved_.count()));
+  }
+  // Checked in O(entries), with marks that are cleared again (sorting them was a third of a KDD-like restore).
   const std::size_t n = trace_moved_.slots();
   for (const auto i : t.indices) {
     if (i >= n) {
@@ -404,7 +423,10 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
   }
   if (trace_seen_.size() != n) trace_seen_.assign(n, 0);
   std::size_t k = 0;
-  for (; k < t.indices.size() && !trace_seen_[t.indices[k]]; ++k) trace_seen_[t.indices[k]] = 1;
+  for (; k < t.indices.size() && !trace_seen_[t.indices[k]] && !(t.kept != 0 && trace_moved_.is_dirty(t.indices[k]));
+       ++k) {
+    trace_seen_[t.indices[k]] = 1;
+  }
   for (std::size_t j = 0; j < k; ++j) trace_seen_[t.indices[j]] = 0;
   if (k < t.indices.size()) throw FormatError("sgd-learner: trace entry " + std::to_string(t.indices[k]) + " repeated");
   return t;
@@ -434,8 +456,9 @@ SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
 }
 
 void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq, TraceBases&& trace) {
-  trace_moved_.clear();
+  if (trace.kept == 0) trace_moved_.clear();
   for (std::size_t k = 0; k < trace.indices.size(); ++k) (void)trace_moved_.base_for(trace.indices[k], trace.bases[k]);
+  trace_backed_ = trace_moved_.count();  // the restored state is the backup
   trace_ = std::move(s.trace);
   weights_ = std::move(weights);
   sum_sq_ = std::move(sum_sq);
@@ -449,11 +472,14 @@ void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVect
 
 void SgdLearnerOperator::restore_full(ByteReader& in) {
   auto s = read_scalars(in);
-  TrackedVector w = weights_, q = sum_sq_;
-  w.read_full(in);
-  q.read_full(in);
-  auto tw = read_trace_bases(in);
+  // Read and checked before anything changes, as a delta is (a copy of the weights to read into cost 2 MB).
+  auto wd = weights_.read_full_values(in);
+  auto qd = sum_sq_.read_full_values(in);
+  auto tw = read_trace_bases(in, false);
   in.expect_end("sgd-learner snapshot");
+  TrackedVector w = std::move(weights_), q = std::move(sum_sq_);
+  w.apply_delta(std::move(wd));
+  q.apply_delta(std::move(qd));
   adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
 }
 
@@ -463,7 +489,7 @@ void SgdLearnerOperator::apply_delta(ByteReader& in) {
   // ft.full-backup-every deltas: a copy each made it O(chain x weights)).
   auto wd = weights_.read_delta(in);
   auto qd = sum_sq_.read_delta(in);
-  auto tw = read_trace_bases(in);
+  auto tw = read_trace_bases(in, true);
   in.expect_end("sgd-learner delta");
   TrackedVector w = std::move(weights_), q = std::move(sum_sq_);
   w.apply_delta(std::move(wd));

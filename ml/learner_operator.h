@@ -147,8 +147,8 @@ class SgdLearnerOperator final : public Operator {
   static Scalars read_scalars(ByteReader& in);
   // Takes a snapshot's parts, all read and checked (restore_full and apply_delta are all or nothing).
   struct TraceBases;  // the moved entries' values at the last trace point, as read from a snapshot
-  TraceBases read_trace_bases(ByteReader& in);
-  void write_trace_bases(ByteWriter& out) const;
+  TraceBases read_trace_bases(ByteReader& in, bool delta);
+  void write_trace_bases(ByteWriter& out, std::size_t kept) const;
   void adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq, TraceBases&& trace);
   void write_scalars(ByteWriter& out) const;
   // The largest L2 norm of step t (t >= 1): eta0 / sqrt(t) * clip for SGD (make_step's step size), eta0 * clip for
@@ -176,6 +176,7 @@ class SgdLearnerOperator final : public Operator {
   // and a snapshot carries only those entries: a whole copy of the weights at the last point (2 MB for 2^18 weights)
   // was half of every KDD-like backup.
   DirtySlots<double> trace_moved_{0};
+  std::size_t trace_backed_ = 0;  // how many of trace_moved_'s entries the last backup holds
   // Scratch (not state).
   std::vector<std::uint8_t> trace_seen_;  // read_trace_bases: the entries met so far (all 0 between calls)
   Example x_;

@@ -64,6 +64,19 @@ class ByteReader {
     pos_ += n * sizeof(T);
     return v;
   }
+  // The bytes of an array of T in place, without a copy (valid while the buffer is): for a reader that copies them
+  // straight into their destination, or that only passes them on.
+  template <typename T>
+  requires std::is_trivially_copyable_v<T> std::span<const std::uint8_t> get_array_bytes(const char* what = "array") {
+    const auto n = get<std::uint64_t>(what);
+    if (n > (data_.size() - pos_) / sizeof(T)) {
+      throw FormatError(std::string("truncated buffer: ") + what + " claims " + std::to_string(n) +
+                        " elements but only " + std::to_string(data_.size() - pos_) + " bytes remain");
+    }
+    const auto v = data_.subspan(pos_, n * sizeof(T));
+    pos_ += n * sizeof(T);
+    return v;
+  }
   std::string get_string(const char* what = "string") {
     auto v = get_array<char>(what);
     return std::string(v.begin(), v.end());

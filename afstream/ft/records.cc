@@ -106,11 +106,18 @@ Bytes StateRecord::encode() const {
 }
 
 StateRecord StateRecord::decode(const Bytes& b) {
+  std::span<const std::uint8_t> snapshot;
+  StateRecord s = decode(b, &snapshot);
+  s.snapshot.assign(snapshot.begin(), snapshot.end());
+  return s;
+}
+
+StateRecord StateRecord::decode(const Bytes& b, std::span<const std::uint8_t>* snapshot_in_b) {
   ByteReader r(b);
   const auto version = check_header(r, kStateMagic, "state record", kOldestStateVersion);
   StateRecord s;
   s.full = r.get<std::uint8_t>("full flag") != 0;
-  s.snapshot = r.get_array<std::uint8_t>("snapshot");
+  *snapshot_in_b = r.get_array_bytes<std::uint8_t>("snapshot");
   s.inputs = get_seqs(r);
   s.outputs = get_seqs(r);
   s.ended_inputs = r.get_array<std::uint32_t>("ended inputs");

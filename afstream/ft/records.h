@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ struct StateRecord {
 
   Bytes encode() const;
   static StateRecord decode(const Bytes& b);  // throws FormatError; reads versions 4 and 5
+  // The same without copying the snapshot: `snapshot` is left empty and *snapshot_in_b points at it inside b (a
+  // restore reads a chain of up to five times the state; the copies were an eighth of a KDD-like learner's restore).
+  static StateRecord decode(const Bytes& b, std::span<const std::uint8_t>* snapshot_in_b);
 };
 
 Bytes encode_items(const std::vector<ChannelItem>& items);

@@ -485,10 +485,11 @@ void Worker::restore() {
   StateRecord last;
   bool have_state = false;
   for (std::size_t i = 0; i < chain.size(); ++i) {
-    StateRecord rec = StateRecord::decode(chain[i]);
+    std::span<const std::uint8_t> snapshot;  // inside chain[i]
+    StateRecord rec = StateRecord::decode(chain[i], &snapshot);
     if (i == 0 && !rec.full) throw FormatError("worker " + std::to_string(id_) + ": backup chain starts with a delta");
     if (op_) {
-      const auto opened = open_snapshot(rec.snapshot, op_type_);
+      const auto opened = open_snapshot(snapshot, op_type_);
       ByteReader r(opened.payload);
       if (rec.full) {
         op_->restore_full(r);

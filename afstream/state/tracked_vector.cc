@@ -2,6 +2,7 @@
 #include "afstream/state/tracked_vector.h"
 
 #include <cassert>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,12 +35,14 @@ void put_vector(ByteWriter& w, const Eigen::VectorXd& v) {
 
 // Reads a u64-counted array of n doubles into an Eigen vector.
 Eigen::VectorXd get_vector(ByteReader& r, std::uint64_t n, const char* what) {
-  const std::vector<double> v = r.get_array<double>(what);
-  if (v.size() != n) {
+  const auto bytes = r.get_array_bytes<double>(what);  // copied once, into the vector
+  if (bytes.size() != n * sizeof(double)) {
     throw FormatError(std::string(what) + ": expected " + std::to_string(n) + " values but " +
-                      std::to_string(v.size()) + " follow");
+                      std::to_string(bytes.size() / sizeof(double)) + " follow");
   }
-  return Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size()));
+  Eigen::VectorXd v(static_cast<Eigen::Index>(n));
+  if (n) std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
 }
 
 }  // namespace
@@ -113,16 +116,19 @@ void TrackedVector::write_delta(ByteWriter& w) const {
   detail::put_gathered<double>(w, values_, dirty_.indices());
 }
 
-void TrackedVector::read_full(ByteReader& r) {
+void TrackedVector::read_full(ByteReader& r) { apply_delta(read_full_values(r)); }
+
+TrackedVector::Delta TrackedVector::read_full_values(ByteReader& r) const {
   const char* what = detail::container_tag_name(kFullTag);
   const std::uint64_t n = detail::read_container_header(r, kFullTag);
   if (n != size()) {
     throw FormatError(std::string(what) + ": holds " + std::to_string(n) + " entries but this vector has " +
                       std::to_string(size()));
   }
-  Eigen::VectorXd v = get_vector(r, n, what);
-  values_.swap(v);
-  mark_backed_up();
+  Delta d;
+  d.full_copy = true;
+  d.values = get_vector(r, n, what);
+  return d;
 }
 
 void TrackedVector::apply_delta(ByteReader& r) { apply_delta(read_delta(r)); }

@@ -87,6 +87,7 @@ class TrackedVector {
     std::vector<double> entries;         // sparse: the values at indices
   };
   Delta read_delta(ByteReader& r) const;
+  Delta read_full_values(ByteReader& r) const;  // a write_full payload, read and checked as a full-copy Delta
   void apply_delta(Delta&& d);
 
   // Brute-force L2 distance to another vector of the same size (else std::invalid_argument). O(n).

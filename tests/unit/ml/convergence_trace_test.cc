@@ -128,6 +128,28 @@ TEST(ConvergenceTrace, SurvivesSnapshotAndRestore) {
   EXPECT_EQ(b.trace(), a.trace());
 }
 
+// A backup ends with the trace's moved entries: u64 kept (entries of the state it applies to that stay), u64 count,
+// count u32 indices, u64 count, count doubles.
+struct TraceTail {
+  std::uint64_t kept = 0, count = 0;
+  std::size_t first = 0;  // offset of the first index
+};
+TraceTail trace_tail(const std::vector<std::uint8_t>& bytes) {
+  for (std::size_t len = 0; len < bytes.size() / 12; ++len) {
+    std::uint64_t c = 0, c2 = 0;
+    std::memcpy(&c, bytes.data() + bytes.size() - 8 * len - 8, sizeof c);
+    if (c != len) continue;
+    const std::size_t first = bytes.size() - 8 * len - 8 - 4 * len;
+    std::memcpy(&c2, bytes.data() + first - 8, sizeof c2);
+    if (c2 != len) continue;
+    TraceTail t{0, len, first};
+    std::memcpy(&t.kept, bytes.data() + first - 16, sizeof t.kept);
+    return t;
+  }
+  ADD_FAILURE() << "no trace entries at the end of the backup";
+  return {};
+}
+
 // The trace's moved entries in a snapshot are checked before anything changes: an index out of range or repeated
 // is a FormatError naming it, and the operator keeps its state.
 TEST(ConvergenceTrace, RejectsCorruptTraceEntries) {
@@ -138,18 +160,11 @@ TEST(ConvergenceTrace, RejectsCorruptTraceEntries) {
   ByteWriter w;
   a.snapshot_full(w);
   const auto bytes = w.take();
-  // The snapshot ends with the entries: u64 count, count u32 indices, u64 count, count doubles.
-  std::uint64_t k = 0;
-  for (std::size_t len = 1; len < bytes.size() / 12; ++len) {
-    std::uint64_t c = 0;
-    std::memcpy(&c, bytes.data() + bytes.size() - 8 * len - 8, sizeof c);
-    if (c == len) {
-      k = len;
-      break;
-    }
-  }
+  const auto tail = trace_tail(bytes);
+  EXPECT_EQ(tail.kept, 0u);  // a full snapshot keeps nothing
+  const std::uint64_t k = tail.count;
   ASSERT_GE(k, 2u) << "entries moved since the last trace point";
-  const std::size_t first = bytes.size() - 8 * k - 8 - 4 * k;  // the first index
+  const std::size_t first = tail.first;
   const auto rejects = [&](std::vector<std::uint8_t> corrupt, const std::string& what) {
     SgdLearnerOperator b(p, {});
     ByteReader r(corrupt);
@@ -244,6 +259,78 @@ TEST(ConvergenceTrace, RejectsBadOptions) {
   };
   EXPECT_NE(message(traced("higgs", "sgd", -1)).find("trace-every"), std::string::npos);
   EXPECT_NE(message(traced("higgs", "sgd", 10, "sundial")).find("trace-clock"), std::string::npos);
+}
+
+// A delta carries only the entries that first moved since the last backup, and says how many of the state's it keeps
+// (0 after a trace point: the list starts again). Applied to any other state it is a FormatError, nothing changed.
+TEST(ConvergenceTrace, DeltasCarryTheEntriesMovedSinceTheLastBackup) {
+  const Params p = traced("kdd", "sgd", 100);
+  SgdLearnerOperator a(p, {});
+  RecordingEmitter out;
+  const auto backup = [&](bool full) {
+    ByteWriter w;
+    if (full) {
+      a.snapshot_full(w);
+    } else {
+      a.snapshot_delta(w);
+    }
+    a.mark_backed_up();
+    return w.take();
+  };
+  for (const auto& item : indices(0, 150)) a.process(item, out);
+  const auto full = backup(true);
+  const auto at_full = trace_tail(full).count;  // entries moved in examples 100..149
+  for (const auto& item : indices(150, 160)) a.process(item, out);
+  const auto d1 = backup(false);  // no trace point since the full snapshot
+  for (const auto& item : indices(160, 170)) a.process(item, out);
+  const auto d2 = backup(false);
+  for (const auto& item : indices(170, 210)) a.process(item, out);  // a trace point at 200
+  const auto d3 = backup(false);
+  const auto t1 = trace_tail(d1), t2 = trace_tail(d2), t3 = trace_tail(d3);
+  EXPECT_EQ(t1.kept, at_full);
+  EXPECT_GT(t1.count, 0u);
+  EXPECT_EQ(t2.kept, at_full + t1.count);
+  EXPECT_GT(t2.count, 0u);
+  EXPECT_EQ(t3.kept, 0u);  // examples 200..209 moved these entries since the trace point
+  EXPECT_GT(t3.count, 0u);
+  // The chain reproduces the state: its trace now and after ten more examples each.
+  SgdLearnerOperator b(p, {});
+  for (const auto* bytes : {&full, &d1, &d2, &d3}) {
+    ByteReader r(*bytes);
+    if (bytes == &full) {
+      b.restore_full(r);
+    } else {
+      b.apply_delta(r);
+    }
+  }
+  for (const auto& item : indices(210, 320)) {
+    a.process(item, out);
+    b.process(item, out);
+  }
+  EXPECT_EQ(b.trace(), a.trace());
+  ASSERT_EQ(a.trace().size(), 3u);
+  // A delta applied to a state that does not hold the entries it keeps: d2 right after the full snapshot.
+  SgdLearnerOperator c(p, {});
+  {
+    ByteReader r(full);
+    c.restore_full(r);
+  }
+  ByteReader r2(d2);
+  try {
+    c.apply_delta(r2);
+    ADD_FAILURE() << "applied a delta to a state it does not follow";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("keeps " + std::to_string(t2.kept) + " trace entries but the state holds " +
+                                         std::to_string(at_full)),
+              std::string::npos)
+        << e.what();
+  }
+  // Nothing changed: d1 and d2 still apply, and the trace is a's at 170.
+  for (const auto* bytes : {&d1, &d2}) {
+    ByteReader r(*bytes);
+    c.apply_delta(r);
+  }
+  EXPECT_EQ(c.trace().size(), 1u);
 }
 
 }  // namespace
