@@ -2,9 +2,10 @@
 # The convergence harness (issue 5, item 5): online logistic regression (`afstream run --job learn`, SGD) on the
 # HIGGS-like (dense 28) and KDD-like (11 hashed fields, 2^18 weights) data with 0, 4, 8 (and FAILS_EXTRA) failures
 # of all workers, under none (0 failures only), approx at the paper's two LR settings (Theta 10, L 1e3 and Theta 1,
-# L 100) with the learn job's run defaults (--ft.replay-overhead-max 0.01 --net.in-flight-max 16384), approx A0 (Theta
-# 10, L 1e3 without them: the general defaults, 0 and 0), approx A+R and A+O (Theta 10, L 1e3 with
-# --ft.replay-items-max 4096 or --ft.replay-overhead-max 0.02, and --net.in-flight-max 16384) and exact. Failures are injected with --fail.at at points spread evenly from 10% to 90% of the input (the
+# L 100) with the learn job's run defaults (--ft.replay-overhead-max 0.01 --ft.replay-items-max 4096
+# --net.in-flight-max 16384), approx A-R (Theta 10, L 1e3 with the defaults but --ft.replay-items-max 0: the
+# defaults until the eleventh session), approx A0 (Theta 10, L 1e3 without any: the general defaults, all 0) and
+# exact. Failures are injected with --fail.at at points spread evenly from 10% to 90% of the input (the
 # paper fails all workers after 10% of the input). Every run writes trace.csv (a point per 1% of the input: items,
 # seconds, L1 model change, progressive loss and accuracy), kept under traces/.
 #
@@ -47,9 +48,8 @@ configs=(
   "none|--ft.mode none"
   "approx A|--ft.mode approx --ft.theta 10 --ft.l 1000"
   "approx B|--ft.mode approx --ft.theta 1 --ft.l 100"
-  "approx A+R|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-items-max 4096 --net.in-flight-max 16384"
-  "approx A+O|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-overhead-max 0.02 --net.in-flight-max 16384"
-  "approx A0|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-overhead-max 0 --net.in-flight-max 0"
+  "approx A-R|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-items-max 0"
+  "approx A0|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-overhead-max 0 --ft.replay-items-max 0 --net.in-flight-max 0"
   "exact|--ft.mode exact"
 )
 header_done=0

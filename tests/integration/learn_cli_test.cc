@@ -192,7 +192,8 @@ TEST(LearnCli, BadOptionsNameTheOption) {
   }
 }
 
-// The learn job's run defaults (Job::run_defaults): ft.replay-overhead-max 0.01 and net.in-flight-max 16384 are in
+// The learn job's run defaults (Job::run_defaults): ft.replay-overhead-max 0.01, ft.replay-items-max 4096 and
+// net.in-flight-max 16384 are in
 // force when the user leaves them unset (config.ini shows them); a value on the command line or in a job file wins;
 // another job keeps the general defaults.
 TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
@@ -208,9 +209,12 @@ TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   };
   const auto defaults = config_of("run --job learn --quiet");
   EXPECT_TRUE(has(defaults, "ft.replay-overhead-max = 0.01")) << defaults;
+  EXPECT_TRUE(has(defaults, "ft.replay-items-max = 4096")) << defaults;
   EXPECT_TRUE(has(defaults, "net.in-flight-max = 16384")) << defaults;
-  const auto given = config_of("run --job learn --quiet --net.in-flight-max 0 --ft.replay-overhead-max 0.05");
+  const auto given =
+      config_of("run --job learn --quiet --net.in-flight-max 0 --ft.replay-overhead-max 0.05 --ft.replay-items-max 0");
   EXPECT_TRUE(has(given, "ft.replay-overhead-max = 0.05")) << given;
+  EXPECT_TRUE(has(given, "ft.replay-items-max = 0")) << given;
   EXPECT_TRUE(has(given, "net.in-flight-max = 0")) << given;
   const fs::path ini = scratch.path() / "job.ini";
   std::ofstream(ini) << "net.in-flight-max = 4096\n";
@@ -219,6 +223,7 @@ TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   EXPECT_TRUE(has(filed, "ft.replay-overhead-max = 0.01")) << filed;
   const auto hh = config_of("run --job heavy-hitters --quiet");
   EXPECT_TRUE(has(hh, "ft.replay-overhead-max = 0")) << hh;
+  EXPECT_TRUE(has(hh, "ft.replay-items-max = 0")) << hh;
   EXPECT_TRUE(has(hh, "net.in-flight-max = 0")) << hh;
 }
 
