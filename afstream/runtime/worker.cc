@@ -481,12 +481,17 @@ void Worker::restore() {
   };
   auto prefetched_items = take(ctx_.prefetched_items);
   auto prefetched_chain = take(ctx_.prefetched_chain);
-  auto chain = prefetched_chain ? std::move(*prefetched_chain) : ctx_.store->state_chain(id_);
+  std::vector<std::shared_ptr<const Bytes>> chain;
+  if (prefetched_chain) {
+    for (auto& b : *prefetched_chain) chain.push_back(std::make_shared<const Bytes>(std::move(b)));
+  } else {
+    chain = ctx_.store->state_chain_shared(id_);  // the in-process store's own buffers, not copies
+  }
   StateRecord last;
   bool have_state = false;
   for (std::size_t i = 0; i < chain.size(); ++i) {
-    std::span<const std::uint8_t> snapshot;  // inside chain[i]
-    StateRecord rec = StateRecord::decode(chain[i], &snapshot);
+    std::span<const std::uint8_t> snapshot;  // inside *chain[i]
+    StateRecord rec = StateRecord::decode(*chain[i], &snapshot);
     if (i == 0 && !rec.full) throw FormatError("worker " + std::to_string(id_) + ": backup chain starts with a delta");
     if (op_) {
       const auto opened = open_snapshot(snapshot, op_type_);

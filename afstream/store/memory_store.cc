@@ -10,23 +10,23 @@ namespace afs {
 MemoryStore::Sealed MemoryStore::seal(Bytes b) {
   Sealed s;
   s.checksum = checksum(b);
-  s.data = std::move(b);
+  s.data = std::make_shared<const Bytes>(std::move(b));
   return s;
 }
 
 const Bytes& MemoryStore::verified(const Sealed& s, int worker, const char* what) {
-  if (checksum(s.data) != s.checksum) {
+  if (checksum(*s.data) != s.checksum) {
     throw FormatError(std::string("backup store: corrupt ") + what + " of worker " + std::to_string(worker) +
                       " (checksum mismatch); it will not be restored");
   }
-  return s.data;
+  return *s.data;
 }
 
 ChainInfo MemoryStore::info_of(const WorkerData& w) {
   ChainInfo info;
   info.generation = w.generation;
   info.length = w.chain.size();
-  info.full_bytes = w.chain.empty() ? 0 : w.chain.front().data.size();
+  info.full_bytes = w.chain.empty() ? 0 : w.chain.front().data->size();
   info.delta_bytes = w.chain_bytes - info.full_bytes;
   return info;
 }
@@ -37,7 +37,7 @@ ChainInfo MemoryStore::put_state(int worker, bool full, Bytes record, const SeqB
   stats_.state_backups++;
   stats_.bytes_written += record.size();
   if (full || w.generation == 0) {
-    for (const auto& s : w.chain) stats_.bytes_stored -= s.data.size();
+    for (const auto& s : w.chain) stats_.bytes_stored -= s.data->size();
     w.chain.clear();
     w.chain_bytes = 0;
     w.generation = next_generation_++;
@@ -56,7 +56,7 @@ ChainInfo MemoryStore::put_state(int worker, bool full, Bytes record, const SeqB
       }
     }
     if (covered_all) {
-      stats_.bytes_stored -= it->sealed.data.size();
+      stats_.bytes_stored -= it->sealed.data->size();
       it = w.items.erase(it);
     } else {
       ++it;
@@ -76,6 +76,24 @@ std::vector<Bytes> MemoryStore::state_chain(int worker, ChainInfo* info) const {
   return out;
 }
 
+std::vector<std::shared_ptr<const Bytes>> MemoryStore::state_chain_shared(int worker, ChainInfo* info) const {
+  std::vector<Sealed> chain;
+  {
+    std::lock_guard lock(mu_);
+    if (info) *info = {};
+    auto it = workers_.find(worker);
+    if (it == workers_.end()) return {};
+    chain = it->second.chain;
+    if (info) *info = info_of(it->second);
+  }
+  std::vector<std::shared_ptr<const Bytes>> out;  // verified outside the lock: other workers keep backing up
+  for (const auto& s : chain) {
+    (void)verified(s, worker, "state backup");
+    out.push_back(s.data);
+  }
+  return out;
+}
+
 bool MemoryStore::compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) {
   std::lock_guard lock(mu_);
   auto it = workers_.find(worker);
@@ -83,8 +101,8 @@ bool MemoryStore::compact_state(int worker, std::uint64_t generation, std::uint6
   auto& w = it->second;
   if (w.generation != generation || w.chain.size() < count) return false;
   for (std::uint64_t i = 0; i < count; ++i) {
-    stats_.bytes_stored -= w.chain[i].data.size();
-    w.chain_bytes -= w.chain[i].data.size();
+    stats_.bytes_stored -= w.chain[i].data->size();
+    w.chain_bytes -= w.chain[i].data->size();
   }
   stats_.bytes_stored += full.size();
   w.chain_bytes += full.size();
@@ -116,8 +134,8 @@ void MemoryStore::drop(int worker) {
   ledger_.clear(worker);
   auto it = workers_.find(worker);
   if (it == workers_.end()) return;
-  for (const auto& s : it->second.chain) stats_.bytes_stored -= s.data.size();
-  for (const auto& r : it->second.items) stats_.bytes_stored -= r.sealed.data.size();
+  for (const auto& s : it->second.chain) stats_.bytes_stored -= s.data->size();
+  for (const auto& r : it->second.items) stats_.bytes_stored -= r.sealed.data->size();
   workers_.erase(it);
 }
 
@@ -144,7 +162,11 @@ StoreStats MemoryStore::stats() const {
 void MemoryStore::corrupt_latest_state(int worker) {
   std::lock_guard lock(mu_);
   auto& chain = workers_[worker].chain;
-  if (!chain.empty() && !chain.back().data.empty()) chain.back().data[chain.back().data.size() / 2] ^= 0x5a;
+  if (!chain.empty() && !chain.back().data->empty()) {
+    auto copy = std::make_shared<Bytes>(*chain.back().data);  // restores may be reading the shared one
+    (*copy)[copy->size() / 2] ^= 0x5a;
+    chain.back().data = std::move(copy);
+  }
 }
 
 }  // namespace afs

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 
@@ -14,6 +15,7 @@ class MemoryStore final : public BackupStore {
  public:
   ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
   std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
+  std::vector<std::shared_ptr<const Bytes>> state_chain_shared(int worker, ChainInfo* info = nullptr) const override;
   bool compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) override;
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;
@@ -28,7 +30,7 @@ class MemoryStore final : public BackupStore {
 
  private:
   struct Sealed {
-    Bytes data;
+    std::shared_ptr<const Bytes> data;  // never null; shared with the restores reading it, so never changed
     std::uint64_t checksum = 0;
   };
   struct ItemRecord {

@@ -219,6 +219,30 @@ TYPED_TEST(StoreContract, PutsDescribeTheChainAndCompactionReplacesItsPrefix) {
 }
 
 // More records than one byte can count: the order must not depend on how the store numbers them.
+// state_chain_shared gives the records state_chain gives, with the same chain description; a record already handed
+// out does not change when the chain does (a restore may still be reading it).
+TYPED_TEST(StoreContract, TheSharedChainIsTheChain) {
+  auto& s = *this->store_;
+  const auto as_bytes = [](const std::vector<std::shared_ptr<const Bytes>>& v) {
+    std::vector<Bytes> out;
+    for (const auto& p : v) out.push_back(*p);
+    return out;
+  };
+  EXPECT_TRUE(s.state_chain_shared(1).empty());
+  s.put_state(1, true, bytes(100, 1), {});
+  s.put_state(1, false, bytes(10, 2), {});
+  ChainInfo copied, shared;
+  const auto chain = s.state_chain_shared(1, &shared);
+  EXPECT_EQ(as_bytes(chain), s.state_chain(1, &copied));
+  EXPECT_EQ(shared.length, copied.length);
+  EXPECT_EQ(shared.full_bytes, copied.full_bytes);
+  EXPECT_EQ(shared.delta_bytes, copied.delta_bytes);
+  s.put_state(1, true, bytes(50, 4), {});
+  s.drop(1);
+  EXPECT_EQ(as_bytes(chain), (std::vector<Bytes>{bytes(100, 1), bytes(10, 2)}));
+  EXPECT_TRUE(s.state_chain_shared(1).empty());
+}
+
 TYPED_TEST(StoreContract, DeltasAndItemsStayInPutOrder) {
   auto& s = *this->store_;
   auto numbered = [](std::uint32_t i) { return Bytes{std::uint8_t(i), std::uint8_t(i >> 8), 0x77}; };
@@ -292,10 +316,11 @@ TYPED_TEST(StoreContract, CorruptStateIsReportedNamingTheWorkerAndNeverReturned)
     EXPECT_NE(msg.find("worker 6"), std::string::npos) << msg;
     EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
   }
-  EXPECT_THROW(s.state_chain(6), FormatError);  // still corrupt when asked again
-  EXPECT_EQ(s.state_chain(7).size(), 1u);       // other workers are fine
-  EXPECT_EQ(s.item_records(6).size(), 1u);      // and so are this worker's item records
-  s.put_state(6, true, bytes(32, 9), {});       // a new full backup replaces the corrupt chain
+  EXPECT_THROW(s.state_chain(6), FormatError);         // still corrupt when asked again
+  EXPECT_THROW(s.state_chain_shared(6), FormatError);  // shared or copied
+  EXPECT_EQ(s.state_chain(7).size(), 1u);              // other workers are fine
+  EXPECT_EQ(s.item_records(6).size(), 1u);             // and so are this worker's item records
+  s.put_state(6, true, bytes(32, 9), {});              // a new full backup replaces the corrupt chain
   EXPECT_EQ(s.state_chain(6), (std::vector<Bytes>{bytes(32, 9)}));
 }
 
