@@ -36,6 +36,11 @@ std::uint64_t edge_id(int channel, std::uint64_t seq) {
 // After a recovery, how long to wait for every sender to resume before compensating with the worst-case bound
 // instead of the measured loss (a sender with nothing left to send never shows where it resumes).
 constexpr auto kResumeWait = std::chrono::seconds(2);
+// A restarted worker's question to a peer (where to continue numbering, what to resend) is sent again this long after
+// it went unanswered: the peer drops one that comes before it knows the new incarnation, which is usual when both
+// restart together. Nothing is processed until the answer, so at 20 ms a KDD-like learner's recovery took 20 ms
+// longer whenever its first question was dropped (first_item_ms).
+constexpr auto kQueryRetry = std::chrono::milliseconds(2);
 // A source keeps at most this many replay positions; beyond, every other one is dropped (replays start earlier).
 constexpr std::size_t kMaxSourceMarks = 8192;
 // ft.replay-overhead-max: the fewest items between backups it chooses, and how fast its cost estimates follow new
@@ -643,7 +648,7 @@ void Worker::continue_output_numbering() {
 void Worker::query_numbering() {
   const auto now = Clock::now();
   for (auto& o : outs_) {
-    if (!o.numbering_pending || now - o.queried_at < std::chrono::milliseconds(20)) continue;
+    if (!o.numbering_pending || now - o.queried_at < kQueryRetry) continue;
     if (!peer_ready(o.to_worker)) continue;
     o.queried_at = now;
     net::ControlMsg q{net::ControlKind::kPeerRestarted, static_cast<std::uint32_t>(id_), epoch_, 0,
@@ -1504,7 +1509,7 @@ void Worker::checkpoint_if_idle() {
 void Worker::send_asks() {
   const auto now = Clock::now();
   for (auto& in : ins_) {
-    if (!in.ask_pending || now - in.asked_at < std::chrono::milliseconds(20)) continue;
+    if (!in.ask_pending || now - in.asked_at < kQueryRetry) continue;
     if (!peer_ready(in.from_worker)) continue;
     in.asked_at = now;
     net::ControlMsg q{net::ControlKind::kAsk, static_cast<std::uint32_t>(id_), epoch_, in.received + 1,
