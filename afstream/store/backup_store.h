@@ -58,7 +58,7 @@ class BackupStore {
   // the chain's shape, read together with the records.
   virtual std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const = 0;
   // The same records, shared and read-only: a store that holds them in memory hands them out without a copy (a
-  // restore reads up to five times the state; copying it was a sixth of a KDD-like learner's restore). The default
+  // restore reads up to five times the state; copying it was an eighth of a KDD-like learner's restore). The default
   // moves state_chain()'s copies into shared buffers.
   virtual std::vector<std::shared_ptr<const Bytes>> state_chain_shared(int worker, ChainInfo* info = nullptr) const {
     std::vector<std::shared_ptr<const Bytes>> out;
