@@ -54,14 +54,9 @@ class ByteReader {
   }
   template <typename T>
   requires std::is_trivially_copyable_v<T> std::vector<T> get_array(const char* what = "array") {
-    const auto n = get<std::uint64_t>(what);
-    if (n > (data_.size() - pos_) / sizeof(T)) {
-      throw FormatError(std::string("truncated buffer: ") + what + " claims " + std::to_string(n) +
-                        " elements but only " + std::to_string(data_.size() - pos_) + " bytes remain");
-    }
-    std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), data_.data() + pos_, n * sizeof(T));
-    pos_ += n * sizeof(T);
+    const auto bytes = get_array_bytes<T>(what);
+    std::vector<T> v(bytes.size() / sizeof(T));
+    if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
     return v;
   }
   // The bytes of an array of T in place, without a copy (valid while the buffer is): for a reader that copies them
