@@ -455,13 +455,16 @@ SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
   return s;
 }
 
-void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector&& weights, TrackedVector&& sum_sq, TraceBases&& trace) {
+// Applies what restore_full / apply_delta read and checked; cannot fail. The weights are not copied (a restore
+// applies up to ft.full-backup-every deltas: a copy each made it O(chain x weights)).
+void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector::Delta&& weights, TrackedVector::Delta&& sum_sq,
+                               TraceBases&& trace) {
+  weights_.apply_delta(std::move(weights));
+  sum_sq_.apply_delta(std::move(sum_sq));
   if (trace.kept == 0) trace_moved_.clear();
   for (std::size_t k = 0; k < trace.indices.size(); ++k) (void)trace_moved_.base_for(trace.indices[k], trace.bases[k]);
   trace_backed_ = trace_moved_.count();  // the restored state is the backup
   trace_ = std::move(s.trace);
-  weights_ = std::move(weights);
-  sum_sq_ = std::move(sum_sq);
   opt_.t = s.t;
   if (sum_sq_.size() > 0) opt_.sum_sq = sum_sq_.values();
   count_ = s.count;
@@ -477,24 +480,17 @@ void SgdLearnerOperator::restore_full(ByteReader& in) {
   auto qd = sum_sq_.read_full_values(in);
   auto tw = read_trace_bases(in, false);
   in.expect_end("sgd-learner snapshot");
-  TrackedVector w = std::move(weights_), q = std::move(sum_sq_);
-  w.apply_delta(std::move(wd));
-  q.apply_delta(std::move(qd));
-  adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
+  adopt(std::move(s), std::move(wd), std::move(qd), std::move(tw));
 }
 
 void SgdLearnerOperator::apply_delta(ByteReader& in) {
   auto s = read_scalars(in);
-  // Everything is read and checked before anything changes; the weights are not copied (a restore applies up to
-  // ft.full-backup-every deltas: a copy each made it O(chain x weights)).
+  // Everything is read and checked before anything changes.
   auto wd = weights_.read_delta(in);
   auto qd = sum_sq_.read_delta(in);
   auto tw = read_trace_bases(in, true);
   in.expect_end("sgd-learner delta");
-  TrackedVector w = std::move(weights_), q = std::move(sum_sq_);
-  w.apply_delta(std::move(wd));
-  q.apply_delta(std::move(qd));
-  adopt(std::move(s), std::move(w), std::move(q), std::move(tw));
+  adopt(std::move(s), std::move(wd), std::move(qd), std::move(tw));
 }
 
 double SgdLearnerOperator::distance(const Operator& other) const {

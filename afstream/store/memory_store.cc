@@ -66,13 +66,8 @@ ChainInfo MemoryStore::put_state(int worker, bool full, Bytes record, const SeqB
 }
 
 std::vector<Bytes> MemoryStore::state_chain(int worker, ChainInfo* info) const {
-  std::lock_guard lock(mu_);
   std::vector<Bytes> out;
-  if (info) *info = {};
-  auto it = workers_.find(worker);
-  if (it == workers_.end()) return out;
-  for (const auto& s : it->second.chain) out.push_back(verified(s, worker, "state backup"));
-  if (info) *info = info_of(it->second);
+  for (const auto& p : state_chain_shared(worker, info)) out.push_back(*p);  // copies of the shared records
   return out;
 }
 
