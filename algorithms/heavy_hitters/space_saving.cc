@@ -156,23 +156,17 @@ void SpaceSaving::insert(const Entry& e) {
 }
 
 std::optional<std::uint64_t> SpaceSaving::update(std::uint64_t key, std::int64_t weight) {
-  return update_entry(key, weight).evicted;
-}
-
-SpaceSaving::Updated SpaceSaving::update_entry(std::uint64_t key, std::int64_t weight) {
   if (weight < 0) throw std::invalid_argument("SpaceSaving::update: negative weight " + std::to_string(weight));
   total_ += weight;
   if (const auto* pos = index_.find(key)) {
     Entry& e = heap_[*pos];
     e.count += weight;
-    const Entry after = e;
     sift_down(*pos);  // counts only grow: the entry can only move down a min-heap
-    return {after, std::nullopt};
+    return std::nullopt;
   }
   if (heap_.size() < capacity_) {
-    const Entry fresh{key, floor_ + weight, floor_};
-    insert(fresh);
-    return {fresh, std::nullopt};
+    insert({key, floor_ + weight, floor_});
+    return std::nullopt;
   }
   // Replace the minimum: the newcomer inherits its count as error.
   Entry& min = heap_.front();
@@ -180,9 +174,8 @@ SpaceSaving::Updated SpaceSaving::update_entry(std::uint64_t key, std::int64_t w
   index_.erase(evicted);
   const std::int64_t c = min.count;
   min = {key, c + weight, c};
-  const Entry fresh = min;
   sift_down(0);
-  return {fresh, evicted};
+  return evicted;
 }
 
 void SpaceSaving::add_to_all(std::int64_t c) {

@@ -48,12 +48,6 @@ class SpaceSaving {
   // Adds weight (>= 0; std::invalid_argument otherwise) to key. O(log capacity). Returns the key it evicted to make
   // room, if any (the monitored key with the smallest count, the smallest key among equal counts).
   std::optional<std::uint64_t> update(std::uint64_t key, std::int64_t weight = 1);
-  // The same update, also returning the key's entry after it (what a caller tracking changed entries records).
-  struct Updated {
-    Entry entry;
-    std::optional<std::uint64_t> evicted;
-  };
-  Updated update_entry(std::uint64_t key, std::int64_t weight = 1);
   // Adds c >= 0 to every count, every error and the floor (std::invalid_argument if c < 0). O(size).
   void add_to_all(std::int64_t c);
 

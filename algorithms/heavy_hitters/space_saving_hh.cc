@@ -2,6 +2,7 @@
 #include "algorithms/heavy_hitters/space_saving_hh.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,8 +15,9 @@
 namespace afs::hh {
 
 namespace {
-constexpr std::uint32_t kDeltaTag = 0x31445353;  // "SSD1"
-constexpr int kInitialShift = 64 - 10;           // 1024 slots
+constexpr std::uint32_t kDeltaTag = 0x32445353;  // "SSD2": the log of updates, or every entry
+constexpr std::uint8_t kLogDelta = 0;
+constexpr std::uint8_t kReplacingDelta = 1;
 
 std::int64_t checked_nonnegative(std::int64_t v, const char* what) {
   if (v < 0) throw FormatError(std::string("space-saving-hh: negative ") + what);
@@ -23,48 +25,11 @@ std::int64_t checked_nonnegative(std::int64_t v, const char* what) {
 }
 }  // namespace
 
-SpaceSavingHeavyHitters::Touched::Touched() : slots_(std::size_t{1} << (64 - kInitialShift)), shift_(kInitialShift) {}
-
-SpaceSavingHeavyHitters::Touched::Slot& SpaceSavingHeavyHitters::Touched::slot(std::uint64_t key) {
-  if (2 * (filled_.size() + 1) > slots_.size()) grow();
-  const std::size_t mask = slots_.size() - 1;
-  for (std::size_t i = (key * 0x9E3779B97F4A7C15ULL) >> shift_;; i = (i + 1) & mask) {
-    Slot& s = slots_[i];
-    if (!s.used()) {
-      s.entry.key = key;
-      s.weight = 0;
-      filled_.push_back(i);
-      return s;
-    }
-    if (s.entry.key == key) return s;
-  }
-}
-
-std::int64_t SpaceSavingHeavyHitters::Touched::add(const SpaceSaving::Entry& entry, std::int64_t weight) {
-  Slot& s = slot(entry.key);
-  s.entry = entry;  // error >= 0: monitored
-  return s.weight += weight;
-}
-
-void SpaceSavingHeavyHitters::Touched::erased(std::uint64_t key) { slot(key).entry.error = -1; }
-
-void SpaceSavingHeavyHitters::Touched::grow() {
-  std::vector<Slot> old(slots_.size() * 2);
-  old.swap(slots_);
-  --shift_;
-  const std::size_t mask = slots_.size() - 1;
-  for (std::size_t& f : filled_) {  // reinserted in first-touch order, so filled_ keeps that order
-    const Slot& s = old[f];
-    std::size_t i = (s.entry.key * 0x9E3779B97F4A7C15ULL) >> shift_;
-    while (slots_[i].used()) i = (i + 1) & mask;
-    slots_[i] = s;
-    f = i;
-  }
-}
-
-void SpaceSavingHeavyHitters::Touched::clear() {
-  for (const std::size_t f : filled_) slots_[f].weight = -1;
-  filled_.clear();
+std::size_t SpaceSavingHeavyHitters::since_counter(std::uint64_t key, int row) {
+  static_assert((kSinceWidth & (kSinceWidth - 1)) == 0 && kSinceRows == 2);
+  constexpr int kShift = 64 - std::countr_zero(kSinceWidth);
+  const std::uint64_t mult = row == 0 ? 0x9E3779B97F4A7C15ULL : 0xC2B2AE3D27D4EB4FULL;
+  return static_cast<std::size_t>(row) * kSinceWidth + static_cast<std::size_t>((key * mult) >> kShift);
 }
 
 std::size_t SpaceSavingHeavyHitters::capacity_of(const Params& p) {
@@ -88,28 +53,23 @@ void SpaceSavingHeavyHitters::validate(const Params& p) {
 SpaceSavingHeavyHitters::SpaceSavingHeavyHitters(const Params& p)
     : summary_((validate(p), capacity_of(p))),
       phi_(p.get_double("phi", 1000)),
-      max_weight_(p.get_int("max-weight", 1)) {}
+      max_weight_(p.get_int("max-weight", 1)),
+      since_(kSinceRows * kSinceWidth, 0) {}
 
-void SpaceSavingHeavyHitters::touch(const SpaceSaving::Entry& entry, std::int64_t weight) {
+void SpaceSavingHeavyHitters::overflow() {
+  clear_since();
+  log_.clear();
+  overflow_ = true;
+}
+
+void SpaceSavingHeavyHitters::clear_since() {
   if (overflow_) {
-    weight_since_overflow_ += weight;
+    std::fill(since_.begin(), since_.end(), 0);
     return;
   }
-  const std::int64_t w = touched_.add(entry, weight);
-  if (w > max_since_backup_) max_since_backup_ = w;
-  stop_tracking_if_over_capacity();
-}
-
-void SpaceSavingHeavyHitters::touch_erased(std::uint64_t key) {
-  if (overflow_) return;
-  touched_.erased(key);
-  stop_tracking_if_over_capacity();
-}
-
-void SpaceSavingHeavyHitters::stop_tracking_if_over_capacity() {
-  if (touched_.size() > summary_.capacity()) {
-    overflow_ = true;
-    touched_.clear();
+  for (const Logged& u : log_) {
+    since_[since_counter(u.key, 0)] = 0;
+    since_[since_counter(u.key, 1)] = 0;
   }
 }
 
@@ -118,9 +78,20 @@ void SpaceSavingHeavyHitters::process(const Item& item, Emitter&) {
     throw InputError("space-saving-hh: item weight " + std::to_string(item.value) + " (key " +
                      std::to_string(item.key) + ") outside [0, max-weight " + std::to_string(max_weight_) + "]");
   }
-  const auto u = summary_.update_entry(item.key, item.value);
-  touch(u.entry, item.value);
-  if (u.evicted) touch_erased(*u.evicted);
+  summary_.update(item.key, item.value);
+  ++items_;
+  if (overflow_) {
+    weight_since_overflow_ += item.value;
+    return;
+  }
+  std::int64_t& a = since_[since_counter(item.key, 0)];
+  std::int64_t& b = since_[since_counter(item.key, 1)];
+  a += item.value;
+  b += item.value;
+  // Both counters are at least the key's weight since the backup (they only grow until it), so is their minimum.
+  max_since_backup_ = std::max(max_since_backup_, std::min(a, b));
+  log_.push_back({item.key, item.value});
+  if (log_.size() > summary_.capacity()) overflow();
 }
 
 void SpaceSavingHeavyHitters::finish(Emitter& out) {
@@ -135,47 +106,34 @@ void SpaceSavingHeavyHitters::snapshot_full(ByteWriter& out) const {
   summary_.serialize(out);
   out.put<std::int64_t>(compensation_);
   out.put<std::int64_t>(compensated_failures_);
+  out.put<std::int64_t>(items_);
 }
 
-// Delta: tag, total, floor, compensation record, a flag (1: replace every entry), the touched keys still monitored
-// with their entries, the touched keys no longer monitored (none when replacing), both in first-touch order (not
-// sorted: a delta is written at every backup, and sorting was a tenth of the approx mode's cost). It sets values:
-// applying it twice equals applying it once.
+// Delta: tag, the item counts it goes from and to, the compensation record, a kind, then either the updates since the
+// backup in order (a log delta: key, weight, as they lie in memory) or, for a replacing delta, the total, the floor
+// and every entry in the summary's own order (a delta's order does not matter to apply_delta).
 void SpaceSavingHeavyHitters::snapshot_delta(ByteWriter& out) const {
-  constexpr std::size_t kEntryBytes = 3 * sizeof(std::uint64_t);
-  static_assert(sizeof(SpaceSaving::Entry) == kEntryBytes);  // key, count, error: written as they lie in memory
+  static_assert(sizeof(SpaceSaving::Entry) == 3 * sizeof(std::uint64_t));  // key, count, error, as in memory
   out.put<std::uint32_t>(kDeltaTag);
-  out.put<std::int64_t>(summary_.total());
-  out.put<std::int64_t>(summary_.floor());
+  out.put<std::int64_t>(items_at_backup_);
+  out.put<std::int64_t>(items_);
   out.put<std::int64_t>(compensation_);
   out.put<std::int64_t>(compensated_failures_);
-  out.put<std::uint8_t>(overflow_ ? 1 : 0);
-  if (overflow_) {  // every entry, in the summary's own order: a delta's order does not matter to apply_delta
+  if (overflow_) {
+    out.put<std::uint8_t>(kReplacingDelta);
+    out.put<std::int64_t>(summary_.total());
+    out.put<std::int64_t>(summary_.floor());
     out.put_array<SpaceSaving::Entry>(summary_.unordered_entries());
-    out.put<std::uint64_t>(0);
-    return;
+  } else {
+    out.put<std::uint8_t>(kLogDelta);
+    out.put_array<Logged>(log_);
   }
-  // The entries go straight into the buffer (sized for the worst case, trimmed after), their count once known.
-  auto& buf = out.buffer();
-  const std::size_t count_at = buf.size();
-  buf.resize(count_at + sizeof(std::uint64_t) + touched_.size() * kEntryBytes);
-  std::uint8_t* p = buf.data() + count_at + sizeof(std::uint64_t);
-  std::uint64_t n_set = 0;
-  std::vector<std::uint64_t> erased;
-  touched_.for_each(
-      [&](const SpaceSaving::Entry& e) {
-        std::memcpy(p, &e, kEntryBytes);
-        p += kEntryBytes;
-        ++n_set;
-      },
-      [&](std::uint64_t key) { erased.push_back(key); });
-  buf.resize(static_cast<std::size_t>(p - buf.data()));
-  std::memcpy(buf.data() + count_at, &n_set, sizeof n_set);
-  out.put_array<std::uint64_t>(erased);
 }
 
 void SpaceSavingHeavyHitters::mark_backed_up() {
-  touched_.clear();
+  clear_since();
+  log_.clear();
+  items_at_backup_ = items_;
   overflow_ = false;
   weight_since_overflow_ = 0;
   max_since_backup_ = 0;
@@ -187,6 +145,7 @@ void SpaceSavingHeavyHitters::restore_full(ByteReader& in) {
   SpaceSaving s = SpaceSaving::deserialize(in);
   const auto comp = checked_nonnegative(in.get<std::int64_t>("space-saving-hh compensation"), "compensation");
   const auto failures = checked_nonnegative(in.get<std::int64_t>("space-saving-hh failures"), "failure count");
+  const auto items = checked_nonnegative(in.get<std::int64_t>("space-saving-hh items"), "item count");
   in.expect_end("space-saving-hh snapshot");
   if (s.capacity() != summary_.capacity()) {
     throw FormatError("space-saving-hh snapshot: capacity " + std::to_string(s.capacity()) + ", expected " +
@@ -195,64 +154,81 @@ void SpaceSavingHeavyHitters::restore_full(ByteReader& in) {
   summary_ = std::move(s);
   compensation_ = comp;
   compensated_failures_ = failures;
+  items_ = items;
   mark_backed_up();
 }
 
+// All or nothing: the whole delta is read and checked before anything changes.
 void SpaceSavingHeavyHitters::apply_delta(ByteReader& in) {
   if (in.get<std::uint32_t>("space-saving-hh delta tag") != kDeltaTag) {
     throw FormatError("space-saving-hh delta: wrong tag");
   }
-  const auto total = checked_nonnegative(in.get<std::int64_t>("space-saving-hh total"), "total");
-  const auto floor = checked_nonnegative(in.get<std::int64_t>("space-saving-hh floor"), "floor");
+  const auto from = checked_nonnegative(in.get<std::int64_t>("space-saving-hh delta first item"), "item count");
+  const auto to = checked_nonnegative(in.get<std::int64_t>("space-saving-hh delta last item"), "item count");
   const auto comp = checked_nonnegative(in.get<std::int64_t>("space-saving-hh compensation"), "compensation");
   const auto failures = checked_nonnegative(in.get<std::int64_t>("space-saving-hh failures"), "failure count");
-  const auto replace = in.get<std::uint8_t>("space-saving-hh delta flag");
-  if (replace > 1) throw FormatError("space-saving-hh delta: unknown flag " + std::to_string(replace));
-  const auto n_set = in.get<std::uint64_t>("space-saving-hh delta entry count");
-  if (n_set > summary_.capacity()) {
-    throw FormatError("space-saving-hh delta: " + std::to_string(n_set) + " entries for capacity " +
+  if (to < from)
+    throw FormatError("space-saving-hh delta: goes from item " + std::to_string(from) + " back to " +
+                      std::to_string(to));
+  const auto kind = in.get<std::uint8_t>("space-saving-hh delta kind");
+  if (kind == kLogDelta) {
+    const auto bytes = in.get_array_bytes<Logged>("space-saving-hh delta updates");
+    in.expect_end("space-saving-hh delta");
+    std::vector<Logged> log(bytes.size() / sizeof(Logged));
+    if (!log.empty()) std::memcpy(log.data(), bytes.data(), bytes.size());
+    if (static_cast<std::uint64_t>(to - from) != log.size()) {
+      throw FormatError("space-saving-hh delta: " + std::to_string(log.size()) + " updates for items " +
+                        std::to_string(from) + ".." + std::to_string(to));
+    }
+    for (const Logged& u : log) {
+      if (u.weight < 0 || u.weight > max_weight_) {
+        throw FormatError("space-saving-hh delta: update of key " + std::to_string(u.key) + " with weight " +
+                          std::to_string(u.weight) + " outside [0, max-weight " + std::to_string(max_weight_) + "]");
+      }
+    }
+    if (items_ == to && to != from) {  // stored twice, applied already: applying it again changes nothing
+      mark_backed_up();
+      return;
+    }
+    if (items_ != from) {
+      throw FormatError("space-saving-hh delta: follows the state after item " + std::to_string(from) +
+                        ", but this state is after item " + std::to_string(items_));
+    }
+    if (comp != compensation_ || failures != compensated_failures_) {
+      throw FormatError("space-saving-hh delta: a log of updates cannot change the compensation record");
+    }
+    for (const Logged& u : log) summary_.update(u.key, u.weight);
+    items_ = to;
+    mark_backed_up();
+    return;
+  }
+  if (kind != kReplacingDelta) throw FormatError("space-saving-hh delta: unknown kind " + std::to_string(kind));
+  const auto total = checked_nonnegative(in.get<std::int64_t>("space-saving-hh total"), "total");
+  const auto floor = checked_nonnegative(in.get<std::int64_t>("space-saving-hh floor"), "floor");
+  const auto bytes = in.get_array_bytes<SpaceSaving::Entry>("space-saving-hh delta entries");
+  in.expect_end("space-saving-hh delta");
+  std::vector<SpaceSaving::Entry> set(bytes.size() / sizeof(SpaceSaving::Entry));
+  if (!set.empty()) std::memcpy(set.data(), bytes.data(), bytes.size());
+  if (set.size() > summary_.capacity()) {
+    throw FormatError("space-saving-hh delta: " + std::to_string(set.size()) + " entries for capacity " +
                       std::to_string(summary_.capacity()));
   }
-  std::vector<SpaceSaving::Entry> set(n_set);
-  std::unordered_set<std::uint64_t> seen;  // every key at most once in the whole delta
-  std::size_t added = 0;
-  for (std::uint64_t i = 0; i < n_set; ++i) {
-    auto& e = set[i];
-    e.key = in.get<std::uint64_t>("space-saving-hh delta key");
-    e.count = in.get<std::int64_t>("space-saving-hh delta count");
-    e.error = in.get<std::int64_t>("space-saving-hh delta error");
-    if (e.error < 0 || e.error > e.count)
+  std::unordered_set<std::uint64_t> seen;  // every key at most once
+  for (const auto& e : set) {
+    if (e.error < 0 || e.error > e.count) {
       throw FormatError("space-saving-hh delta: an entry's error exceeds its count");
-    if (!seen.insert(e.key).second) throw FormatError("space-saving-hh delta: key " + std::to_string(e.key) + " twice");
-    added += replace || !summary_.monitored(e.key) ? 1 : 0;
-  }
-  const auto n_erased = in.get<std::uint64_t>("space-saving-hh delta erased count");
-  if (replace && n_erased) throw FormatError("space-saving-hh delta: a replacing delta erases nothing");
-  if (n_erased > in.rest().size() / sizeof(std::uint64_t)) throw FormatError("space-saving-hh delta: truncated");
-  std::vector<std::uint64_t> erased(n_erased);
-  std::size_t removed = 0;
-  for (std::uint64_t i = 0; i < n_erased; ++i) {
-    erased[i] = in.get<std::uint64_t>("space-saving-hh delta erased key");
-    if (!seen.insert(erased[i]).second) {
-      throw FormatError("space-saving-hh delta: key " + std::to_string(erased[i]) + " twice (set or erased)");
     }
-    removed += summary_.monitored(erased[i]) ? 1 : 0;
+    if (!seen.insert(e.key).second) throw FormatError("space-saving-hh delta: key " + std::to_string(e.key) + " twice");
   }
-  in.expect_end("space-saving-hh delta");
-  if ((replace ? 0 : summary_.size()) + added - removed > summary_.capacity()) {
-    throw FormatError("space-saving-hh delta: more entries than the capacity " + std::to_string(summary_.capacity()));
-  }
-  if (replace) {
-    SpaceSaving s(summary_.capacity());
-    for (const auto& e : set) s.assign(e);
-    summary_ = std::move(s);
-  } else {
-    for (const auto key : erased) summary_.erase(key);
-    for (const auto& e : set) summary_.assign(e);
-  }
-  summary_.set_totals(total, floor);
+  // A replacing delta sets every value: applying it twice equals applying it once, so it is not checked against
+  // the state it follows.
+  SpaceSaving s(summary_.capacity());
+  for (const auto& e : set) s.assign(e);
+  s.set_totals(total, floor);
+  summary_ = std::move(s);
   compensation_ = comp;
   compensated_failures_ = failures;
+  items_ = to;
   mark_backed_up();
 }
 
@@ -268,7 +244,7 @@ void SpaceSavingHeavyHitters::on_recovered(const RecoveryInfo& info) {
   const std::int64_t c = info.integer_sum_loss_bound(done, max_weight_);
   if (c > 0) {
     summary_.add_to_all(c);
-    for (const auto& e : summary_.unordered_entries()) touch(e, 0);  // every entry changed: all in the next delta
+    if (!overflow_) overflow();  // every entry changed: the next delta replaces them all
     compensated_since_backup_ += c;
   }
   compensation_ += c;

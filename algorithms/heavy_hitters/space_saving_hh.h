@@ -3,14 +3,19 @@
 //
 // State: the summary (capacity keys with count and error, the total weight and the floor) and the compensation
 // record (the total added by on_recovered, and how many failures it covers).
-// Divergence: the largest weight any one key has received since the last backup, plus the compensation added since
-// then (max over keys of W_x; O(1) per item through a table of the keys touched since the backup). A failure then
-// takes at most theta + l * alpha from any one key's weight (Lemma SS1), whatever the summary did with it.
+// Divergence: an upper bound of the largest weight any one key has received since the last backup, plus the
+// compensation added since then: each key's weight since the backup is counted in a small Count-Min sketch of
+// kSinceRows x kSinceWidth counters (32 KB, cleared at each backup), and the divergence is the largest estimate any
+// key had when it was updated (O(1) per item, and never below the key's true weight since the backup). A failure
+// then takes at most theta + l * alpha from any one key's weight (Lemma SS1), whatever the summary did with it.
 // alpha = max-weight (the largest item weight; larger items are refused), beta = 0: it emits only at finish(), every
 // monitored key whose count exceeds phi, as (key, count).
-// Backups: full = the summary's versioned binary form plus the compensation record; delta = the entries of the keys
-// touched since the last backup (set, or erased if no longer monitored), the totals and the compensation record, or,
-// once more keys were touched than the capacity, every entry (a replacing delta).
+// Backups: full = the summary's versioned binary form, the compensation record and the count of items processed;
+// delta = the updates processed since the last backup, in order (key, weight: the summary is a deterministic function
+// of its entries and the updates, ties broken by key, so replaying them rebuilds the state exactly), or, once more
+// updates were logged than the capacity or a compensation was added, every entry (a replacing delta). A delta names
+// the item counts it goes from and to, so one stored twice is applied once, and one applied to a state it does not
+// follow is refused.
 // Compensation: after the k-th recovery, for every failure j not yet compensated, c_j = floor(theta_j) + l_j * alpha
 // (or the smaller measured loss) is added to every count, every error and the floor (SpaceSaving::add_to_all): every
 // count stays an upper bound of the true weight (no false negatives) and count - error stays a lower bound, i.e. the
@@ -47,8 +52,8 @@ class SpaceSavingHeavyHitters final : public Operator {
   double divergence() const override {
     return static_cast<double>(max_since_backup_ + weight_since_overflow_ + compensated_since_backup_);
   }
-  // One item raises one key's weight since the backup by its weight (at most alpha), or, after an overflow, the
-  // weight added to the maximum: the divergence rises by at most alpha per item (touch).
+  // One item raises one key's sketch counters by its weight (at most alpha), or, after an overflow, the weight is
+  // added to the maximum: the divergence rises by at most alpha per item.
   bool divergence_bounded_by_alpha() const override { return true; }
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
@@ -66,61 +71,36 @@ class SpaceSavingHeavyHitters final : public Operator {
   std::int64_t compensation() const { return compensation_; }
   std::int64_t compensated_failures() const { return compensated_failures_; }
 
+  // The counters of the divergence sketch: key's counter in row r (tests recompute the divergence by brute force).
+  static constexpr int kSinceRows = 2;
+  static constexpr std::size_t kSinceWidth = 2048;
+  static std::size_t since_counter(std::uint64_t key, int row);
+
  private:
-  // The keys touched since the last backup, with the weight each received and, as of its last touch, its entry or
-  // that it is no longer monitored: the next delta is these slots as they stand (no lookup in the summary). Every
-  // change of an entry is a touch (the updated key, the evicted key, the compensation), so they are current.
-  // Open addressing, cleared in O(touched).
-  class Touched {
-   public:
-    Touched();
-    // Records key's entry (monitored) and returns the key's weight since the backup, weight included.
-    std::int64_t add(const SpaceSaving::Entry& entry, std::int64_t weight);
-    void erased(std::uint64_t key);  // key is no longer monitored
-    void clear();
-    template <typename Set, typename Erased>
-    void for_each(Set&& set, Erased&& erased) const {  // in first-touch order, without a copy
-      for (const std::size_t i : filled_) {
-        const Slot& s = slots_[i];
-        if (s.entry.error >= 0) {
-          set(s.entry);
-        } else {
-          erased(s.entry.key);
-        }
-      }
-    }
-    std::size_t size() const { return filled_.size(); }
-
-   private:
-    // 32 bytes, two to a cache line: no flags of their own. A free slot has weight -1 (weights are >= 0); a key no
-    // longer monitored has entry.error -1 (errors are >= 0).
-    struct Slot {
-      SpaceSaving::Entry entry;  // entry.key is the slot's key
-      std::int64_t weight = -1;
-      bool used() const { return weight >= 0; }
-    };
-    static_assert(sizeof(Slot) == 32);
-    Slot& slot(std::uint64_t key);  // the key's slot, claimed if new
-    void grow();
-    std::vector<Slot> slots_;
-    std::vector<std::size_t> filled_;  // the used slots, in first-touch order
-    int shift_;
+  // An update since the last backup, as logged for the next delta (written as it lies in memory).
+  struct Logged {
+    std::uint64_t key;
+    std::int64_t weight;
   };
+  static_assert(sizeof(Logged) == 16);
 
-  void touch(const SpaceSaving::Entry& entry, std::int64_t weight);
-  void touch_erased(std::uint64_t key);
-  void stop_tracking_if_over_capacity();  // see overflow_
+  void clear_since();  // zero the sketch counters the logged updates raised (all of them after an overflow)
+  void overflow();     // see overflow_
 
   SpaceSaving summary_;
   double phi_;
   std::int64_t max_weight_;
   std::int64_t compensation_ = 0;          // total added to every count by on_recovered
   std::int64_t compensated_failures_ = 0;  // how many failures that total covers
-  Touched touched_;
-  std::int64_t max_since_backup_ = 0;  // max over keys of the weight received since the backup
-  // More keys touched than the capacity: the next delta replaces every entry (it is no larger than the list of
-  // touched keys would be), the table stops, and the divergence adds every later weight to the maximum so far (an
-  // upper bound of every key's weight since the backup). Keeps mode none, which never backs up, cheap.
+  std::int64_t items_ = 0;                 // items processed (in every snapshot: a delta says which state it follows)
+  std::int64_t items_at_backup_ = 0;       // items_ at the last backup
+  std::vector<Logged> log_;                // the updates since the last backup (until an overflow)
+  std::vector<std::int64_t> since_;        // the divergence sketch, kSinceRows rows of kSinceWidth counters
+  std::int64_t max_since_backup_ = 0;      // the largest estimate a key had at its update since the backup
+  // More updates logged than the capacity, or a compensation since the backup: the next delta replaces every entry
+  // (it is no larger than the log would be), the log and the sketch stop, and the divergence adds every later weight
+  // to the maximum so far (an upper bound of every key's weight since the backup). Keeps mode none, which never
+  // backs up, cheap: after `capacity` items it only adds weights.
   bool overflow_ = false;
   std::int64_t weight_since_overflow_ = 0;
   std::int64_t compensated_since_backup_ = 0;  // compensation added since the backup

@@ -3,12 +3,16 @@
 // generator (n = 1e6, s = 1.1). Keys come from the Zipf generator, as in the experiments.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "afstream/core/params.h"
 #include "algorithms/heavy_hitters/count_min.h"
+#include "algorithms/heavy_hitters/hh_operators.h"
 #include "algorithms/heavy_hitters/space_saving.h"
+#include "algorithms/heavy_hitters/space_saving_hh.h"
 #include "algorithms/heavy_hitters/zipf.h"
 
 namespace {
@@ -102,6 +106,55 @@ void BM_SpaceSavingSortedByCountReference(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(s.size()));
 }
 BENCHMARK(BM_SpaceSavingSortedByCountReference)->Arg(8000);
+
+// The operator space-saving-hh as the heavy-hitter job runs it (capacity 8000, Zipf(1e6, 0.9) keys, packet weights),
+// per item, with a delta written every range(0) items (0: never, as in mode none; 700: about what Theta 1e5 gives
+// each of the job's two copies) and a full snapshot once the deltas since the last weigh four times one (the
+// worker's rule without a compacting store). What approx mode adds to a Space-Saving item: the divergence tracking
+// and the backups.
+void BM_SpaceSavingHhProcess(benchmark::State& state) {
+  const auto every = static_cast<std::size_t>(state.range(0));
+  constexpr std::size_t kItems = 1 << 20;
+  static const std::vector<afs::Item> items = [] {
+    const ZipfGenerator gen({.num_keys = 1'000'000, .skew = 0.9, .total_items = kItems, .seed = 5});
+    std::vector<afs::Item> v(kItems);
+    gen.fill(0, v);
+    for (std::size_t p = 0; p < v.size(); ++p) v[p].value = afs::hh::packet_bytes(5, p);
+    return v;
+  }();
+  afs::Params p;
+  p.set("capacity", 8000).set("phi", 1e12).set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
+  afs::hh::SpaceSavingHeavyHitters op(p);
+  struct : afs::Emitter {
+    void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
+  } out;
+  std::size_t i = 0, since = 0, full_bytes = 0, delta_bytes = 0;
+  std::uint64_t backup_bytes = 0;
+  for (auto _ : state) {
+    op.process(items[i++ & (kItems - 1)], out);
+    if (every != 0 && ++since == every) {
+      since = 0;
+      afs::ByteWriter w;
+      const bool full = delta_bytes >= 4 * full_bytes;
+      if (full) {
+        op.snapshot_full(w);
+        full_bytes = w.size();
+        delta_bytes = 0;
+      } else {
+        op.snapshot_delta(w);
+        delta_bytes += w.size();
+      }
+      op.mark_backed_up();
+      backup_bytes += w.size();
+      benchmark::DoNotOptimize(w.buffer().data());
+    }
+  }
+  benchmark::DoNotOptimize(op.divergence());
+  state.SetItemsProcessed(state.iterations());
+  state.counters["backup_bytes_per_item"] =
+      static_cast<double>(backup_bytes) / static_cast<double>(std::max<std::int64_t>(1, state.iterations()));
+}
+BENCHMARK(BM_SpaceSavingHhProcess)->Arg(0)->Arg(700);
 
 void BM_CountMinEstimate(benchmark::State& state) {
   CountMin cm = make_sketch(state);
