@@ -116,8 +116,9 @@ class Operator {
   // Serialize the whole state.
   virtual void snapshot_full(ByteWriter& out) const = 0;
   // Serialize what changed since the last mark_backed_up(); applying it to that state gives the current state.
-  // A delta must set values, not add increments: applying it twice in a row must equal applying it once (a put
-  // resent to a restarted backup server may be stored twice; afstream/store/remote_store.h).
+  // Applying a delta twice in a row must equal applying it once (a put resent to a restarted backup server may be
+  // stored twice; afstream/store/remote_store.h): a delta sets values rather than adding increments, or, if it is
+  // a log of updates (space-saving-hh), names the state it follows and is skipped by the state it leads to.
   virtual void snapshot_delta(ByteWriter& out) const = 0;
   // The current state is now the backed-up state: divergence() becomes 0 and the delta empty.
   virtual void mark_backed_up() = 0;

@@ -17,9 +17,10 @@
 //     harmless for what the runtime writes: a repeated full state just starts the chain again with the same
 //     record; a repeated delta is applied twice in a row on restore, and the runtime's deltas (afstream/state/
 //     tracked containers, and the StateRecord around them) set absolute values (the current value of each changed
-//     slot, the last sequence numbers), so applying one twice equals applying it once; a repeated item record is
+//     slot, the last sequence numbers) or name the state they follow (space-saving-hh's log of updates), so applying
+//     one twice equals applying it once; a repeated item record is
 //     replayed once, since replay drops items at or below the last sequence number seen on their channel. An
-//     operator whose snapshot_delta() wrote increments rather than values would not have this property.
+//     operator whose snapshot_delta() wrote increments without naming the state they follow would not have it.
 //   - After a RuntimeError (deadline passed) the put may or may not have been applied.
 //
 // Errors: a server reply of kind "corrupt record" becomes afs::FormatError with the store's own message (so callers
