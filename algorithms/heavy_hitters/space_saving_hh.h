@@ -20,7 +20,8 @@
 // (or the smaller measured loss) is added to every count, every error and the floor (SpaceSaving::add_to_all): every
 // count stays an upper bound of the true weight (no false negatives) and count - error stays a lower bound, i.e. the
 // reported error widens by the compensation (Theorem SS, proofs/space-saving.md).
-// Parallel copies partitioned by key hold disjoint keys; their reports are unioned by the sink (hh-merge).
+// Parallel copies partitioned by key hold disjoint keys; their reports are unioned by the sink (hh-merge). Their
+// divergences combine by max: each copy fed by key uses all of Theta (Corollary SS-P).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +56,10 @@ class SpaceSavingHeavyHitters final : public Operator {
   // One item raises one key's sketch counters by its weight (at most alpha), or, after an overflow, the weight is
   // added to the maximum: the divergence rises by at most alpha per item.
   bool divergence_bounded_by_alpha() const override { return true; }
+  // Corollary P' (proofs/general-bounds.md §6; proofs/space-saving.md, Corollary SS-P): the divergence is a maximum
+  // over keys, and a key's report comes from the one copy its key is routed to, so copies fed by key may each use
+  // all of Theta (each starts at Theta / 2; L and Gamma are still split n ways).
+  bool divergence_combines_by_max() const override { return true; }
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;

@@ -1,7 +1,7 @@
 // Property tests of Space-Saving heavy hitters under approximate fault tolerance (proofs/space-saving.md, Theorem SS
 // and Corollary SS-P): on many seeded failure schedules, every key's true weight stays within its summary's bounds
 // after compensation (count - error <= true <= count; true <= min_count for an unmonitored key), the compensation
-// stays below (Theta + alpha L) / n per copy, the error widens by at most it, no true heavy hitter is missed, and a
+// stays below Theta + alpha L / n per copy, the error widens by at most it, no true heavy hitter is missed, and a
 // reported key is at most min_count below phi. Without failures approx and exact equal none; behind a replayable
 // source recovery is exact.
 #include <gtest/gtest.h>
@@ -57,8 +57,13 @@ TEST(SpaceSavingProperty, BoundsHoldAndRecallIsOneAfterCompensation) {
       part[key_partition(k, n)][k] = w;
       total[key_partition(k, n)] += w;
     }
+    std::vector<bool> failed_before(n, false);
     for (const auto& r : run.result.failures) {
       if (r.worker < first || r.worker >= first + s.parallelism) continue;
+      if (!failed_before[static_cast<std::size_t>(r.worker - first)]) {  // Corollary SS-P: Theta / 2, not / (2n)
+        EXPECT_EQ(r.theta, cfg.bounds.theta / 2) << at << " worker " << r.worker << "'s first failure";
+        failed_before[static_cast<std::size_t>(r.worker - first)] = true;
+      }
       bound[static_cast<std::size_t>(r.worker - first)] +=
           static_cast<std::int64_t>(std::floor(r.theta)) +
           static_cast<std::int64_t>(r.l) * static_cast<std::int64_t>(alpha);
@@ -67,9 +72,10 @@ TEST(SpaceSavingProperty, BoundsHoldAndRecallIsOneAfterCompensation) {
       const auto& summary = run.summaries[p];
       const std::int64_t e = run.compensation[p];
       compensated += e;
-      // Lemma SS3: the compensation is at most the sum of the per-failure bounds, below (Theta + alpha L) / n.
+      // Lemma SS3: the compensation is at most the sum of the per-failure bounds, below Theta + alpha L / n (each
+      // copy fed by key uses all of Theta, and L split n ways: Corollary SS-P).
       EXPECT_LE(e, bound[p]) << at << " copy " << p;
-      EXPECT_LT(static_cast<double>(e), (cfg.bounds.theta + alpha * cfg.bounds.l) / static_cast<double>(n)) << at;
+      EXPECT_LT(static_cast<double>(e), cfg.bounds.theta + alpha * cfg.bounds.l / static_cast<double>(n)) << at;
       // Theorem SS (1): every key within its bounds.
       for (const auto& [k, w] : part[p]) {
         ASSERT_GE(summary.upper_bound(k), w) << at << " copy " << p << " key " << k;
