@@ -211,7 +211,8 @@ int cmd_backup_server(int argc, const char* const* argv) {
   const auto k = server.compactor_counters();
   std::cerr << "afstream backup-server: " << k.compactions << " chain compactions (" << k.records_merged << " records, "
             << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "
-            << k.unknown + k.failures << " chains left alone" << std::endl;
+            << k.unknown + k.failures << " chains left alone, " << k.left_to_worker
+            << " left to their workers (deltas applied by replay)" << std::endl;
   return 0;  // the server, then the store (RocksDB: flushed and closed), are destroyed on the way out
 }
 

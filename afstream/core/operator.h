@@ -133,6 +133,11 @@ class Operator {
     mark_backed_up();
     return 0;
   }
+  // False for an operator whose apply_delta costs about as much as processing the delta's items again (a log of
+  // updates: space-saving-hh). A backup server then does not compact its chain (that would replay every item a
+  // second time, on the same cores), and the worker keeps the chain short by writing full snapshots itself, once the
+  // deltas weigh four times one (afstream/ft/compactor.h).
+  virtual bool store_compacts_deltas() const { return true; }
   // Replace the state by a full snapshot / apply a delta. Throws FormatError and leaves the state unchanged on bad
   // input. After either call the restored state counts as backed up.
   virtual void restore_full(ByteReader& in) = 0;

@@ -127,6 +127,19 @@ void ChainCompactor::compact_one(int worker) {
       given_up_[worker] = info.generation;
       return;
     }
+    {
+      std::span<const std::uint8_t> snapshot;  // not copied: only the operator spec is needed
+      const StateRecord head = StateRecord::decode(chain[0], &snapshot);
+      if (head.op_spec) {
+        const auto op = make_(*head.op_spec);
+        if (op && !op->store_compacts_deltas()) {
+          std::lock_guard lock(mu_);
+          ++counters_.left_to_worker;
+          given_up_[worker] = info.generation;
+          return;
+        }
+      }
+    }
     std::uint64_t read = 0;
     for (const auto& r : chain) read += r.size();
     Bytes full = compact_chain(chain, make_);

@@ -11,7 +11,9 @@
 //
 // Operators are rebuilt with the program's registry, so a chain of an operator the program does not know is left
 // as it is (counted in `unknown`); the worker then keeps its own chain short by writing full snapshots itself,
-// which it decides from the ChainInfo each put returns (runtime/worker.cc).
+// which it decides from the ChainInfo each put returns (runtime/worker.cc). So is the chain of an operator whose
+// deltas cost a replay of their items to apply (Operator::store_compacts_deltas false, counted in `left_to_worker`):
+// writing a full snapshot from the live state costs the worker less than the replay would cost the store.
 #pragma once
 
 #include <condition_variable>
@@ -60,6 +62,7 @@ struct CompactorCounters {
   std::uint64_t unknown = 0;            // chains left alone: their operator could not be rebuilt
   std::uint64_t failures = 0;           // chains left alone: a record did not decode or the operator failed
   std::uint64_t checkpoint_chains = 0;  // chains left alone: checkpoint mode's (records of several checkpoints)
+  std::uint64_t left_to_worker = 0;     // chains left alone: deltas applied by replay (!store_compacts_deltas)
 };
 
 // Runs compactions on a thread of its own, for the workers notify() names. Thread-safe.

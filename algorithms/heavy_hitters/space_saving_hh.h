@@ -65,6 +65,8 @@ class SpaceSavingHeavyHitters final : public Operator {
   void mark_backed_up() override;
   void restore_full(ByteReader& in) override;
   void apply_delta(ByteReader& in) override;
+  // A log delta is applied by replaying its updates: a store compacting the chain would do the summary's work again.
+  bool store_compacts_deltas() const override { return false; }
   void on_recovered(const RecoveryInfo& info) override;
   // A lower bound of divergence() computed from the two states alone (proofs/space-saving.md, §2): over the keys
   // monitored here, count - count' when the other state monitors the key with the error it would have if the key had

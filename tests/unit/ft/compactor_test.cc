@@ -29,7 +29,7 @@ namespace afs {
 namespace {
 
 // A user operator as any other: n counters (parameter n), item.value added to counter key % n.
-class Slots final : public Operator {
+class Slots : public Operator {
  public:
   explicit Slots(const Params& p) : slots_(static_cast<std::size_t>(p.get_uint("n", 64)), Metric::MaxAbs) {}
   void process(const Item& item, Emitter&) override { slots_.add(item.key % slots_.size(), item.value); }
@@ -275,6 +275,40 @@ TEST(ChainCompactor, LeavesCheckpointChainsAlone) {
   EXPECT_EQ(compactor.counters().checkpoint_chains, 1u);
   EXPECT_EQ(compactor.counters().compactions, 0u);
   EXPECT_EQ(reports, 0);
+}
+
+// An operator whose deltas are applied by replaying their items (Operator::store_compacts_deltas false): the
+// compactor leaves its chain to the worker, silently, once per chain, and compacts others as before.
+TEST(ChainCompactor, LeavesChainsWhoseDeltasAreReplaysToTheWorker) {
+  struct Replayed final : Slots {
+    using Slots::Slots;
+    bool store_compacts_deltas() const override { return false; }
+  };
+  Registry reg;
+  reg.add_operator("slots", "test counters whose deltas are replays",
+                   [](const Params& p, const InstanceInfo&) { return std::make_unique<Replayed>(p); });
+  MemoryStore store;
+  int reports = 0;
+  ChainCompactor compactor(store, maker(reg), CompactionPolicy{1.0, 2}, [&](int, const std::string&) { ++reports; });
+  Writer w(8);
+  compactor.notify(3, store.put_state(3, true, w.record(true), {}));
+  for (int i = 0; i < 10; ++i) {
+    w.feed(20);
+    compactor.notify(3, store.put_state(3, false, w.record(false), {}));
+    compactor.wait_idle();
+  }
+  EXPECT_EQ(store.state_chain(3).size(), 11u);  // untouched
+  EXPECT_EQ(compactor.counters().left_to_worker, 1u);
+  EXPECT_EQ(compactor.counters().compactions, 0u);
+  EXPECT_EQ(reports, 0);
+  // A new full record starts a new chain: looked at again (once), left again.
+  compactor.notify(3, store.put_state(3, true, w.record(true), {}));
+  for (int i = 0; i < 3; ++i) {
+    w.feed(20);
+    compactor.notify(3, store.put_state(3, false, w.record(false), {}));
+    compactor.wait_idle();
+  }
+  EXPECT_EQ(compactor.counters().left_to_worker, 2u);
 }
 
 // The race: the chain is read, then a full backup replaces it before the compacted record is swapped in.
