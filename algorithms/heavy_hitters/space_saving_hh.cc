@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -172,10 +171,8 @@ void SpaceSavingHeavyHitters::apply_delta(ByteReader& in) {
                       std::to_string(to));
   const auto kind = in.get<std::uint8_t>("space-saving-hh delta kind");
   if (kind == kLogDelta) {
-    const auto bytes = in.get_array_bytes<Logged>("space-saving-hh delta updates");
+    const auto log = in.get_array<Logged>("space-saving-hh delta updates");
     in.expect_end("space-saving-hh delta");
-    std::vector<Logged> log(bytes.size() / sizeof(Logged));
-    if (!log.empty()) std::memcpy(log.data(), bytes.data(), bytes.size());
     if (static_cast<std::uint64_t>(to - from) != log.size()) {
       throw FormatError("space-saving-hh delta: " + std::to_string(log.size()) + " updates for items " +
                         std::to_string(from) + ".." + std::to_string(to));
@@ -205,10 +202,8 @@ void SpaceSavingHeavyHitters::apply_delta(ByteReader& in) {
   if (kind != kReplacingDelta) throw FormatError("space-saving-hh delta: unknown kind " + std::to_string(kind));
   const auto total = checked_nonnegative(in.get<std::int64_t>("space-saving-hh total"), "total");
   const auto floor = checked_nonnegative(in.get<std::int64_t>("space-saving-hh floor"), "floor");
-  const auto bytes = in.get_array_bytes<SpaceSaving::Entry>("space-saving-hh delta entries");
+  const auto set = in.get_array<SpaceSaving::Entry>("space-saving-hh delta entries");
   in.expect_end("space-saving-hh delta");
-  std::vector<SpaceSaving::Entry> set(bytes.size() / sizeof(SpaceSaving::Entry));
-  if (!set.empty()) std::memcpy(set.data(), bytes.data(), bytes.size());
   if (set.size() > summary_.capacity()) {
     throw FormatError("space-saving-hh delta: " + std::to_string(set.size()) + " entries for capacity " +
                       std::to_string(summary_.capacity()));

@@ -234,6 +234,17 @@ TEST(ChainCompactor, KeepsRocksDbChainsShort) {
   keeps_chains_short(store);
 }
 
+// Puts a full record, then `deltas` deltas with items fed in between, into worker's chain, as a worker does, with
+// the compactor told of each put and given time to act on it.
+void put_chain(ChainCompactor& compactor, MemoryStore& store, Writer& w, int worker, int deltas) {
+  compactor.notify(worker, store.put_state(worker, true, w.record(true), {}));
+  for (int i = 0; i < deltas; ++i) {
+    w.feed(20);
+    compactor.notify(worker, store.put_state(worker, false, w.record(false), {}));
+    compactor.wait_idle();
+  }
+}
+
 TEST(ChainCompactor, LeavesChainsOfUnknownOperatorsAloneAndSaysWhy) {
   MemoryStore store;
   const Registry empty;
@@ -245,12 +256,7 @@ TEST(ChainCompactor, LeavesChainsOfUnknownOperatorsAloneAndSaysWhy) {
     ++reports;
   });
   Writer w(5);
-  compactor.notify(4, store.put_state(4, true, w.record(true), {}));
-  for (int i = 0; i < 10; ++i) {
-    w.feed(20);
-    compactor.notify(4, store.put_state(4, false, w.record(false), {}));
-    compactor.wait_idle();
-  }
+  put_chain(compactor, store, w, 4, 10);
   EXPECT_EQ(store.state_chain(4).size(), 11u);  // untouched
   EXPECT_EQ(compactor.counters().unknown, 1u);  // given up once for this chain, not at every put
   EXPECT_EQ(reports.load(), 1);
@@ -291,23 +297,13 @@ TEST(ChainCompactor, LeavesChainsWhoseDeltasAreReplaysToTheWorker) {
   int reports = 0;
   ChainCompactor compactor(store, maker(reg), CompactionPolicy{1.0, 2}, [&](int, const std::string&) { ++reports; });
   Writer w(8);
-  compactor.notify(3, store.put_state(3, true, w.record(true), {}));
-  for (int i = 0; i < 10; ++i) {
-    w.feed(20);
-    compactor.notify(3, store.put_state(3, false, w.record(false), {}));
-    compactor.wait_idle();
-  }
+  put_chain(compactor, store, w, 3, 10);
   EXPECT_EQ(store.state_chain(3).size(), 11u);  // untouched
   EXPECT_EQ(compactor.counters().left_to_worker, 1u);
   EXPECT_EQ(compactor.counters().compactions, 0u);
   EXPECT_EQ(reports, 0);
   // A new full record starts a new chain: looked at again (once), left again.
-  compactor.notify(3, store.put_state(3, true, w.record(true), {}));
-  for (int i = 0; i < 3; ++i) {
-    w.feed(20);
-    compactor.notify(3, store.put_state(3, false, w.record(false), {}));
-    compactor.wait_idle();
-  }
+  put_chain(compactor, store, w, 3, 3);
   EXPECT_EQ(compactor.counters().left_to_worker, 2u);
 }
 
