@@ -1,9 +1,9 @@
 // Unit tests of the Space-Saving heavy-hitter operator (algorithms/heavy_hitters/space_saving_hh.h): the conformance
 // kit (with and without the replacing delta), divergence against a brute-force recomputation of its sketch and the
-// largest weight one key received since the last backup, a log delta applied once and only to its base,
-// backup/restore/continue equal to an uninterrupted run, the compensation of Theorem SS (exact amount, once per
-// failure, kept in the snapshot) and a simulated failure it covers, copies partitioned by key whose reports, unioned,
-// miss no heavy hitter, and bad input.
+// largest weight one key received since the last backup, a log delta applied once and only to its base (and carrying
+// the failure count of a recovery that added nothing), backup/restore/continue equal to an uninterrupted run, the
+// compensation of Theorem SS (exact amount, once per failure, kept in the snapshot) and a simulated failure it covers,
+// copies partitioned by key whose reports, unioned, miss no heavy hitter, and bad input.
 #include "algorithms/heavy_hitters/space_saving_hh.h"
 
 #include <gtest/gtest.h>
@@ -171,6 +171,50 @@ TEST(SpaceSavingHh, ALogDeltaAppliesOnceAndOnlyToTheStateItFollows) {
   ByteReader r(delta);
   EXPECT_THROW(behind.apply_delta(r), FormatError);
   EXPECT_EQ(full_of(behind), before);
+}
+
+// A recovery whose measured loss is 0 adds nothing but counts its failure as compensated; the log delta after it
+// carries that count onto the backup it follows (CI, 2026-12-01: the chain's restore refused such a delta).
+TEST(SpaceSavingHh, ALogDeltaAfterARecoveryThatAddedNothingCarriesItsFailureCount) {
+  const auto items = zipf_items(6, Weights::Unit, 200);
+  const Params p = ss_params(Weights::Unit, 1e12, 64);
+  SpaceSavingHeavyHitters op(p), copy(p);
+  NullEmitter out;
+  for (std::size_t i = 0; i < 100; ++i) op.process(items[i], out);
+  const auto base = full_of(op);
+  op.mark_backed_up();
+  RecoveryInfo nothing_lost = recovery({1000.75}, {3}, 1);
+  nothing_lost.missing_by_failure = {std::uint64_t{0}};
+  nothing_lost.residual_by_failure = {0};
+  op.on_recovered(nothing_lost);
+  ASSERT_EQ(op.compensation(), 0);
+  ASSERT_EQ(op.compensated_failures(), 1);
+  for (std::size_t i = 100; i < 140; ++i) op.process(items[i], out);
+  ByteWriter w;
+  op.snapshot_delta(w);
+  const auto delta = w.take();
+  ASSERT_LT(delta.size(), 41 * 16 + 64u);  // a log, not a replacing delta
+  ByteReader rb(base);
+  copy.restore_full(rb);
+  ByteReader rd(delta);
+  copy.apply_delta(rd);
+  EXPECT_EQ(copy.compensated_failures(), 1);
+  EXPECT_EQ(full_of(copy), full_of(op));
+  copy.on_recovered(nothing_lost);  // the same failure again: nothing more
+  EXPECT_EQ(full_of(copy), full_of(op));
+
+  // A log delta cannot take a failure count back, nor carry a compensation its updates do not contain.
+  SpaceSavingHeavyHitters ahead(p);
+  for (std::size_t i = 0; i < 100; ++i) ahead.process(items[i], out);
+  ahead.mark_backed_up();
+  RecoveryInfo two = recovery({1000.75, 500.375}, {3, 1}, 1);
+  two.missing_by_failure = {std::uint64_t{0}, std::uint64_t{0}};
+  two.residual_by_failure = {0, 0};
+  ahead.on_recovered(two);
+  const auto before = full_of(ahead);
+  ByteReader again(delta);
+  EXPECT_THROW(ahead.apply_delta(again), FormatError);
+  EXPECT_EQ(full_of(ahead), before);
 }
 
 // DESIGN.md section 9: restore the first full snapshot, apply every later delta, continue: the same state (bytes) and
