@@ -413,7 +413,6 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
     throw FormatError("sgd-learner: the delta keeps " + std::to_string(t.kept) + " trace entries but the state holds " +
                       std::to_string(trace_moved_.count()));
   }
-  // Checked in O(entries), with marks that are cleared again (sorting them was a third of a KDD-like restore).
   const std::size_t n = trace_moved_.slots();
   for (const auto i : t.indices) {
     if (i >= n) {
@@ -421,15 +420,21 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
                         " trace slots)");
     }
   }
-  if (trace_seen_.size() != n) trace_seen_.assign(n, 0);
-  std::size_t k = 0;
-  for (; k < t.indices.size() && !trace_seen_[t.indices[k]] && !(t.kept != 0 && trace_moved_.is_dirty(t.indices[k]));
-       ++k) {
-    trace_seen_[t.indices[k]] = 1;
-  }
-  for (std::size_t j = 0; j < k; ++j) trace_seen_[t.indices[j]] = 0;
-  if (k < t.indices.size()) throw FormatError("sgd-learner: trace entry " + std::to_string(t.indices[k]) + " repeated");
+  // That no entry is repeated (nor, in a delta that keeps entries, already held) is checked by adopt_trace, which
+  // inserts them all or none: one pass over the scattered slots instead of a check and an insertion.
   return t;
+}
+
+// The trace's entries as read_trace_bases returned them: the list starts again (kept 0) or grows. Throws FormatError,
+// with the state as it was, when an entry is repeated or already held.
+void SgdLearnerOperator::adopt_trace(TraceBases& trace) {
+  std::pair<std::vector<std::uint32_t>, std::vector<double>> old;  // the list that starts again, to put back
+  if (trace.kept == 0) old = trace_moved_.take_all();
+  const std::size_t bad = trace_moved_.insert_clean(trace.indices, trace.bases);
+  if (bad == trace.indices.size()) return;
+  (void)trace_moved_.insert_clean(old.first, old.second);
+  throw FormatError("sgd-learner: trace entry " + std::to_string(trace.indices[bad]) +
+                    (trace.kept == 0 ? " repeated" : " repeated or already held"));
 }
 
 struct SgdLearnerOperator::Scalars {
@@ -455,14 +460,14 @@ SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
   return s;
 }
 
-// Applies what restore_full / apply_delta read and checked; cannot fail. The weights are not copied (a restore
-// applies up to ft.full-backup-every deltas: a copy each made it O(chain x weights)).
+// Applies what restore_full / apply_delta read and checked; only the trace's entries can still be refused (a
+// FormatError from adopt_trace, before anything changes). The weights are not copied (a restore applies up to
+// ft.full-backup-every deltas: a copy each made it O(chain x weights)).
 void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector::Delta&& weights, TrackedVector::Delta&& sum_sq,
                                TraceBases&& trace) {
+  adopt_trace(trace);  // first: the one step that can refuse, with nothing changed
   weights_.apply_delta(std::move(weights));
   sum_sq_.apply_delta(std::move(sum_sq));
-  if (trace.kept == 0) trace_moved_.clear();
-  for (std::size_t k = 0; k < trace.indices.size(); ++k) (void)trace_moved_.base_for(trace.indices[k], trace.bases[k]);
   trace_backed_ = trace_moved_.count();  // the restored state is the backup
   trace_ = std::move(s.trace);
   opt_.t = s.t;

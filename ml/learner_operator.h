@@ -148,6 +148,7 @@ class SgdLearnerOperator final : public Operator {
   // Takes a snapshot's parts, all read and checked (restore_full and apply_delta are all or nothing).
   struct TraceBases;  // the moved entries' values at the last trace point, as read from a snapshot
   TraceBases read_trace_bases(ByteReader& in, bool delta);
+  void adopt_trace(TraceBases& trace);
   void write_trace_bases(ByteWriter& out, std::size_t kept) const;
   void adopt(Scalars&& s, TrackedVector::Delta&& weights, TrackedVector::Delta&& sum_sq, TraceBases&& trace);
   void write_scalars(ByteWriter& out) const;
@@ -178,7 +179,6 @@ class SgdLearnerOperator final : public Operator {
   DirtySlots<double> trace_moved_{0};
   std::size_t trace_backed_ = 0;  // how many of trace_moved_'s entries the last backup holds
   // Scratch (not state).
-  std::vector<std::uint8_t> trace_seen_;  // read_trace_bases: the entries met so far (all 0 between calls)
   Example x_;
   SparseVector step_;
   std::vector<std::pair<std::uint32_t, double>> merged_;

@@ -172,7 +172,12 @@ void TrackedVector::apply_delta(Delta&& d) {
     values_.swap(d.values);
   } else {
     assert(d.indices.size() == d.entries.size());
-    for (std::size_t k = 0; k < d.indices.size(); ++k) values_[d.indices[k]] = d.entries[k];
+    // The indices are scattered over the vector (2 MB for 2^18 weights): prefetch ahead of the stores.
+    constexpr std::size_t kAhead = 16;
+    for (std::size_t k = 0; k < d.indices.size(); ++k) {
+      if (k + kAhead < d.indices.size()) __builtin_prefetch(&values_[d.indices[k + kAhead]], 1);
+      values_[d.indices[k]] = d.entries[k];
+    }
   }
   mark_backed_up();
 }

@@ -2,11 +2,17 @@
 // each learner and optimizer on dense 28-feature examples (HIGGS-like) and on sparse examples with 40 active features
 // hashed into 2^18 weights. Examples are pre-generated so only the learner is timed. BM_SgdLearnerProcess times the
 // `sgd-learner` operator as the learn job runs it (the example fetched from its dataset by index, the step clipped,
-// the weights tracked for backups), with BM_ExampleFetch the fetch alone.
+// the weights tracked for backups), with BM_ExampleFetch the fetch alone. BM_RestoreSgdLearner times a learner's
+// restore from a chain as the learn job writes it (a full snapshot, then a delta every 4,096 examples, a trace point
+// every 5,000): the failure-time cost that the convergence delay of issue 5 pays once per failure.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "afstream/core/bytes.h"
 #include "afstream/core/operator.h"
 #include "afstream/core/params.h"
 #include "ml/generators.h"
@@ -127,6 +133,51 @@ void BM_SgdLearnerProcess(benchmark::State& state) {
   state.SetLabel(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28");
 }
 BENCHMARK(BM_SgdLearnerProcess)->Arg(0)->Arg(1);
+
+// Arguments: kdd (0/1), deltas after the full snapshot. The learn job's copy of 1e6 examples: trace-every 5000,
+// ft.replay-items-max 4096, a full snapshot once the deltas weigh 4 times one (12-16 records on the KDD-like set).
+void BM_RestoreSgdLearner(benchmark::State& state) {
+  const bool kdd = state.range(0) != 0;
+  const auto deltas = static_cast<int>(state.range(1));
+  afs::Params p = learn_job_params(kdd);
+  p.set("trace-every", std::int64_t{5000}).set("trace-clock", "off");
+  afs::ml::SgdLearnerOperator op(p, {});
+  DiscardingEmitter out;
+  std::uint64_t n = 0;
+  auto feed = [&](std::uint64_t count) {
+    for (std::uint64_t i = 0; i < count; ++i, ++n) op.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
+  };
+  auto record = [&](bool full) {
+    afs::ByteWriter w;
+    full ? op.snapshot_full(w) : op.snapshot_delta(w);
+    op.mark_backed_up();
+    return w.take();
+  };
+  feed(100000);
+  std::vector<std::vector<std::uint8_t>> chain{record(true)};
+  std::size_t bytes = chain[0].size();
+  for (int d = 0; d < deltas; ++d) {
+    feed(4096);
+    chain.push_back(record(false));
+    bytes += chain.back().size();
+  }
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto restored = std::make_unique<afs::ml::SgdLearnerOperator>(p, afs::InstanceInfo{});
+    state.ResumeTiming();
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+      afs::ByteReader r(chain[i]);
+      i == 0 ? restored->restore_full(r) : restored->apply_delta(r);
+    }
+    benchmark::DoNotOptimize(restored.get());
+    state.PauseTiming();
+    restored.reset();
+    state.ResumeTiming();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
+  state.SetLabel(std::to_string(chain.size()) + " records, " + std::to_string(bytes >> 20) + " MB");
+}
+BENCHMARK(BM_RestoreSgdLearner)->Args({0, 12})->Args({1, 0})->Args({1, 12})->Unit(benchmark::kMillisecond);
 
 void BM_ExampleFetch(benchmark::State& state) {
   const bool kdd = state.range(0) != 0;

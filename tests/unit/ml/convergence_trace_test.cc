@@ -128,6 +128,23 @@ TEST(ConvergenceTrace, SurvivesSnapshotAndRestore) {
   EXPECT_EQ(b.trace(), a.trace());
 }
 
+// A backup of op as a worker takes it (the snapshot, then mark_backed_up), and a full snapshot alone.
+std::vector<std::uint8_t> backup_of(SgdLearnerOperator& op, bool full) {
+  ByteWriter w;
+  if (full) {
+    op.snapshot_full(w);
+  } else {
+    op.snapshot_delta(w);
+  }
+  op.mark_backed_up();
+  return w.take();
+}
+std::vector<std::uint8_t> full_snapshot(const SgdLearnerOperator& op) {
+  ByteWriter w;
+  op.snapshot_full(w);
+  return w.take();
+}
+
 // A backup ends with the trace's moved entries: u64 kept (entries of the state it applies to that stay), u64 count,
 // count u32 indices, u64 count, count doubles.
 struct TraceTail {
@@ -267,16 +284,7 @@ TEST(ConvergenceTrace, DeltasCarryTheEntriesMovedSinceTheLastBackup) {
   const Params p = traced("kdd", "sgd", 100);
   SgdLearnerOperator a(p, {});
   RecordingEmitter out;
-  const auto backup = [&](bool full) {
-    ByteWriter w;
-    if (full) {
-      a.snapshot_full(w);
-    } else {
-      a.snapshot_delta(w);
-    }
-    a.mark_backed_up();
-    return w.take();
-  };
+  const auto backup = [&](bool full) { return backup_of(a, full); };
   for (const auto& item : indices(0, 150)) a.process(item, out);
   const auto full = backup(true);
   const auto at_full = trace_tail(full).count;  // entries moved in examples 100..149
@@ -305,18 +313,13 @@ TEST(ConvergenceTrace, DeltasCarryTheEntriesMovedSinceTheLastBackup) {
   }
   // The restored list is the original's before anything is processed (d3 started it again: its entries wait in b
   // until the list is used, here by a snapshot).
-  const auto full_of = [](const SgdLearnerOperator& op) {
-    ByteWriter w;
-    op.snapshot_full(w);
-    return w.take();
-  };
-  EXPECT_EQ(full_of(b), full_of(a));
+  EXPECT_EQ(full_snapshot(b), full_snapshot(a));
   for (const auto& item : indices(210, 320)) {
     a.process(item, out);
     b.process(item, out);
   }
   EXPECT_EQ(b.trace(), a.trace());
-  EXPECT_EQ(full_of(b), full_of(a));
+  EXPECT_EQ(full_snapshot(b), full_snapshot(a));
   ASSERT_EQ(a.trace().size(), 3u);
   // A delta applied to a state that does not hold the entries it keeps: d2 right after the full snapshot.
   SgdLearnerOperator c(p, {});
@@ -340,6 +343,52 @@ TEST(ConvergenceTrace, DeltasCarryTheEntriesMovedSinceTheLastBackup) {
     c.apply_delta(r);
   }
   EXPECT_EQ(c.trace().size(), 1u);
+}
+
+// A delta's trace entries are inserted all or none: one that repeats an entry the state holds (a delta that keeps
+// the list) or another entry of the same delta (one that starts it again) is a FormatError naming it, and the state,
+// trace entries included, is what it was (the list that started again is put back).
+TEST(ConvergenceTrace, RefusedTraceEntriesOfADeltaLeaveTheStateAsItWas) {
+  const Params p = traced("kdd", "sgd", 100);
+  SgdLearnerOperator a(p, {});
+  RecordingEmitter out;
+  const auto backup = [&](bool full) { return backup_of(a, full); };
+  for (const auto& item : indices(0, 150)) a.process(item, out);
+  const auto full = backup(true);
+  for (const auto& item : indices(150, 160)) a.process(item, out);
+  const auto d1 = backup(false);                                    // keeps the list
+  for (const auto& item : indices(160, 210)) a.process(item, out);  // a trace point at 200
+  const auto d2 = backup(false);                                    // starts it again
+  const auto tf = trace_tail(full), t1 = trace_tail(d1), t2 = trace_tail(d2);
+  ASSERT_GT(t1.kept, 0u);
+  ASSERT_GT(t1.count, 0u);
+  ASSERT_EQ(t2.kept, 0u);
+  ASSERT_GE(t2.count, 2u);
+  SgdLearnerOperator b(p, {});
+  ByteReader rf(full);
+  b.restore_full(rf);
+  const auto refused = [&](std::vector<std::uint8_t> corrupt, const std::string& what) {
+    const auto before = full_snapshot(b);
+    ByteReader r(corrupt);
+    try {
+      b.apply_delta(r);
+      ADD_FAILURE() << "accepted a trace entry " << what;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(full_snapshot(b), before) << what;
+  };
+  auto held = d1;  // its first new entry is the full snapshot's first
+  std::memcpy(held.data() + t1.first, full.data() + tf.first, 4);
+  refused(held, "already held");
+  ByteReader r1(d1);
+  b.apply_delta(r1);
+  auto repeated = d2;  // its last entry is its first again
+  std::memcpy(repeated.data() + t2.first + 4 * (t2.count - 1), repeated.data() + t2.first, 4);
+  refused(repeated, "repeated");
+  ByteReader r2(d2);
+  b.apply_delta(r2);
+  EXPECT_EQ(full_snapshot(b), full_snapshot(a));
 }
 
 }  // namespace
