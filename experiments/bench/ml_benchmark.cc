@@ -179,6 +179,17 @@ void BM_RestoreSgdLearner(benchmark::State& state) {
 }
 BENCHMARK(BM_RestoreSgdLearner)->Args({0, 12})->Args({1, 0})->Args({1, 12})->Unit(benchmark::kMillisecond);
 
+// What a restarted learner pays before its restore: constructing the operator (its dataset and its weights).
+void BM_ConstructSgdLearner(benchmark::State& state) {
+  afs::Params p = learn_job_params(state.range(0) != 0);
+  p.set("trace-every", std::int64_t{5000}).set("trace-clock", "off");
+  for (auto _ : state) {
+    afs::ml::SgdLearnerOperator op(p, {});
+    benchmark::DoNotOptimize(&op);
+  }
+}
+BENCHMARK(BM_ConstructSgdLearner)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
 void BM_ExampleFetch(benchmark::State& state) {
   const bool kdd = state.range(0) != 0;
   const auto data = afs::ml::dataset_from(learn_job_params(kdd));
