@@ -387,8 +387,8 @@ void SgdLearnerOperator::mark_backed_up() {
 // up several times per trace point, wrote 278 MB of backups instead of 468 MB, and its restores re-insert fewer.
 struct SgdLearnerOperator::TraceBases {
   std::uint64_t kept = 0;
-  std::vector<std::uint32_t> indices;
-  std::vector<double> bases;
+  ArrayView<std::uint32_t> indices;  // in place in the backup read: adopted while its buffer lives
+  ArrayView<double> bases;
 };
 
 void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept) const {
@@ -401,8 +401,8 @@ void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept) co
 SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& in, bool delta) {
   TraceBases t;
   t.kept = in.get<std::uint64_t>("sgd-learner trace entries kept");
-  t.indices = in.get_array<std::uint32_t>("sgd-learner trace entries");
-  t.bases = in.get_array<double>("sgd-learner trace values");
+  t.indices = in.get_array_view<std::uint32_t>("sgd-learner trace entries");
+  t.bases = in.get_array_view<double>("sgd-learner trace values");
   if (t.indices.size() != t.bases.size()) {
     throw FormatError("sgd-learner: " + std::to_string(t.indices.size()) + " trace entries but " +
                       std::to_string(t.bases.size()) + " values");
@@ -414,8 +414,8 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
                       std::to_string(trace_moved_.count()));
   }
   const std::size_t n = trace_moved_.slots();
-  for (const auto i : t.indices) {
-    if (i >= n) {
+  for (std::size_t k = 0; k < t.indices.size(); ++k) {
+    if (const std::uint32_t i = t.indices[k]; i >= n) {
       throw FormatError("sgd-learner: trace entry " + std::to_string(i) + " out of range (" + std::to_string(n) +
                         " trace slots)");
     }

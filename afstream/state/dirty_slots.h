@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <utility>
 #include <vector>
 
@@ -40,7 +39,9 @@ class DirtySlots {
   // dirty; otherwise the position of the first index that was dirty already or repeated, with the slots as before
   // the call. The indices are scattered over the table, so each lookup would miss the cache: the loop prefetches
   // ahead (a KDD-like learner's restore spent a third of its time waiting on these lookups).
-  std::size_t insert_clean(std::span<const std::uint32_t> indices, std::span<const T> bases) {
+  // Indices and Bases: anything with size() and operator[] (vectors, or ArrayViews of a backup in place).
+  template <typename Indices, typename Bases>
+  std::size_t insert_clean(const Indices& indices, const Bases& bases) {
     const std::size_t before = idx_.size();
     reserve_more(indices.size());
     for (std::size_t k = 0; k < indices.size(); ++k) {

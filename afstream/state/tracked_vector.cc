@@ -151,14 +151,14 @@ TrackedVector::Delta TrackedVector::read_delta(ByteReader& r) const {
     throw FormatError(std::string(what) + ": unknown delta mode " + std::to_string(mode) +
                       " (expected 0 = sparse or 1 = full copy)");
   }
-  d.indices = r.get_array<std::uint32_t>(what);
-  d.entries = r.get_array<double>(what);
+  d.indices = r.get_array_view<std::uint32_t>(what);
+  d.entries = r.get_array_view<double>(what);
   if (d.indices.size() != d.entries.size()) {
     throw FormatError(std::string(what) + ": " + std::to_string(d.indices.size()) + " indices but " +
                       std::to_string(d.entries.size()) + " values");
   }
-  for (const std::uint32_t i : d.indices) {
-    if (i >= n) {
+  for (std::size_t k = 0; k < d.indices.size(); ++k) {
+    if (const std::uint32_t i = d.indices[k]; i >= n) {
       throw FormatError(std::string(what) + ": entry index " + std::to_string(i) + " out of range (size " +
                         std::to_string(n) + ")");
     }

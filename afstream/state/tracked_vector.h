@@ -82,9 +82,11 @@ class TrackedVector {
   // O(changed entries), or O(n) for a full-copy delta.
   struct Delta {
     bool full_copy = false;
-    Eigen::VectorXd values;              // full copy: all n values
-    std::vector<std::uint32_t> indices;  // sparse: all < size()
-    std::vector<double> entries;         // sparse: the values at indices
+    Eigen::VectorXd values;  // full copy: all n values
+    // Sparse: the indices (all < size()) and the values at them, in place in the payload read_delta read: apply the
+    // delta while that buffer lives.
+    ArrayView<std::uint32_t> indices;
+    ArrayView<double> entries;
   };
   Delta read_delta(ByteReader& r) const;
   Delta read_full_values(ByteReader& r) const;  // a write_full payload, read and checked as a full-copy Delta
