@@ -95,16 +95,19 @@ class DirtySlots {
     if (idx_.size() > pos_.size() / 8) {
       std::fill(pos_.begin(), pos_.end(), 0u);
     } else {
-      for (std::size_t k = 0; k < idx_.size(); ++k) {
-        if (k + kPrefetchAhead < idx_.size()) __builtin_prefetch(&pos_[idx_[k + kPrefetchAhead]], 1);
-        pos_[idx_[k]] = 0;
-      }
+      clean_from(0);
     }
   }
-
+  // The slots of the dirty entries from the n-th on are 0 (the lists unchanged).
+  void clean_from(std::size_t n) {
+    for (std::size_t k = n; k < idx_.size(); ++k) {
+      if (k + kPrefetchAhead < idx_.size()) __builtin_prefetch(&pos_[idx_[k + kPrefetchAhead]], 1);
+      pos_[idx_[k]] = 0;
+    }
+  }
   // Every slot made dirty after the first n is clean again.
   void truncate(std::size_t n) {
-    for (std::size_t k = n; k < idx_.size(); ++k) pos_[idx_[k]] = 0;
+    clean_from(n);
     idx_.resize(n);
     base_.resize(n);
   }
