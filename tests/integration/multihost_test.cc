@@ -49,6 +49,9 @@ const std::vector<std::string> kJob = {"--job",      "heavy-hitters", "--hh.keys
                                        "--ft.gamma", "100",           "--quiet"};
 const std::string kShortJob = "400000";   // items: a run of a second or two
 const std::string kLongJob = "20000000";  // items: long enough to kill a worker in the middle (several seconds)
+// The controller's heartbeat timeout in these tests: long enough that a loaded 2-core machine does not take a live
+// worker for failed (at 1 s, a run beside other tests' processes replaced a worker it had wrongly marked down).
+constexpr auto kHeartbeatTimeout = std::chrono::milliseconds(3000);
 
 // Runs a shell command quietly; its exit status.
 int sh(const std::string& cmd) {
@@ -256,8 +259,8 @@ class AcrossHosts {
     std::vector<std::string> argv{AFS_BINARY, "controller"};
     for (const auto& a : job_args(items)) argv.push_back(a);
     argv.insert(argv.end(), {"--controller.bind", "tcp://" + a_.ip, "--controller.remote-workers", "1,2",
-                             "--controller.register-timeout-ms", "30000", "--process.heartbeat-timeout-ms", "1000",
-                             "--out", (dir_ / "out").string()});
+                             "--controller.register-timeout-ms", "30000", "--process.heartbeat-timeout-ms",
+                             std::to_string(kHeartbeatTimeout.count()), "--out", (dir_ / "out").string()});
     argv.insert(argv.end(), extra.begin(), extra.end());
     controller_ = procs_.start(a_.run(argv), log("controller"));
     ASSERT_GT(controller_, 0);
@@ -375,7 +378,7 @@ TEST(MultiHostLoopback, KilledRemoteWorkerIsRestartedByItsSupervisor) {
   expect_a_killed_remote_worker_to_be_restarted(kLoopback, kLoopback, t.path());
 }
 
-// Without a supervisor: the controller notices the silence (heartbeat timeout 1 s), marks the worker down and waits;
+// Without a supervisor: the controller notices the silence (kHeartbeatTimeout), marks the worker down and waits;
 // a worker started again by hand registers as its next incarnation.
 TEST(MultiHostLoopback, SilentRemoteWorkerIsMarkedDownAndItsNextIncarnationRegisters) {
   TempDir t;
@@ -387,7 +390,7 @@ TEST(MultiHostLoopback, SilentRemoteWorkerIsMarkedDownAndItsNextIncarnationRegis
   std::this_thread::sleep_for(700ms);
   ASSERT_EQ(::kill(w2, SIGKILL), 0);
   EXPECT_EQ(job.wait(w2, 5s), 128 + SIGKILL);
-  std::this_thread::sleep_for(1500ms);  // past the heartbeat timeout: marked down
+  std::this_thread::sleep_for(kHeartbeatTimeout + 500ms);  // past the heartbeat timeout: marked down
   const pid_t again = job.start_worker(2, "w2-again", false);
 
   ASSERT_EQ(job.wait_controller(), 0) << job.logs();
@@ -403,7 +406,7 @@ TEST(MultiHostLoopback, SilentRemoteWorkerIsMarkedDownAndItsNextIncarnationRegis
   const auto cols = split_csv(m[0].str().substr(1));
   const std::size_t at = column_of(header, "detect_ms");
   ASSERT_LT(at, cols.size()) << failures;
-  EXPECT_GE(std::stod(cols[at]), 1000.0) << "detect_ms: " << failures;
+  EXPECT_GE(std::stod(cols[at]), static_cast<double>(kHeartbeatTimeout.count())) << "detect_ms: " << failures;
   EXPECT_EQ(summary(job.out()).at("recall"), "1");
 }
 
