@@ -3,7 +3,9 @@
 with its own header because every job has its own scores), as Markdown.
 
 Throughput ratios are taken per round (each round runs every mode of a job back to back) and the median of the
-ratios is reported, which is robust to a noisy shared machine. Accuracy columns are medians over rounds."""
+ratios is reported, which is robust to a noisy shared machine. Where the rows carry cpu_s (the run's CPU seconds,
+since the fourteenth session), "CPU vs none" is the median of the per-round ratios of CPU time to none's: the cost
+of a mode in work done, steadier than wall time on a shared machine. Accuracy columns are medians over rounds."""
 import csv
 import io
 import statistics
@@ -41,18 +43,27 @@ def table(rows):
     label = rows[0]["label"]
     scores = [c for c in SHOWN if c in rows[0]]
     none = {r["round"]: float(r["items_per_s"]) for r in rows if r["config"] == "none" and r["failures"] == "0"}
+    cpu = "cpu_s" in rows[0]
+    none_cpu = {r["round"]: float(r["cpu_s"]) for r in rows
+                if cpu and r["config"] == "none" and r["failures"] == "0"}
     order = list(dict.fromkeys((r["config"], r["setting"], int(r["failures"])) for r in rows))
     print(f"### {label}")
     print()
-    print("| config | failures | items/s (median) | vs none (median of per-round ratios) | state backups | backup MB | "
-          + " | ".join(scores) + " |")
-    print("|---|---|---|---|---|---|" + "---|" * len(scores))
+    cpu_head = " CPU vs none (per-round ratios) |" if cpu else ""
+    print("| config | failures | items/s (median) | vs none (median of per-round ratios) |" + cpu_head +
+          " state backups | backup MB | " + " | ".join(scores) + " |")
+    print("|---|---|---|---|" + ("---|" if cpu else "") + "---|---|" + "---|" * len(scores))
     for config, setting, fails in order:
         rs = [r for r in rows if (r["config"], r["setting"], int(r["failures"])) == (config, setting, fails)]
         ratios = [float(r["items_per_s"]) / none[r["round"]] for r in rs if r["round"] in none and fails == 0]
         ratio = f"{100 * statistics.median(ratios):.0f}% ({', '.join(f'{100 * x:.0f}' for x in ratios)})" if ratios else "-"
+        cpu_cell = ""
+        if cpu:
+            cr = [float(r["cpu_s"]) / none_cpu[r["round"]] for r in rs if r["round"] in none_cpu and fails == 0]
+            cpu_cell = (f" {100 * statistics.median(cr):.0f}% ({', '.join(f'{100 * x:.0f}' for x in cr)}) |"
+                        if cr else " - |")
         name = config if config in ("none", "exact") else f"{config}: {setting.replace('--ft.mode approx ', '')}"
-        print(f"| {name} | {fails} | {med(rs, 'items_per_s'):.3g} | {ratio} | {med(rs, 'state_backups'):.0f} | "
+        print(f"| {name} | {fails} | {med(rs, 'items_per_s'):.3g} | {ratio} |{cpu_cell} {med(rs, 'state_backups'):.0f} | "
               f"{med(rs, 'backup_bytes') / 1e6:.1f} | " + " | ".join(fmt(c, med(rs, c)) for c in scores) + " |")
     print()
     print(f"{len(rows)} runs, {len(none)} rounds; medians over rounds.")

@@ -33,8 +33,8 @@ spec() {
     nexmark) echo "nexmark-hot-items|--job nexmark-hot-items|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
     join) echo "join (ripple join; 10% sample)|--job join|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
     distinct) echo "distinct (HyperLogLog)|--job distinct|--ft.theta 8 --ft.l 1e3|--ft.theta 4 --ft.l 100" ;;
-    wordcount) echo "wordcount (100 MB generated corpus)|--job wordcount --text.synthetic-bytes $TEXT_BYTES|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    grep) echo "grep (100 MB generated corpus)|--job grep --text.synthetic-bytes $TEXT_BYTES|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    wordcount) echo "wordcount ($((TEXT_BYTES / 1000000)) MB generated corpus)|--job wordcount --text.synthetic-bytes $TEXT_BYTES|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
+    grep) echo "grep ($((TEXT_BYTES / 1000000)) MB generated corpus)|--job grep --text.synthetic-bytes $TEXT_BYTES|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
     *) echo "jobs_table.sh: unknown job '$1' (expected hh, ss, nexmark, join, distinct, wordcount, grep)" >&2; exit 2 ;;
   esac
 }

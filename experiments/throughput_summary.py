@@ -3,7 +3,9 @@
 
 Ratios are computed within each round (every runtime and mode ran back to back on the same items) and the median
 of the per-round ratios is reported: vs none is against mode none on the same runtime, vs threads is against the
-same mode on the in-process runtime."""
+same mode on the in-process runtime. Where the rows carry cpu_s (the run's CPU seconds, this process and its reaped
+worker processes; since the fourteenth session), "CPU vs none" is the median of the per-round ratios of CPU time to
+none's on the same runtime: what a mode costs in work, steadier than wall time on a shared machine."""
 import csv
 import statistics
 import sys
@@ -19,20 +21,23 @@ def main(path):
     order = list(dict.fromkeys((r["runtime"], r["mode"]) for r in rows))
     med = lambda v: statistics.median(v) if v else float("nan")
 
-    def ratio(rs, other):
-        vals = [ips[(r["runtime"], r["mode"], r["round"])] / ips[other(r) + (r["round"],)] for r in rs
-                if other(r) + (r["round"],) in ips]
+    cpu = {(r["runtime"], r["mode"], r["round"]): float(r["cpu_s"]) for r in rows if r.get("cpu_s")}
+
+    def ratio(rs, other, of=ips):
+        vals = [of[(r["runtime"], r["mode"], r["round"])] / of[other(r) + (r["round"],)] for r in rs
+                if (r["runtime"], r["mode"], r["round"]) in of and other(r) + (r["round"],) in of]
         return f"{100 * med(vals):.0f}%" if vals else "-"
 
-    print("| runtime | mode | items/s (median) | vs none, same runtime | vs threads, same mode | state backups | "
-          "item backups | backup MB | backup MB/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| runtime | mode | items/s (median) | vs none, same runtime | vs threads, same mode | CPU vs none | "
+          "state backups | item backups | backup MB | backup MB/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for key in order:
         rs = by[key]
         col = lambda c: med([float(r[c]) for r in rs])
         mbps = med([float(r["backup_bytes"]) / 1e6 / float(r["seconds"]) for r in rs])
         print(f"| {key[0]} | {key[1]} | {col('items_per_s'):.3g} | {ratio(rs, lambda r: (r['runtime'], 'none'))} | "
-              f"{ratio(rs, lambda r: ('threads', r['mode']))} | {col('state_backups'):.0f} | "
+              f"{ratio(rs, lambda r: ('threads', r['mode']))} | {ratio(rs, lambda r: (r['runtime'], 'none'), cpu)} | "
+              f"{col('state_backups'):.0f} | "
               f"{col('item_backups'):.0f} | {col('backup_bytes') / 1e6:.0f} | {mbps:.0f} |")
     rounds = len({r["round"] for r in rows})
     print()

@@ -7,6 +7,7 @@
 // Errors become one line on stderr and a non-zero exit status.
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,6 +103,20 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const auto n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// User + system CPU seconds of this process and of its reaped children (a process runtime's workers and backup
+// server on this host; workers on other hosts are not counted). Taken around a run, it is the run's CPU time: on a
+// shared machine a steadier measure of a mode's cost than wall time, whose rounds move by tens of percent.
+double cpu_seconds() {
+  double s = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage u{};
+    if (getrusage(who, &u) != 0) continue;
+    s += static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  }
+  return s;
 }
 
 void usage() {
@@ -379,7 +394,9 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
                    static_cast<double>(m.backup_bytes) / 1e6, static_cast<unsigned long long>(m.failures));
     }
   };
+  const double cpu_start = cpu_seconds();
   const auto result = cluster.run(on_sample, std::chrono::milliseconds(1000));
+  const double cpu_s = cpu_seconds() - cpu_start;
   (void)t_start;
   const auto scores = job->evaluate(cluster, topology, opts.out_dir);
 
@@ -405,7 +422,8 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
                                    "recovery_ms_median",
                                    "trees_replayed",
                                    "latency_p50_ms",
-                                   "latency_p99_ms"};
+                                   "latency_p99_ms",
+                                   "cpu_s"};
   auto num = [](double v) {
     char b[64];
     std::snprintf(b, sizeof b, "%.6g", v);
@@ -427,6 +445,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   row["trees_replayed"] = std::to_string(result.trees_replayed);
   row["latency_p50_ms"] = num(afs::latency_quantile_ms(result.latency_buckets, 0.5));
   row["latency_p99_ms"] = num(afs::latency_quantile_ms(result.latency_buckets, 0.99));
+  row["cpu_s"] = num(cpu_s);
   if (cfg.mode == afs::FtMode::Checkpoint) {  // checkpoint mode's own metrics (RunResult)
     const std::pair<const char*, std::string> ckpt[] = {
         {"checkpoints", std::to_string(result.checkpoints)},

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/run_output.h"
@@ -102,10 +103,16 @@ TEST(Cli, RunWritesConfigMetricsAndSummary) {
   const auto summary = read(d.path() / "summary.csv");
   const std::string header = summary.substr(0, summary.find('\n'));
   for (auto col : {"job", "mode", "theta", "l", "gamma", "failures", "items", "seconds", "items_per_s", "state_backups",
-                   "item_backups", "backup_bytes", "recovery_ms_median", "precision", "recall", "are"}) {
+                   "item_backups", "backup_bytes", "recovery_ms_median", "cpu_s", "precision", "recall", "are"}) {
     EXPECT_NE(("," + header + ",").find(std::string(",") + col + ","), std::string::npos) << col;
   }
   EXPECT_EQ(lines(summary), 2);
+  // The run's CPU time: some work was done, and no more than every core of this machine can do in its wall time
+  // (with slack for what the run does around the timed part).
+  const auto s = afs::testing::summary(d.path());
+  const double cpu = std::stod(s.at("cpu_s")), wall = std::stod(s.at("seconds"));
+  EXPECT_GT(cpu, 0);
+  EXPECT_LE(cpu, (wall + 0.2) * std::thread::hardware_concurrency()) << "wall " << wall;
   EXPECT_NE(read(d.path() / "config.ini").find("ft.mode = approx"), std::string::npos);
   EXPECT_GE(lines(read(d.path() / "failures.csv")), 2);  // header + at least one recovery
 }
