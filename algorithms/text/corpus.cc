@@ -84,7 +84,11 @@ std::vector<Chunk> Corpus::chunks(const ChunkingOptions& o) const {
   if (o.chunk_bytes == 0) throw ConfigError("text.chunk-bytes: expected >= 1, got 0");
   if (o.max_line == 0) throw ConfigError("text.max-line: expected >= 1, got 0");
   std::vector<Chunk> out;
-  std::string block(65536, '\0');
+  // The line end after a cut point is usually a few dozen bytes on: each search reads a small block first and
+  // doubles it while no '\n' turns up (reading 64 KB at every cut point read the whole corpus again, 190 ms for
+  // 1 GB at every start and restart of a text source).
+  constexpr std::size_t kFirstRead = 512, kLargestRead = 65536;
+  std::string block(kLargestRead, '\0');
   for (std::uint32_t f = 0; f < files_.size(); ++f) {
     const auto size = files_[f].size;
     if (size == 0) continue;
@@ -96,6 +100,7 @@ std::vector<Chunk> Corpus::chunks(const ChunkingOptions& o) const {
       std::uint64_t end = size;
       std::uint64_t pos = start + o.chunk_bytes - 1;
       const std::uint64_t limit = start + max_chunk_length(o);  // the chunk may not end after this
+      std::size_t read_size = kFirstRead;
       while (pos < size) {
         if (pos >= limit) {
           throw InputError("text corpus: '" + path_of(f) + "': no line end within text.max-line (" +
@@ -103,7 +108,7 @@ std::vector<Chunk> Corpus::chunks(const ChunkingOptions& o) const {
                            std::to_string(start + o.chunk_bytes - 1) +
                            ": a longer line (a binary file?); raise text.max-line to accept it");
         }
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(block.size(), limit - pos));
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(read_size, limit - pos));
         const auto got = file.pread(block.data(), want, pos);
         if (got == 0) break;  // the file shrank: its end ends the chunk (read() reports it)
         const void* nl = std::memchr(block.data(), '\n', got);
@@ -112,6 +117,7 @@ std::vector<Chunk> Corpus::chunks(const ChunkingOptions& o) const {
           break;
         }
         pos += got;
+        read_size = std::min(read_size * 2, kLargestRead);
       }
       const auto chunk_len = end - start;
       out.push_back({f, start, chunk_len});

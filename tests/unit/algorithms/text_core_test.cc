@@ -168,6 +168,13 @@ TEST(TextCorpus, ChunksCoverEveryByteExactlyOnceAndEndAtLineEnds) {
   }
   write(d.path() / "g-empty.txt", "");
   write(d.path() / "h-newlines.txt", std::string(100, '\n'));
+  // Lines longer than the first read at a cut point (512 bytes), up to max_line: the search reads on in growing
+  // blocks, and a line end just past a block's end is found as well as one within it.
+  std::string long_lines;
+  for (const std::size_t n : {511, 512, 513, 700, 1023, 1024, 1025, 1500, 2047, 3000, 3999, 5, 3999}) {
+    long_lines += std::string(n, 'x') + '\n';
+  }
+  write(d.path() / "i-long-lines.txt", long_lines);
   const auto c = Corpus::list(d.str());
   for (const std::uint64_t cb : {1ull, 2ull, 7ull, 100ull, 4096ull, 1ull << 20}) {
     const ChunkingOptions o{.chunk_bytes = cb, .max_line = 4000};
