@@ -202,6 +202,50 @@ TEST(TextCli, FailuresStayWithinTheBound) {
   EXPECT_EQ(s["extra"], "0");
 }
 
+// The text jobs' run default ft.replay-items-max = 1024 (TextJob::run_defaults): the stateless workers fed by the
+// source make it commit its position, so a failure of all workers late in the run sends again at most about 1024
+// chunks per worker, not every chunk from the first. Given on the command line, the option wins (0: off).
+TEST(TextCli, AFailureLateInTheRunRepeatsAtMostTheReplayBound) {
+  TempDir d;
+  // 12 MB in 1 KB chunks: about 11,700 chunks, one failure of all workers after 80% of them.
+  const std::string common = " --text.synthetic-bytes 12000000 --text.synthetic-dir " + (d.path() / "syn").string() +
+                             " --text.chunk-bytes 1024 --runtime threads --ft.mode approx --fail.at 0.8"
+                             " --fail.target all --quiet --out ";
+  // The most any matcher processed again, and whether it was reported at all.
+  auto most_repeated = [](const fs::path& out) {
+    std::ifstream f(out / "failures.csv");
+    std::string line;
+    std::getline(f, line);
+    const auto header = afs::testing::split_csv(line);
+    const auto worker = afs::testing::column_of(header, "worker");
+    const auto repeated = afs::testing::column_of(header, "repeated_items");
+    long most = -1;
+    while (std::getline(f, line)) {
+      const auto cols = afs::testing::split_csv(line);
+      if (std::stoi(cols.at(worker)) == 1 || std::stoi(cols.at(worker)) == 2) {  // the matchers
+        most = std::max(most, std::stol(cols.at(repeated)));
+      }
+    }
+    return most;
+  };
+  const auto bounded = d.path() / "bounded";
+  auto r = run("run --job grep --grep.pattern e" + common + bounded.string(), d.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(slurp(bounded / "config.ini").find("ft.replay-items-max = 1024"), std::string::npos);
+  EXPECT_EQ(summary(bounded)["extra"], "0");
+  const long with_bound = most_repeated(bounded);
+  EXPECT_GE(with_bound, 0) << slurp(bounded / "failures.csv");
+  // The bound, plus what was in flight past the last backup (a network batch, 1024 items).
+  EXPECT_LE(with_bound, 1024 + 1024) << slurp(bounded / "failures.csv");
+
+  const auto unbounded = d.path() / "unbounded";
+  r = run("run --job grep --grep.pattern e --ft.replay-items-max 0" + common + unbounded.string(), d.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(slurp(unbounded / "config.ini").find("ft.replay-items-max = 0"), std::string::npos);
+  // Each matcher had processed about 4,700 chunks when it failed, every one of them sent again.
+  EXPECT_GT(most_repeated(unbounded), 3 * 1024) << slurp(unbounded / "failures.csv");
+}
+
 TEST(TextCli, MissingCorpusAndBadOptionsAreOneClearLine) {
   TempDir d;
   const auto missing = (d.path() / "no-such-dir").string();
