@@ -317,6 +317,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     popts.program = fs::read_symlink("/proc/self/exe").string();
     popts.worker_args.assign(argv + 1, argv + argc);  // the job's options, as given to run
     popts.store = opts.process_store;
+    popts.store_compact_ratio = opts.process_store_compact_ratio;
     popts.heartbeat = std::chrono::milliseconds(opts.heartbeat_ms);
     popts.heartbeat_timeout = std::chrono::milliseconds(opts.heartbeat_timeout_ms);
     if (controller) {

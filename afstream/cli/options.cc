@@ -151,8 +151,11 @@ po::options_description run_options() {
       "runtime processes: the backup server's store, rocksdb (durable: the server is restarted after a crash and "
       "loses nothing it acknowledged) or memory")("process.heartbeat-ms", po::value<int>()->default_value(100),
                                                   "runtime processes: worker status interval (ms)")(
-      "process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),
-      "runtime processes: a worker silent this long is presumed dead, killed and restarted (ms)")(
+      "process.store-compact-ratio", po::value<double>()->default_value(CompactionPolicy{}.delta_ratio),
+      "runtime processes: the backup server compacts a worker's state chain into one full snapshot once its deltas "
+      "weigh this many times the snapshot (its --store.compact-ratio; 0: never, the workers write full snapshots "
+      "at 4x)")("process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),
+                "runtime processes: a worker silent this long is presumed dead, killed and restarted (ms)")(
       "fail.at", po::value<std::string>()->default_value(""),
       "failure points: comma-separated item counts or fractions of the input (0.25) processed, or times since the "
       "start (500ms, 2s); produced:N or produced:0.99 counts the items the sources produced instead");
@@ -375,6 +378,11 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   r.process_store = vm["process.store"].as<std::string>();
   if (r.process_store != "rocksdb" && r.process_store != "memory") {
     throw ConfigError("process.store: expected rocksdb or memory, got '" + r.process_store + "'");
+  }
+  r.process_store_compact_ratio = vm["process.store-compact-ratio"].as<double>();
+  if (!(r.process_store_compact_ratio >= 0) || !std::isfinite(r.process_store_compact_ratio)) {
+    throw ConfigError("process.store-compact-ratio: expected a number >= 0 (0: never compact), got " +
+                      std::to_string(r.process_store_compact_ratio));
   }
   r.heartbeat_ms = vm["process.heartbeat-ms"].as<int>();
   r.heartbeat_timeout_ms = vm["process.heartbeat-timeout-ms"].as<int>();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,13 @@ namespace afs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A number as a command-line argument, exactly (the shortest form that reads back as the same double).
+std::string number(double v) {
+  char b[64];
+  const auto r = std::to_chars(b, b + sizeof b, v);
+  return std::string(b, r.ptr);
+}
 
 // Bytes in the regular files under dir (0 if it cannot be read). Files a running RocksDB deletes between listing
 // and measuring are skipped.
@@ -344,7 +352,13 @@ struct ProcessCluster::Impl {
   // Starts the backup server on store_listen (tcp: then learns the port it got, the first time).
   void start_server(bool first) {
     const bool durable = options.store == "rocksdb";
-    std::vector<std::string> args{"backup-server", "--listen", store_listen, "--store", options.store};
+    std::vector<std::string> args{"backup-server",
+                                  "--listen",
+                                  store_listen,
+                                  "--store",
+                                  options.store,
+                                  "--store.compact-ratio",
+                                  number(options.store_compact_ratio)};
     if (durable) {
       args.push_back("--store.path");
       args.push_back(dir + "/backups");

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -211,6 +212,7 @@ TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   EXPECT_TRUE(has(defaults, "ft.replay-overhead-max = 0.01")) << defaults;
   EXPECT_TRUE(has(defaults, "ft.replay-items-max = 4096")) << defaults;
   EXPECT_TRUE(has(defaults, "net.in-flight-max = 16384")) << defaults;
+  EXPECT_TRUE(has(defaults, "process.store-compact-ratio = 4")) << defaults;
   const auto given =
       config_of("run --job learn --quiet --net.in-flight-max 0 --ft.replay-overhead-max 0.05 --ft.replay-items-max 0");
   EXPECT_TRUE(has(given, "ft.replay-overhead-max = 0.05")) << given;
@@ -225,6 +227,34 @@ TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   EXPECT_TRUE(has(hh, "ft.replay-overhead-max = 0")) << hh;
   EXPECT_TRUE(has(hh, "ft.replay-items-max = 0")) << hh;
   EXPECT_TRUE(has(hh, "net.in-flight-max = 0")) << hh;
+  EXPECT_TRUE(has(hh, "process.store-compact-ratio = 1")) << hh;
+}
+
+// --process.store-compact-ratio reaches the backup server a process runtime starts (its --store.compact-ratio): at
+// 0 it compacts no chain, at 0.5 it compacts the learners' (their 4096-example deltas weigh half a snapshot after a
+// few); the server says how many when it stops. Bad values are named.
+TEST(LearnCli, TheProcessRuntimesBackupServerCompactsAtTheGivenRatio) {
+  TempDir scratch;
+  auto compactions = [&](const std::string& ratio) {
+    const auto r =
+        run("run --job learn --learn.data kdd --items 100000 --runtime processes --process.store memory "
+            "--ft.mode approx --process.store-compact-ratio " +
+                ratio,
+            scratch.path());
+    EXPECT_EQ(r.status, 0) << r.err;
+    const std::regex line("afstream backup-server: ([0-9]+) chain compactions");
+    std::smatch m;
+    if (!std::regex_search(r.err, m, line)) {
+      ADD_FAILURE() << "no compaction count from the backup server:\n" << r.err;
+      return -1L;
+    }
+    return std::stol(m[1]);
+  };
+  EXPECT_EQ(compactions("0"), 0);
+  EXPECT_GT(compactions("0.5"), 0);
+  const auto r = run("run --job learn --items 1000 --quiet --process.store-compact-ratio -1", scratch.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("process.store-compact-ratio"), std::string::npos) << r.err;
 }
 
 // `--job ps` (ml/ps_operators.h) as a user runs it: SSP with s = 2 on threads writes learn.csv with its consistency
