@@ -1,9 +1,10 @@
 // Google Benchmark of the engine-free text core (algorithms/text): tokenizing (words found, and words hashed with
 // XXH3) and grep (substring over the whole text, regex per line) on 1 MB of synthetic text, in bytes/s (and words or
-// lines per second as items).
+// lines per second as items); and cutting a 64 MB corpus into chunks, as a text source does at every start and restart.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "algorithms/text/corpus.h"
@@ -83,5 +84,22 @@ void BM_GrepRegex(benchmark::State& state) {
 BENCHMARK(BM_GrepRegex);
 
 }  // namespace
+
+// Corpus::chunks over a 64 MB synthetic corpus of 8 files (written once under TMPDIR, reused), 16 KB chunks: what
+// every text source does when it starts or restarts (items: chunks).
+void BM_CorpusChunks(benchmark::State& state) {
+  const SyntheticCorpusParams p{.bytes = 64'000'000, .files = 8, .vocabulary = 50'000, .skew = 1.0, .seed = 1};
+  const auto dir = (std::filesystem::temp_directory_path() / synthetic_corpus_name(p)).string();
+  ensure_synthetic_corpus(dir, p);
+  const auto corpus = Corpus::list(dir);
+  std::size_t chunks = 0;
+  for (auto _ : state) {
+    chunks = corpus.chunks({.chunk_bytes = 16384}).size();
+    benchmark::DoNotOptimize(chunks);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * corpus.total_bytes()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * chunks));
+}
+BENCHMARK(BM_CorpusChunks)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();
