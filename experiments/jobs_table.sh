@@ -5,7 +5,7 @@
 # median of per-round ratios against none.
 #
 #   experiments/jobs_table.sh [afstream-binary]
-#     ROUNDS=3 ITEMS=10000000 FAILS=10 RUNTIME=threads JOBS="hh ss nexmark join distinct" TEXT_BYTES=1e8 by default
+#     ROUNDS=3 ITEMS=10000000 FAILS=10 RUNTIME=threads JOBS="hh ss nexmark join distinct" TEXT_BYTES=100000000 by default
 #     (JOBS may also name wordcount and grep; OUT=DIR writes elsewhere than experiments/results/jobs)
 #
 # The paper's settings are (Theta 1e5, L 1e3) and (Theta 1e4, L 100), with Gamma 1e3. Theta is in the units of the

@@ -42,7 +42,7 @@ struct RunOptions {
   int fail_random = 0;
   std::vector<std::pair<std::string, std::string>> fail_domains;  // name -> worker ids
   std::string process_store = "rocksdb";                          // runtime processes: the backup server's store
-  double process_store_compact_ratio = 1.0;                       // ... and its --store.compact-ratio
+  double process_store_compact_ratio = afs::CompactionPolicy{}.delta_ratio;  // ... and its --store.compact-ratio
   int heartbeat_ms = 100;
   int heartbeat_timeout_ms = 5000;
   CurveArgs curve;

@@ -235,8 +235,8 @@ TEST(TextCli, AFailureLateInTheRunRepeatsAtMostTheReplayBound) {
   EXPECT_EQ(summary(bounded)["extra"], "0");
   const long with_bound = most_repeated(bounded);
   EXPECT_GE(with_bound, 0) << slurp(bounded / "failures.csv");
-  // The bound, plus what was in flight past the last backup (a network batch, 1024 items).
-  EXPECT_LE(with_bound, 1024 + 1024) << slurp(bounded / "failures.csv");
+  // The bound, plus backups queued but not yet written when the worker failed (up to two more intervals under load).
+  EXPECT_LE(with_bound, 3 * 1024) << slurp(bounded / "failures.csv");
 
   const auto unbounded = d.path() / "unbounded";
   r = run("run --job grep --grep.pattern e --ft.replay-items-max 0" + common + unbounded.string(), d.path());
@@ -244,6 +244,7 @@ TEST(TextCli, AFailureLateInTheRunRepeatsAtMostTheReplayBound) {
   EXPECT_NE(slurp(unbounded / "config.ini").find("ft.replay-items-max = 0"), std::string::npos);
   // Each matcher had processed about 4,700 chunks when it failed, every one of them sent again.
   EXPECT_GT(most_repeated(unbounded), 3 * 1024) << slurp(unbounded / "failures.csv");
+  EXPECT_LT(2 * with_bound, most_repeated(unbounded));
 }
 
 TEST(TextCli, MissingCorpusAndBadOptionsAreOneClearLine) {
