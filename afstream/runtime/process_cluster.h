@@ -35,6 +35,7 @@
 
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
+#include "afstream/ft/compactor.h"
 #include "afstream/net/curve.h"
 #include "afstream/runtime/cluster.h"
 #include "afstream/runtime/config.h"
@@ -56,7 +57,8 @@ struct ProcessClusterOptions {
   std::string program;                   // the afstream binary (it runs `worker` and `backup-server`)
   std::vector<std::string> worker_args;  // the job's options, passed to every worker (registering ones included)
   std::string store = "rocksdb";         // the backup server's store: rocksdb (restarted after a crash) or memory
-  double store_compact_ratio = 1.0;      // the backup server's --store.compact-ratio (0: it never compacts)
+  double store_compact_ratio =
+      CompactionPolicy{}.delta_ratio;  // the backup server's --store.compact-ratio (0: it never compacts)
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};
