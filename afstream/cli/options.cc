@@ -1,7 +1,6 @@
 #include "afstream/cli/options.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +8,7 @@
 
 #include "afstream/core/duration.h"
 #include "afstream/core/errors.h"
+#include "afstream/core/number_text.h"
 #include "afstream/net/endpoint.h"
 
 namespace po = boost::program_options;
@@ -617,9 +617,7 @@ std::vector<std::string> effective_args(const po::variables_map& vm, const std::
     if (auto* p = boost::any_cast<std::string>(&a)) {
       out.push_back(key + "=" + *p);
     } else if (auto* d = boost::any_cast<double>(&a)) {
-      char buf[64];
-      const auto res = std::to_chars(buf, buf + sizeof buf, *d);  // shortest text that reads back the same
-      out.push_back(key + "=" + std::string(buf, res.ptr));
+      out.push_back(key + "=" + exact_text(*d));
     } else if (auto* u = boost::any_cast<std::uint64_t>(&a)) {
       out.push_back(key + "=" + std::to_string(*u));
     } else if (auto* i = boost::any_cast<int>(&a)) {

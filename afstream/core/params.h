@@ -2,11 +2,12 @@
 // Typed getters throw ConfigError naming the parameter and what was expected.
 #pragma once
 
-#include <charconv>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <type_traits>
+
+#include "afstream/core/number_text.h"
 
 namespace afs {
 
@@ -23,9 +24,7 @@ class Params {
   // Numbers are stored in their shortest exact form, so they read back exactly.
   template <typename T>
   requires std::is_arithmetic_v<T> Params& set(const std::string& name, T value) {
-    char buf[64];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-    values_[name] = std::string(buf, ec == std::errc() ? end : buf);
+    values_[name] = exact_text(value);
     return *this;
   }
   bool has(const std::string& name) const { return values_.count(name) != 0; }

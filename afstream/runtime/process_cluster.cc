@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include <zmq.hpp>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/number_text.h"
 #include "afstream/net/codec.h"
 #include "afstream/net/endpoint.h"
 #include "afstream/runtime/failure_plan.h"
@@ -31,13 +31,6 @@ namespace afs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A number as a command-line argument, exactly (the shortest form that reads back as the same double).
-std::string number(double v) {
-  char b[64];
-  const auto r = std::to_chars(b, b + sizeof b, v);
-  return std::string(b, r.ptr);
-}
 
 // Bytes in the regular files under dir (0 if it cannot be read). Files a running RocksDB deletes between listing
 // and measuring are skipped.
@@ -358,7 +351,7 @@ struct ProcessCluster::Impl {
                                   "--store",
                                   options.store,
                                   "--store.compact-ratio",
-                                  number(options.store_compact_ratio)};
+                                  exact_text(options.store_compact_ratio)};
     if (durable) {
       args.push_back("--store.path");
       args.push_back(dir + "/backups");

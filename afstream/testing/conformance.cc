@@ -4,7 +4,6 @@
 #include <cxxabi.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <exception>
@@ -16,6 +15,7 @@
 
 #include "afstream/core/bytes.h"
 #include "afstream/core/errors.h"
+#include "afstream/core/number_text.h"
 
 namespace afs::testing {
 
@@ -33,9 +33,7 @@ struct CheckFailed {
 std::string num(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "+inf" : "-inf";
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
-  return std::string(buf, r.ptr);
+  return exact_text(v);
 }
 
 // The demangled dynamic type of an exception, for a failure message.

@@ -2,6 +2,7 @@
 // the operator/source registry (afstream/core/registry.h: unknown names list the known ones).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/number_text.h"
 #include "afstream/core/params.h"
 #include "afstream/core/registry.h"
 #include "tests/error_message.h"
@@ -50,6 +52,19 @@ TEST(Params, SetStoresValuesThatReadBackExactly) {
   EXPECT_EQ(p.get_double("phi", -1), 1e-7) << "stored as '" << p.get_string("phi", "") << "'";
   EXPECT_EQ(p.get_double("skew", -1), 1.0 / 3) << "stored as '" << p.get_string("skew", "") << "'";
   EXPECT_EQ(p.get_double("theta", -1), 2.5e12);
+}
+
+TEST(ExactText, IsTheShortestTextThatReadsBackAsTheSameNumber) {
+  EXPECT_EQ(exact_text(0.1), "0.1");
+  EXPECT_EQ(exact_text(4.0), "4");
+  EXPECT_EQ(exact_text(2.5e12), "2.5e+12");
+  EXPECT_EQ(exact_text(std::uint64_t{18446744073709551615u}), "18446744073709551615");
+  EXPECT_EQ(exact_text(-7), "-7");
+  for (const double v : {1.0 / 3, 1e-300, 6.02214076e23, -0.0}) {
+    const std::string t = exact_text(v);
+    EXPECT_EQ(std::stod(t), v) << t;
+    EXPECT_EQ(std::signbit(std::stod(t)), std::signbit(v)) << t;
+  }
 }
 
 TEST(Params, BadValuesThrowConfigErrorNamingTheParameter) {
