@@ -52,12 +52,34 @@ std::size_t ZipfSource::read(std::uint64_t offset, Item* out, std::size_t n) {
 
 std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& source_params) {
   ZipfSource all(source_params, {0, 1});
+  const ZipfGenerator& gen = all.generator();
   std::unordered_map<std::uint64_t, std::int64_t> m;
   std::vector<Item> chunk(4096);
+  constexpr std::uint64_t kFlatKeysMax = std::uint64_t{1} << 25;
+  if (gen.num_keys() > std::max(kFlatKeysMax, 2 * all.size())) {
+    for (std::uint64_t pos = 0; pos < all.size();) {
+      const auto n = all.read(pos, chunk.data(), chunk.size());
+      for (std::size_t i = 0; i < n; ++i) m[chunk[i].key] += chunk[i].value;
+      pos += n;
+    }
+    return m;
+  }
+  std::vector<std::int64_t> by_rank(gen.num_keys(), 0);
+  std::vector<std::uint8_t> seen(gen.num_keys(), 0);  // a key seen with weight 0 is still a key of the stream
   for (std::uint64_t pos = 0; pos < all.size();) {
     const auto n = all.read(pos, chunk.data(), chunk.size());
-    for (std::size_t i = 0; i < n; ++i) m[chunk[i].key] += chunk[i].value;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t rank = *gen.rank_of_key(chunk[i].key);  // every key the generator draws has a rank
+      by_rank[rank] += chunk[i].value;
+      seen[rank] = 1;
+    }
     pos += n;
+  }
+  std::size_t distinct = 0;
+  for (const auto s : seen) distinct += s;
+  m.reserve(distinct);
+  for (std::uint64_t r = 0; r < by_rank.size(); ++r) {
+    if (seen[r]) m.emplace(ZipfGenerator::key_of_rank(r), by_rank[r]);
   }
   return m;
 }

@@ -42,6 +42,7 @@ class ZipfSource final : public Source {
   ZipfSource(const Params& p, const InstanceInfo& at);
   std::uint64_t size() const override { return end_ - begin_; }
   std::size_t read(std::uint64_t offset, Item* out, std::size_t n) override;
+  const ZipfGenerator& generator() const { return gen_; }
 
  private:
   ZipfGenerator gen_;
@@ -50,7 +51,9 @@ class ZipfSource final : public Source {
   std::uint64_t end_ = 0;
 };
 
-// Exact ground truth of the whole stream (all source instances): key -> total weight.
+// Exact ground truth of the whole stream (all source instances): key -> total weight. Counted by rank in a flat
+// array when the key space is small enough (up to 2^25 keys, or twice the stream's items), as hashing every item
+// into the map took about twice the job's own run time.
 std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& source_params);
 
 // The watch-margin a job gives count-min-hh in approximate mode: the most that failures can take from one copy's

@@ -66,6 +66,18 @@ std::size_t keys_above(const std::unordered_map<std::uint64_t, std::int64_t>& ex
   return n;
 }
 
+TEST(ExactWeights, EqualTheWeightsSummedKeyByKey) {
+  for (const Weights w : {Weights::Unit, Weights::Packet}) {
+    Params p;
+    p.set("items", kItems).set("keys", kKeys).set("skew", 1.1).set("seed", 3);
+    p.set("weights", w == Weights::Packet ? "packet" : "unit");
+    const auto items = zipf_items(3, w);
+    const auto exact = exact_weights(p);
+    EXPECT_EQ(exact, exact_of(items));
+    EXPECT_GT(exact.size(), kKeys / 2);  // most keys are drawn: the map is not trivially empty
+  }
+}
+
 TEST(CountMinHhConformance, UnitWeights) {
   const auto items = zipf_items(3, Weights::Unit);
   const double phi = phi_for(items);
