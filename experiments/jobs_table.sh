@@ -6,12 +6,9 @@
 #
 #   experiments/jobs_table.sh [afstream-binary]
 #     ROUNDS=3 ITEMS=10000000 FAILS=10 RUNTIME=threads JOBS="hh ss nexmark join distinct" TEXT_BYTES=100000000 by default
-#     (JOBS may also name wordcount and grep; OUT=DIR writes elsewhere than experiments/results/jobs)
+#     (JOBS may also name wordcount, grep, learn-higgs and learn-kdd; OUT=DIR writes elsewhere than experiments/results/jobs)
 #
-# The paper's settings are (Theta 1e5, L 1e3) and (Theta 1e4, L 100), with Gamma 1e3. Theta is in the units of the
-# job's divergence, so the settings are the paper's where those units make them meaningful (bytes for heavy hitters,
-# bids for NEXMark, samples for the join) and scaled where they do not: HyperLogLog registers hold ranks (at most
-# 64 - p + 1), so a Theta of 1e5 ranks would protect nothing (the distinct job refuses it); it runs at Theta 8 / 4.
+# The jobs and their two approx settings are listed in experiments/job_specs.sh.
 #
 # Writes experiments/results/jobs/summary.csv (one row per run, with the job label first) and table.md.
 set -euo pipefail
@@ -25,29 +22,18 @@ OUT=${OUT:-experiments/results/jobs}
 # Word count and grep read a corpus, not --items: a generated one of this size (written once under TMPDIR, reused).
 TEXT_BYTES=${TEXT_BYTES:-100000000}
 
-# label | job arguments | approx setting A | approx setting B
-spec() {
-  case "$1" in
-    hh) echo "heavy-hitters (Count-Min)|--job heavy-hitters|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    ss) echo "heavy-hitters (Space-Saving)|--job heavy-hitters --hh.algorithm space-saving|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    nexmark) echo "nexmark-hot-items|--job nexmark-hot-items|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    join) echo "join (ripple join; 10% sample)|--job join|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    distinct) echo "distinct (HyperLogLog)|--job distinct|--ft.theta 8 --ft.l 1e3|--ft.theta 4 --ft.l 100" ;;
-    wordcount) echo "wordcount ($((TEXT_BYTES / 1000000)) MB generated corpus)|--job wordcount --text.synthetic-bytes $TEXT_BYTES|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    grep) echo "grep ($((TEXT_BYTES / 1000000)) MB generated corpus)|--job grep --text.synthetic-bytes $TEXT_BYTES|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    *) echo "jobs_table.sh: unknown job '$1' (expected hh, ss, nexmark, join, distinct, wordcount, grep)" >&2; exit 2 ;;
-  esac
-}
+# shellcheck source=experiments/job_specs.sh
+source "$(dirname "$0")/job_specs.sh"
 
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv" "$OUT"/rows-*.tmp
 mkdir -p "$RUNS"
-for job in $JOBS; do spec "$job" >/dev/null; done  # unknown names fail before anything runs
+for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done  # unknown names fail before anything runs
 
 for round in $(seq 1 "$ROUNDS"); do
   for job in $JOBS; do
-    IFS='|' read -r label jobargs setting_a setting_b <<<"$(spec "$job")"
+    IFS='|' read -r label jobargs setting_a setting_b <<<"$(job_spec "$job")"
     configs=(
       "none|--ft.mode none"
       "approx A|--ft.mode approx $setting_a --ft.gamma 1e3"

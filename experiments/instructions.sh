@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Instructions each fault-tolerance mode costs, per job, counted by valgrind's callgrind: a deterministic measure of
+# the work a mode adds, beside the wall-time and CPU-time ratios of jobs_table.sh, which on a shared 2-core machine
+# move by 10-30 points between rounds of the same command (the same binary's pure computation, such as the Zipf
+# generator, runs up to 1.3 times slower in one round than in the next). Counted: the job's threads (every worker's
+# thread, its backup thread, a store's compactor: the inclusive counts of Worker::run, BackupWriter::run and
+# Compactor::loop), not the ground-truth evaluation or the set-up the modes share. Instructions are not time (a
+# memcpy or a checksum retires many bytes per instruction, a cache miss costs hundreds of cycles and no
+# instruction), so this says where a mode's extra work is, not what it costs in seconds; diff-JOB.txt lists the
+# functions whose counts differ most between approx A and none.
+#
+#   experiments/instructions.sh [afstream-binary]
+#     JOBS="hh ss nexmark join distinct wordcount grep learn-higgs learn-kdd" ITEMS=2000000 LEARN_ITEMS=200000
+#     TEXT_BYTES=20000000 by default (OUT=DIR writes elsewhere than experiments/results/instructions)
+#
+# Threads runtime, no failures, seed 1. Under callgrind a run takes 20 to 60 times as long (the threads take turns):
+# about 15-30 minutes for the default list. Writes OUT/summary.csv, OUT/table.md and OUT/diff-JOB.txt.
+set -euo pipefail
+AFS=${1:-build/afstream/cli/afstream}
+JOBS=${JOBS:-"hh ss nexmark join distinct wordcount grep learn-higgs learn-kdd"}
+ITEMS=${ITEMS:-2000000}
+LEARN_ITEMS=${LEARN_ITEMS:-200000}
+TEXT_BYTES=${TEXT_BYTES:-20000000}
+OUT=${OUT:-experiments/results/instructions}
+HERE=$(dirname "$0")
+# shellcheck source=experiments/job_specs.sh
+source "$HERE/job_specs.sh"
+
+if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
+  bash "$HERE/../.ci/install-deps" valgrind
+fi
+[ -x "$AFS" ] || { echo "instructions.sh: no afstream binary at $AFS (build first: make build)" >&2; exit 2; }
+for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done  # unknown names fail before anything runs
+
+mkdir -p "$OUT"
+RUNS="$OUT/runs"
+rm -rf "$RUNS"
+mkdir -p "$RUNS"
+echo "job,label,config,setting,items,program_ir,job_ir,items_per_s_under_valgrind" >"$OUT/summary.csv"
+for job in $JOBS; do
+  IFS='|' read -r label jobargs setting_a setting_b <<<"$(job_spec "$job")"
+  items=$ITEMS
+  case "$job" in learn-*) items=$LEARN_ITEMS ;; esac
+  configs=(
+    "none|--ft.mode none"
+    "approx A|--ft.mode approx $setting_a --ft.gamma 1e3"
+    "approx B|--ft.mode approx $setting_b --ft.gamma 1e3"
+    "exact|--ft.mode exact"
+  )
+  for c in "${configs[@]}"; do
+    name=${c%%|*}
+    args=${c#*|}
+    tag="$job-${name// /-}"
+    echo "$label, $name ($args): under callgrind" >&2
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    if ! timeout 3600 valgrind --tool=callgrind --callgrind-out-file="$RUNS/$tag.callgrind" \
+      "$AFS" run --runtime threads $jobargs --items "$items" --seed 1 --quiet $args --out "$RUNS/$tag" \
+      >"$RUNS/$tag.log" 2>&1; then
+      echo "  FAILED (see $RUNS/$tag.log): $(tail -n 1 "$RUNS/$tag.log")" >&2
+      continue
+    fi
+    python3 "$HERE/instructions_summary.py" row "$RUNS/$tag.callgrind" "$RUNS/$tag/summary.csv" \
+      "$job" "$label" "$name" "$args" >>"$OUT/summary.csv"
+    echo "  $(($(date +%s) - start)) s" >&2
+  done
+  if [ -f "$RUNS/$job-none.callgrind" ] && [ -f "$RUNS/$job-approx-A.callgrind" ]; then
+    python3 "$HERE/instructions_summary.py" diff "$RUNS/$job-none.callgrind" "$RUNS/$job-approx-A.callgrind" \
+      >"$OUT/diff-$job.txt"
+  fi
+done
+{
+  echo "Made by \`JOBS=\"$JOBS\" ITEMS=$ITEMS LEARN_ITEMS=$LEARN_ITEMS TEXT_BYTES=$TEXT_BYTES experiments/instructions.sh\`" \
+    "($(date +%F), revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(valgrind --version))."
+  echo
+  python3 "$HERE/instructions_summary.py" table "$OUT/summary.csv"
+} >"$OUT/table.md"
+rm -f "$RUNS"/*.callgrind  # large; the diffs and the table keep what they showed
+cat "$OUT/table.md"
