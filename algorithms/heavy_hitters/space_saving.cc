@@ -270,7 +270,7 @@ void SpaceSaving::merge(const SpaceSaving& other) {
   for (const Entry& e : v) insert(e);
 }
 
-void SpaceSaving::serialize(ByteWriter& out) const {
+void SpaceSaving::serialize(ByteWriter& out, EntryOrder order) const {
   const std::size_t start = out.size();
   out.put<std::uint32_t>(kTag);
   out.put<std::uint16_t>(kVersion);
@@ -279,7 +279,11 @@ void SpaceSaving::serialize(ByteWriter& out) const {
   out.put<std::int64_t>(total_);
   out.put<std::int64_t>(floor_);
   static_assert(sizeof(Entry) == 3 * sizeof(std::uint64_t));  // key, count, error: written as they lie in memory
-  out.put_array<Entry>(sorted_by_key(heap_));
+  if (order == EntryOrder::ByKey) {
+    out.put_array<Entry>(sorted_by_key(heap_));
+  } else {
+    out.put_array<Entry>(heap_);
+  }
   out.put<std::uint64_t>(XXH3_64bits(out.buffer().data() + start, out.size() - start));
 }
 

@@ -79,9 +79,13 @@ class SpaceSaving {
   void erase(std::uint64_t key);
   void set_totals(std::int64_t total, std::int64_t floor);
 
-  // Versioned binary form: tag, version, flags, capacity, total, floor, entries (in increasing key order), XXH3-64
-  // checksum. Version 1 (no floor) is still read, with floor 0.
-  void serialize(ByteWriter& out) const;
+  // The order serialize writes the entries in: by key (canonical: equal summaries, equal bytes, whatever the heap's
+  // history), or as the heap holds them, which skips a sort of every entry (an operator's full backups, written
+  // often; deserialize rebuilds the same heap from either, as ties in count are broken by key).
+  enum class EntryOrder { ByKey, AsStored };
+  // Versioned binary form: tag, version, flags, capacity, total, floor, entries (in `order`), XXH3-64 checksum.
+  // Version 1 (no floor) is still read, with floor 0.
+  void serialize(ByteWriter& out, EntryOrder order = EntryOrder::ByKey) const;
   // Throws FormatError on a truncated, corrupt or inconsistent buffer (duplicate keys, error > count, too many).
   static SpaceSaving deserialize(ByteReader& in);
 

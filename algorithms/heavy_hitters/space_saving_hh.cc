@@ -102,7 +102,7 @@ void SpaceSavingHeavyHitters::finish(Emitter& out) {
 }
 
 void SpaceSavingHeavyHitters::snapshot_full(ByteWriter& out) const {
-  summary_.serialize(out);
+  summary_.serialize(out, SpaceSaving::EntryOrder::AsStored);  // no sort: written at every chain's start
   out.put<std::int64_t>(compensation_);
   out.put<std::int64_t>(compensated_failures_);
   out.put<std::int64_t>(items_);
