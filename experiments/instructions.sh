@@ -3,11 +3,12 @@
 # the work a mode adds, beside the wall-time and CPU-time ratios of jobs_table.sh, which on a shared 2-core machine
 # move by 10-30 points between rounds of the same command (the same binary's pure computation, such as the Zipf
 # generator, runs up to 1.3 times slower in one round than in the next). Counted: the job's threads (every worker's
-# thread, its backup thread, a store's compactor: the inclusive counts of Worker::run, BackupWriter::run and
-# Compactor::loop), not the ground-truth evaluation or the set-up the modes share. Instructions are not time (a
-# memcpy or a checksum retires many bytes per instruction, a cache miss costs hundreds of cycles and no
-# instruction), so this says where a mode's extra work is, not what it costs in seconds; diff-JOB.txt lists the
-# functions whose counts differ most between approx A and none.
+# thread, its backup thread, ZeroMQ's I/O threads: every thread but the main one, which parses options, builds the
+# workers and their sources, runs the controller's loop and evaluates the result), not the set-up and evaluation the
+# modes share. Instructions are not time (a checksum retires many bytes per instruction, a cache miss costs hundreds
+# of cycles and no instruction; valgrind counts each byte a rep-prefixed memcpy or memset moves as an instruction,
+# so the table also gives the counts without glibc's string functions), so this says where a mode's extra work is,
+# not what it costs in seconds; diff-JOB.txt lists the functions whose counts differ most, approx A against none.
 #
 #   experiments/instructions.sh [afstream-binary]
 #     JOBS="hh ss nexmark join distinct wordcount grep learn-higgs learn-kdd" ITEMS=2000000 LEARN_ITEMS=200000
@@ -36,7 +37,7 @@ mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS"
 mkdir -p "$RUNS"
-echo "job,label,config,setting,items,program_ir,job_ir,items_per_s_under_valgrind" >"$OUT/summary.csv"
+echo "job,label,config,setting,items,job_ir,job_ir_without_strings,items_per_s_under_valgrind" >"$OUT/summary.csv"
 for job in $JOBS; do
   IFS='|' read -r label jobargs setting_a setting_b <<<"$(job_spec "$job")"
   items=$ITEMS
@@ -54,18 +55,18 @@ for job in $JOBS; do
     echo "$label, $name ($args): under callgrind" >&2
     start=$(date +%s)
     # shellcheck disable=SC2086
-    if ! timeout 3600 valgrind --tool=callgrind --callgrind-out-file="$RUNS/$tag.callgrind" \
+    if ! timeout 3600 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$RUNS/$tag.cg" \
       "$AFS" run --runtime threads $jobargs --items "$items" --seed 1 --quiet $args --out "$RUNS/$tag" \
       >"$RUNS/$tag.log" 2>&1; then
       echo "  FAILED (see $RUNS/$tag.log): $(tail -n 1 "$RUNS/$tag.log")" >&2
       continue
     fi
-    python3 "$HERE/instructions_summary.py" row "$RUNS/$tag.callgrind" "$RUNS/$tag/summary.csv" \
+    python3 "$HERE/instructions_summary.py" row "$RUNS/$tag.cg" "$RUNS/$tag/summary.csv" \
       "$job" "$label" "$name" "$args" >>"$OUT/summary.csv"
     echo "  $(($(date +%s) - start)) s" >&2
   done
-  if [ -f "$RUNS/$job-none.callgrind" ] && [ -f "$RUNS/$job-approx-A.callgrind" ]; then
-    python3 "$HERE/instructions_summary.py" diff "$RUNS/$job-none.callgrind" "$RUNS/$job-approx-A.callgrind" \
+  if [ -f "$RUNS/$job-none.cg-01" ] && [ -f "$RUNS/$job-approx-A.cg-01" ]; then
+    python3 "$HERE/instructions_summary.py" diff "$RUNS/$job-none.cg" "$RUNS/$job-approx-A.cg" \
       >"$OUT/diff-$job.txt"
   fi
 done
@@ -75,5 +76,5 @@ done
   echo
   python3 "$HERE/instructions_summary.py" table "$OUT/summary.csv"
 } >"$OUT/table.md"
-rm -f "$RUNS"/*.callgrind  # large; the diffs and the table keep what they showed
+rm -f "$RUNS"/*.cg "$RUNS"/*.cg-*  # large; the diffs and the table keep what they showed
 cat "$OUT/table.md"

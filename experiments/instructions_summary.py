@@ -1,29 +1,31 @@
 #!/usr/bin/env python3
-"""Reads callgrind profiles for experiments/instructions.sh.
+"""Reads the callgrind profiles of experiments/instructions.sh (one file per thread: --separate-threads=yes).
 
   instructions_summary.py row PROFILE RUN_SUMMARY_CSV JOB LABEL CONFIG SETTING   one summary.csv row
   instructions_summary.py diff NONE_PROFILE APPROX_PROFILE                      functions whose counts differ most
   instructions_summary.py table SUMMARY_CSV                                     the Markdown table
 
-The job's instructions are the inclusive counts of the thread bodies that run the job (Worker::run: a worker's
-receive, compute and send; BackupWriter::run: its backup thread; Compactor::loop: a store's compactor), summed."""
+PROFILE is the --callgrind-out-file given to valgrind; its threads' files are PROFILE-01, PROFILE-02, ... The job's
+instructions are those of every thread but the first (the main thread: option parsing, building the workers and
+their sources, the controller's loop, the evaluation after the run): the workers' threads, their backup threads,
+ZeroMQ's I/O threads. Valgrind counts every byte (or word) a rep-prefixed string instruction moves as one
+instruction, so glibc's large memcpy / memset (the *_erms variants) weigh far more than their time; the second
+measure leaves the string functions out."""
 import csv
+import glob
 import re
 import subprocess
 import sys
 
-THREAD_BODIES = ["afs::Worker::run()", "afs::BackupWriter::run()", "afs::Compactor::loop()"]
 LINE = re.compile(r"^\s*([\d,]+)\s+\([^)]*\)\s+(.*)$")
+STRING_FUNCTION = re.compile(r"^__(memcpy|memmove|memset|mempcpy)_")
 
 
-def annotate(profile, inclusive):
-    args = ["callgrind_annotate", "--threshold=100", "--auto=no", f"--inclusive={'yes' if inclusive else 'no'}",
-            profile]
-    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        m = LINE.match(line)
-        if m:
-            yield int(m.group(1).replace(",", "")), m.group(2)
+def thread_files(profile):
+    files = sorted(glob.glob(glob.escape(profile) + "-[0-9]*"))
+    if len(files) < 2:
+        raise SystemExit(f"{profile}: expected one file per thread ({profile}-01, -02, ...), found {len(files)}")
+    return files[1:]  # -01 is the main thread
 
 
 def function_name(where):
@@ -35,44 +37,43 @@ def function_name(where):
     return where.split(":", 1)[1] if ":" in where else where
 
 
+def exclusive(profile):
+    """Exclusive instruction counts per function over the job's threads, and their total."""
+    counts, total = {}, 0
+    for f in thread_files(profile):
+        out = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", f], capture_output=True,
+                             text=True, check=True).stdout
+        for line in out.splitlines():
+            m = LINE.match(line)
+            if not m:
+                continue
+            n = int(m.group(1).replace(",", ""))
+            if "PROGRAM TOTALS" in m.group(2):
+                total += n
+            else:
+                name = function_name(m.group(2))
+                counts[name] = counts.get(name, 0) + n
+    return counts, total
+
+
 def totals(profile):
-    program, job = 0, 0
-    seen = {}
-    for count, where in annotate(profile, True):
-        if "PROGRAM TOTALS" in where:
-            program = count
-            continue
-        name = function_name(where)
-        if name in THREAD_BODIES:  # a body listed under several files (inlined parts): its largest line is the whole
-            seen[name] = max(seen.get(name, 0), count)
-    job = sum(seen.values())
-    if "afs::Worker::run()" not in seen:
-        raise SystemExit(f"{profile}: no afs::Worker::run() in the profile (was the binary built with symbols?)")
-    return program, job
+    counts, total = exclusive(profile)
+    strings = sum(n for name, n in counts.items() if STRING_FUNCTION.match(name))
+    return total, total - strings
 
 
 def row(profile, run_summary, job, label, config, setting):
-    program, job_ir = totals(profile)
+    job_ir, without_strings = totals(profile)
     with open(run_summary) as f:
         r = list(csv.DictReader(f))[-1]
     w = csv.writer(sys.stdout, lineterminator="\n")
-    w.writerow([job, label, config, setting, r["items"], program, job_ir, r["items_per_s"]])
+    w.writerow([job, label, config, setting, r["items"], job_ir, without_strings, r["items_per_s"]])
 
 
 def diff(none_profile, approx_profile, shown=25):
-    def exclusive(p):
-        d = {}
-        for count, where in annotate(p, False):
-            if "PROGRAM TOTALS" not in where:
-                name = function_name(where)
-                d[name] = d.get(name, 0) + count
-        return d
-
-    a, b = exclusive(none_profile), exclusive(approx_profile)
-    _, job_a = totals(none_profile)
-    _, job_b = totals(approx_profile)
-    print(f"job instructions: none {job_a:,}, approx A {job_b:,} ({100 * (job_b / job_a - 1):+.2f}%)")
-    print("functions (exclusive counts, whole program) whose counts differ most, approx A - none:")
+    (a, ta), (b, tb) = exclusive(none_profile), exclusive(approx_profile)
+    print(f"job instructions: none {ta:,}, approx A {tb:,} ({100 * (tb / ta - 1):+.2f}%)")
+    print("functions (exclusive counts in the job's threads) whose counts differ most, approx A - none:")
     d = sorted(((b.get(k, 0) - a.get(k, 0), k) for k in set(a) | set(b)), reverse=True)
     for x, k in d[:shown]:
         print(f"{x:>+15,}  {k[:140]}")
@@ -84,15 +85,16 @@ def diff(none_profile, approx_profile, shown=25):
 def table(summary):
     with open(summary) as f:
         rows = list(csv.DictReader(f))
-    print("| job | config | items | job instructions | per item | vs none |")
-    print("|---|---|---|---|---|---|")
-    none = {r["job"]: int(r["job_ir"]) for r in rows if r["config"] == "none"}
+    print("| job | config | items | job instructions | per item | vs none | without memcpy / memset: vs none |")
+    print("|---|---|---|---|---|---|---|")
+    none = {r["job"]: r for r in rows if r["config"] == "none"}
     for r in rows:
-        ir, items = int(r["job_ir"]), float(r["items"])
+        ir, lean, items = int(r["job_ir"]), int(r["job_ir_without_strings"]), float(r["items"])
         base = none.get(r["job"])
-        vs = f"{100 * ir / base:.1f}%" if base else "-"
+        vs = f"{100 * ir / int(base['job_ir']):.1f}%" if base else "-"
+        vs_lean = f"{100 * lean / int(base['job_ir_without_strings']):.1f}%" if base else "-"
         config = r["config"] if r["config"] in ("none", "exact") else f"{r['config']}: {r['setting']}"
-        print(f"| {r['label']} | {config} | {items:.3g} | {ir:.4g} | {ir / items:.0f} | {vs} |")
+        print(f"| {r['label']} | {config} | {items:.3g} | {ir:.4g} | {ir / items:.0f} | {vs} | {vs_lean} |")
 
 
 if __name__ == "__main__":
