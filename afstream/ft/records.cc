@@ -1,5 +1,8 @@
 #include "afstream/ft/records.h"
 
+#include <cstring>
+#include <type_traits>
+
 #include "afstream/core/bytes.h"
 
 namespace afs {
@@ -29,12 +32,20 @@ SeqByChannel get_seqs(ByteReader& r) {
   return m;
 }
 
+// Per item: channel (u32), end-of-stream flag (u8), the item as it lies in memory. Written into space made once (a
+// put per field cost about 60 instructions an item, and item logs are exact mode's hot path).
 void put_items(ByteWriter& w, const std::vector<ChannelItem>& items) {
+  static_assert(std::is_trivially_copyable_v<Item>);
+  constexpr std::size_t kPer = sizeof(std::uint32_t) + 1 + sizeof(Item);
   w.put<std::uint64_t>(items.size());
+  auto& buf = w.buffer();
+  std::size_t at = buf.size();
+  buf.resize(at + items.size() * kPer);
   for (const auto& ci : items) {
-    w.put(ci.channel);
-    w.put<std::uint8_t>(ci.end_of_stream ? 1 : 0);
-    w.put(ci.item);
+    std::memcpy(buf.data() + at, &ci.channel, sizeof(std::uint32_t));
+    buf[at + sizeof(std::uint32_t)] = ci.end_of_stream ? 1 : 0;
+    std::memcpy(buf.data() + at + sizeof(std::uint32_t) + 1, &ci.item, sizeof(Item));
+    at += kPer;
   }
 }
 
