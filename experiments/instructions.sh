@@ -33,6 +33,8 @@ fi
 [ -x "$AFS" ] || { echo "instructions.sh: no afstream binary at $AFS (build first: make build)" >&2; exit 2; }
 for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done  # unknown names fail before anything runs
 
+REVISION=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)  # at the start: the tree may move during the run
+git diff --quiet HEAD -- 2>/dev/null || REVISION="$REVISION+changes"
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS"
@@ -72,7 +74,7 @@ for job in $JOBS; do
 done
 {
   echo "Made by \`JOBS=\"$JOBS\" ITEMS=$ITEMS LEARN_ITEMS=$LEARN_ITEMS TEXT_BYTES=$TEXT_BYTES experiments/instructions.sh\`" \
-    "($(date +%F), revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(valgrind --version))."
+    "($(date +%F), revision $REVISION, $(valgrind --version))."
   echo
   python3 "$HERE/instructions_summary.py" table "$OUT/summary.csv"
 } >"$OUT/table.md"

@@ -1837,12 +1837,19 @@ std::uint64_t Worker::window() const {
 void Worker::backup_items() {
   std::vector<ChannelItem> items(queue_.end() - static_cast<std::ptrdiff_t>(unbacked_), queue_.end());
   std::vector<ItemRecordInfo> infos;
+  std::size_t last = 0;  // the entry of the previous item's channel (items come in runs of one channel: batches)
   for (const auto& ci : items) {
+    if (last < infos.size() && infos[last].channel == ci.channel) {
+      infos[last].last_seq = ci.item.seq;
+      continue;
+    }
     auto it = std::find_if(infos.begin(), infos.end(), [&](const auto& i) { return i.channel == ci.channel; });
     if (it == infos.end()) {
       infos.push_back({ci.channel, ci.item.seq, ci.item.seq});
+      last = infos.size() - 1;
     } else {
       it->last_seq = ci.item.seq;
+      last = static_cast<std::size_t>(it - infos.begin());
     }
   }
   unbacked_ = 0;
