@@ -15,7 +15,7 @@
 #     TEXT_BYTES=20000000 by default (OUT=DIR writes elsewhere than experiments/results/instructions)
 #
 # Threads runtime, no failures, seed 1. Under callgrind a run takes 20 to 60 times as long (the threads take turns):
-# about 15-30 minutes for the default list. Writes OUT/summary.csv, OUT/table.md and OUT/diff-JOB.txt.
+# about 13 minutes for the default list here. Writes OUT/summary.csv, OUT/table.md and OUT/diff-JOB.txt.
 set -euo pipefail
 AFS=${1:-build/afstream/cli/afstream}
 JOBS=${JOBS:-"hh ss nexmark join distinct wordcount grep learn-higgs learn-kdd"}
@@ -44,12 +44,7 @@ for job in $JOBS; do
   IFS='|' read -r label jobargs setting_a setting_b <<<"$(job_spec "$job")"
   items=$ITEMS
   case "$job" in learn-*) items=$LEARN_ITEMS ;; esac
-  configs=(
-    "none|--ft.mode none"
-    "approx A|--ft.mode approx $setting_a --ft.gamma 1e3"
-    "approx B|--ft.mode approx $setting_b --ft.gamma 1e3"
-    "exact|--ft.mode exact"
-  )
+  mapfile -t configs < <(job_configs "$setting_a" "$setting_b")
   for c in "${configs[@]}"; do
     name=${c%%|*}
     args=${c#*|}

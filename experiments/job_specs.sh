@@ -22,3 +22,10 @@ job_spec() {
     *) echo "unknown job '$1' (expected hh, ss, nexmark, join, distinct, wordcount, grep, learn-higgs, learn-kdd)" >&2; return 2 ;;
   esac
 }
+
+# The configurations a job is compared in, one per line (name | afstream run arguments), given its two approx
+# settings: none, approx at each, exact.
+job_configs() {
+  printf '%s\n' "none|--ft.mode none" "approx A|--ft.mode approx $1 --ft.gamma 1e3" \
+    "approx B|--ft.mode approx $2 --ft.gamma 1e3" "exact|--ft.mode exact"
+}

@@ -34,12 +34,7 @@ for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done  # unknown names
 for round in $(seq 1 "$ROUNDS"); do
   for job in $JOBS; do
     IFS='|' read -r label jobargs setting_a setting_b <<<"$(job_spec "$job")"
-    configs=(
-      "none|--ft.mode none"
-      "approx A|--ft.mode approx $setting_a --ft.gamma 1e3"
-      "approx B|--ft.mode approx $setting_b --ft.gamma 1e3"
-      "exact|--ft.mode exact"
-    )
+    mapfile -t configs < <(job_configs "$setting_a" "$setting_b")
     for c in "${configs[@]}"; do
       name=${c%%|*}
       args=${c#*|}
