@@ -32,7 +32,11 @@ std::uint64_t BackupWriter::submit(Task task) {
   return t;
 }
 
-std::uint64_t BackupWriter::submit_and_wait(Task task) {
+std::uint64_t BackupWriter::submit_and_wait(Task task) { return submit_here_if_idle(std::move(task), true); }
+
+std::uint64_t BackupWriter::submit_inline_if_idle(Task task) { return submit_here_if_idle(std::move(task), false); }
+
+std::uint64_t BackupWriter::submit_here_if_idle(Task task, bool wait_otherwise) {
   std::uint64_t t;
   {
     std::unique_lock lock(mu_);
@@ -40,7 +44,7 @@ std::uint64_t BackupWriter::submit_and_wait(Task task) {
     if (!(idle_ && queue_.empty() && !stop_)) {
       lock.unlock();
       t = submit(std::move(task));
-      wait(t);
+      if (wait_otherwise) wait(t);
       return t;
     }
     t = ++next_ticket_;  // the backup thread is idle and only this thread submits: write in order, here

@@ -31,6 +31,10 @@ class BackupWriter {
   // it itself (no hand-off to the backup thread); otherwise it is queued behind the others and waited for.
   // For backups that a bound does not allow to be in flight.
   std::uint64_t submit_and_wait(Task task);
+  // Write it on the calling thread when nothing is queued or being written (then it is confirmed on return, and the
+  // backup thread is not woken: for a small backup into an in-process store the hand-off costs more than the write),
+  // otherwise queue it as submit() does, without waiting.
+  std::uint64_t submit_inline_if_idle(Task task);
   // Highest ticket whose task (and all before it) has completed. Rethrows a failed task's exception; once a task
   // has failed, later tasks are dropped unwritten (a backup after a lost one would leave a gap in the chain).
   std::uint64_t confirmed();
@@ -43,6 +47,7 @@ class BackupWriter {
 
  private:
   void run();
+  std::uint64_t submit_here_if_idle(Task task, bool wait_otherwise);
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::uint64_t, Task>> queue_;

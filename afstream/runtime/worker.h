@@ -192,9 +192,14 @@ class Worker {
     std::uint64_t released = 0;        // microbatch: highest seq of a committed batch (sent; later ones are held)
     bool numbering_pending = false;    // after a recovery: waiting for the receiver to say where to continue
     Clock::time_point queried_at{};
-    Ring<Item> unacked;                        // items with seq in (acked, out_seq]
-    std::vector<Item> pending;                 // mode none: items not yet sent
+    Ring<Item> unacked;  // items with seq in (acked, out_seq]
+    // Mode none (and a rewinding source, and ack mode): the items not sent yet are pending[pending_head, size). The
+    // sent ones at the front are dropped only once they are half the vector (or all of it): erasing them at every
+    // flush shifted the whole backlog, up to the flow window, for each batch sent.
+    std::vector<Item> pending;
     std::vector<std::uint64_t> pending_roots;  // ack mode: the root of each pending item
+    std::size_t pending_head = 0;
+    std::size_t unsent() const { return pending.size() - pending_head; }
   };
   void drop_acknowledged(OutChannel& o, std::uint64_t seq);
   struct InChannel {

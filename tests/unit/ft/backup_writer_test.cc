@@ -1,6 +1,7 @@
 // Unit tests of the asynchronous backup writer (afstream/ft/backup_writer.h; DESIGN.md section 4): tickets confirm
 // in order, wait() blocks until a ticket is written, a failed task's exception reaches the compute thread, and
-// abandon() drops what is still queued (a crash).
+// abandon() drops what is still queued (a crash), and a small backup is written on the calling thread only when the
+// backup thread is idle.
 #include "afstream/ft/backup_writer.h"
 
 #include <gtest/gtest.h>
@@ -76,6 +77,49 @@ TEST(BackupWriter, ConfirmedOnlyCoversCompletedTasks) {
   EXPECT_TRUE(third_ran.load());
   EXPECT_EQ(w.confirmed(), 3u);
   EXPECT_EQ(t2, 2u);
+}
+
+// With nothing queued or in hand the task is written on the calling thread and confirmed on return; while the backup
+// thread is busy it is queued behind, in order, and the call returns without waiting.
+TEST(BackupWriter, SubmitInlineIfIdleWritesHereOnlyWhenTheThreadIsIdle) {
+  Gate gate;  // outlives the writer, whose thread runs its blocker
+  BackupWriter w;
+  const auto caller = std::this_thread::get_id();
+  bool ran_here = false;
+  for (int i = 0; i < 200 && !ran_here; ++i) {  // the thread reports idle once it has started and found no work
+    std::thread::id ran_on;
+    const auto t = w.submit_inline_if_idle([&] { ran_on = std::this_thread::get_id(); });
+    w.wait(t);
+    ran_here = ran_on == caller;
+    if (ran_here) {
+      EXPECT_TRUE(w.is_confirmed(t));
+    } else {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  EXPECT_TRUE(ran_here) << "never written inline although the backup thread had nothing to do";
+
+  const auto busy = w.submit(gate.blocker());
+  gate.wait_entered();
+  std::mutex mu;
+  std::vector<int> order;
+  std::thread::id ran_on;
+  const auto queued = w.submit_inline_if_idle([&] {
+    std::lock_guard lock(mu);
+    ran_on = std::this_thread::get_id();
+    order.push_back(2);
+  });
+  EXPECT_EQ(queued, busy + 1);
+  EXPECT_FALSE(w.is_confirmed(queued)) << "returned without waiting for the busy thread";
+  {
+    std::lock_guard lock(mu);
+    order.push_back(1);
+  }
+  gate.open();
+  w.wait(queued);
+  std::lock_guard lock(mu);
+  EXPECT_NE(ran_on, caller);
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
 }
 
 TEST(BackupWriter, WaitBlocksUntilTheTicketIsWritten) {
