@@ -64,22 +64,16 @@ std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& sour
     }
     return m;
   }
+  // Every item weighs at least 1 (unit weights, or packets of 40..1500 bytes): a rank was drawn iff its total is not 0.
   std::vector<std::int64_t> by_rank(gen.num_keys(), 0);
-  std::vector<std::uint8_t> seen(gen.num_keys(), 0);  // a key seen with weight 0 is still a key of the stream
   for (std::uint64_t pos = 0; pos < all.size();) {
     const auto n = all.read(pos, chunk.data(), chunk.size());
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint64_t rank = *gen.rank_of_key(chunk[i].key);  // every key the generator draws has a rank
-      by_rank[rank] += chunk[i].value;
-      seen[rank] = 1;
-    }
+    for (std::size_t i = 0; i < n; ++i) by_rank[*gen.rank_of_key(chunk[i].key)] += chunk[i].value;
     pos += n;
   }
-  std::size_t distinct = 0;
-  for (const auto s : seen) distinct += s;
-  m.reserve(distinct);
+  m.reserve(static_cast<std::size_t>(std::count_if(by_rank.begin(), by_rank.end(), [](auto w) { return w != 0; })));
   for (std::uint64_t r = 0; r < by_rank.size(); ++r) {
-    if (seen[r]) m.emplace(ZipfGenerator::key_of_rank(r), by_rank[r]);
+    if (by_rank[r] != 0) m.emplace(ZipfGenerator::key_of_rank(r), by_rank[r]);
   }
   return m;
 }
