@@ -11,7 +11,8 @@
 #
 #   experiments/convergence.sh [afstream-binary]
 #     ROUNDS=3 HIGGS_ITEMS=2000000 KDD_ITEMS=1000000 FAILS="4 8" FAILS_EXTRA=10 RUNTIME=threads
-#     DATASETS="higgs kdd" by default (OUT=DIR writes elsewhere than experiments/results/convergence)
+#     DATASETS="higgs kdd" by default (OUT=DIR writes elsewhere than experiments/results/convergence; FAILS_EXTRA=""
+#     runs no extra count; CONFIGS="none,approx A" runs only the configurations named, comma-separated)
 #
 # Writes OUT/summary.csv (one row per run: dataset, config, setting, round, fail_points, then afstream's summary
 # columns, among them holdout_accuracy, progressive_accuracy, converged_items, converged_seconds), OUT/traces/
@@ -25,7 +26,7 @@ ROUNDS=${ROUNDS:-3}
 HIGGS_ITEMS=${HIGGS_ITEMS:-2000000}
 KDD_ITEMS=${KDD_ITEMS:-1000000}
 FAILS=${FAILS:-"4 8"}
-FAILS_EXTRA=${FAILS_EXTRA:-10}
+FAILS_EXTRA=${FAILS_EXTRA-10}
 RUNTIME=${RUNTIME:-threads}
 DATASETS=${DATASETS:-"higgs kdd"}
 OUT=${OUT:-experiments/results/convergence}
@@ -52,6 +53,20 @@ configs=(
   "approx A0|--ft.mode approx --ft.theta 10 --ft.l 1000 --ft.replay-overhead-max 0 --ft.replay-items-max 0 --net.in-flight-max 0"
   "exact|--ft.mode exact"
 )
+if [ -n "${CONFIGS:-}" ]; then
+  chosen=()
+  IFS=',' read -r -a wanted <<<"$CONFIGS"
+  for w in "${wanted[@]}"; do
+    found=0
+    for c in "${configs[@]}"; do [ "${c%%|*}" = "$w" ] && chosen+=("$c") && found=1; done
+    if [ "$found" = 0 ]; then
+      echo "convergence.sh: unknown configuration '$w' in CONFIGS (expected some of: none, approx A, approx B," \
+        "approx A-R, approx A0, exact)" >&2
+      exit 2
+    fi
+  done
+  configs=("${chosen[@]}")
+fi
 header_done=0
 for round in $(seq 1 "$ROUNDS"); do
   for d in $DATASETS; do
@@ -92,8 +107,8 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 rm -rf "$RUNS"
 {
-  echo "Made by \`ROUNDS=$ROUNDS HIGGS_ITEMS=$HIGGS_ITEMS KDD_ITEMS=$KDD_ITEMS FAILS=\"$FAILS\" FAILS_EXTRA=$FAILS_EXTRA" \
-    "RUNTIME=$RUNTIME DATASETS=\"$DATASETS\" experiments/convergence.sh\`" \
+  echo "Made by \`ROUNDS=$ROUNDS HIGGS_ITEMS=$HIGGS_ITEMS KDD_ITEMS=$KDD_ITEMS FAILS=\"$FAILS\" FAILS_EXTRA=\"$FAILS_EXTRA\"" \
+    "RUNTIME=$RUNTIME DATASETS=\"$DATASETS\"${CONFIGS:+ CONFIGS=\"$CONFIGS\"} experiments/convergence.sh\`" \
     "($(date +%F), $(nproc) cores, shared machine, revision ${REVISION:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)})."
   echo
   "$PY" experiments/convergence_summary.py "$OUT"
