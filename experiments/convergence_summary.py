@@ -4,7 +4,8 @@
 Table (Markdown on stdout): per dataset, config and failure count, medians over rounds of the held-out prediction
 rate, the progressive accuracy, converged_items and converged_seconds, and the convergence delay: per round,
 converged(k failures) / converged(0 failures) of the same config and dataset, in items and in seconds; the median
-of those ratios, minus 1, in percent (the paper's +13% / +20% with 8 failures). "never" counts the rounds that did not
+of those ratios, minus 1, in percent (the paper's +13% / +20% with 8 failures); and the same delay measured inside
+each run from the time each failure set the workers back (set_back below), which run-to-run noise does not reach. "never" counts the rounds that did not
 converge. A second table gives the prediction-rate change with failures against the failure-free run of the same
 config (points; the paper loses 3.9 points after 10 failures at Theta 10, L 1e3).
 
@@ -49,6 +50,30 @@ def repeated_per_failure(traces, ds, cfg, fails, rnd):
     return statistics.mean(vals) if vals else None
 
 
+def set_back(traces, ds, cfg, fails, rnd, converged_items, converged_seconds):
+    """What the run's failures set the job back, measured inside the run (failures.csv caught_up_ms: kill to the
+    first item a recovered worker processed beyond what its crashed incarnation had processed). Per failure of all
+    workers (the rows sharing at_items), the slowest worker's; returns (mean over the failures in ms, the delay they
+    add to convergence: their sum over the failures before the convergence point, over the run's converged time
+    less that sum), or None without the file or the column. Run-to-run noise does not enter: both parts come from
+    the same run, at the machine's speed of the moment."""
+    path = os.path.join(traces, f"{ds}-{cfg.replace(' ', '')}-{fails}-r{rnd}.failures.csv")
+    if not fails or not os.path.exists(path):
+        return None
+    by_event = {}
+    for f in read_csv(path):
+        v = num(f.get("caught_up_ms"))
+        if not math.isnan(v) and v >= 0:
+            at = num(f["at_items"])
+            by_event[at] = max(by_event.get(at, 0.0), v)
+    if not by_event:
+        return None
+    before = sum(v for at, v in by_event.items() if at <= converged_items)
+    total_ms = 1000 * converged_seconds
+    delay = before / (total_ms - before) if total_ms > before else float("nan")
+    return statistics.mean(by_event.values()), delay
+
+
 def table(rows, traces):
     configs = []
     for r in rows:
@@ -59,8 +84,8 @@ def table(rows, traces):
         by.setdefault((r["dataset"], r["config"], int(r["failures_planned"])), {})[r["round"]] = r
     out = ["| dataset | config | failures | held-out prediction rate | vs 0 failures (points) | progressive accuracy |"
            " converged items | converged s | delay (items) | delay (s) | delay (ms) | repeated per failure |"
-           " never converged |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           " set back per failure (ms) | delay (set back) | never converged |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for ds in sorted({k[0] for k in by}, key=lambda d: ["higgs", "kdd"].index(d) if d in ("higgs", "kdd") else 9):
         for cfg in configs:
             for f in sorted({k[2] for k in by if k[0] == ds and k[1] == cfg}):
@@ -77,6 +102,10 @@ def table(rows, traces):
                 delay_ms = med([1000 * (num(r["converged_seconds"]) - num(base[k]["converged_seconds"]))
                                 for k, r in runs.items() if k in base])
                 repeated = med([v for v in (repeated_per_failure(traces, ds, cfg, f, k) for k in runs) if v is not None])
+                backs = [v for v in (set_back(traces, ds, cfg, f, k, num(r["converged_items"]),
+                                              num(r["converged_seconds"])) for k, r in runs.items()) if v is not None]
+                back_ms = med([b[0] for b in backs])
+                back_delay = med([b[1] for b in backs])
                 never = sum(1 for r in runs.values() if math.isnan(num(r["converged_items"])))
                 out.append(f"| {ds} | {cfg} | {f} | {fmt(acc, 2, True)}% | "
                            f"{fmt(dacc, 2, True, True) if f else ''} | {fmt(pacc, 2, True)}% | "
@@ -84,7 +113,8 @@ def table(rows, traces):
                            f"{(fmt(ratio('converged_items'), 1, True, True) + '%') if f else ''} | "
                            f"{(fmt(ratio('converged_seconds'), 1, True, True) + '%') if f else ''} | "
                            f"{fmt(delay_ms, 0, sign=True) if f else ''} | {fmt(repeated, 0) if f else ''} | "
-                           f"{never}/{len(runs)} |")
+                           f"{fmt(back_ms, 1) if f else ''} | "
+                           f"{(fmt(back_delay, 1, True, True) + '%') if f else ''} | {never}/{len(runs)} |")
     return "\n".join(out)
 
 
@@ -166,6 +196,12 @@ def main():
           "in ms, the median of converged_seconds(k) - converged_seconds(0). Repeated per failure: the input items a "
           "recovered worker processed again (failures.csv repeated_items; behind the replayable source everything "
           "after the backup it restored), mean over the recoveries of a run, median over rounds. "
+          "Set back per failure: per failure of all workers, the slowest worker's time from the kill to the first item "
+          "it processed beyond what its crashed incarnation had processed (failures.csv caught_up_ms), mean over a "
+          "run's failures, median over rounds; delay (set back): their sum over the failures before the convergence "
+          "point, over the run's converged time less that sum, median over rounds: the delay measured inside each "
+          "run, free of the run-to-run noise that the delay in seconds carries (failure-free runs of one config differ "
+          "by up to 30% on a shared 2-core machine). "
           "Converged: the first trace point (one per 1% of the input) after which the relative L1 model change "
           "(mean over the 2 learner copies of ||w - w_prev||_1, over the mean ||w||_1) stays below learn.tolerance "
           "(0.2 dense, 0.025 sparse) for learn.window = 5 points. Seconds: wall time from the job's start.")

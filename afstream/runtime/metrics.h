@@ -101,6 +101,13 @@ struct FailureRecord {
   // sent again by its senders: behind replayable sources, everything after the restored backup): the work a
   // recovery repeats. -1: not known (a source, or a killed process nobody saw crash).
   std::int64_t repeated_items = -1;
+  // Kill to the moment the recovered incarnation has processed again everything the crashed one had processed (at
+  // the end of its restore when there is nothing to repeat): the time the failure set the worker back (behind
+  // replayable sources, with a deterministic operator, it is then in the very state it had). What a failure of all
+  // workers delays the job by, measured inside the run, where run-to-run noise does not reach it
+  // (experiments/convergence_summary.py). -1: not known (a source, a crash whose positions nobody saw, as on worker
+  // processes, or the run ended first).
+  double caught_up_ms = -1;
   std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known
   double residual = 0;              // what the restored backup left unwritten (a partial delta's residual)
   // false: the restarted incarnation failed too (a kill during recovery, e.g. two failure points passed at once), or

@@ -550,6 +550,8 @@ void Worker::restore() {
       if (it != crash_in_->processed.end() && it->second > in.processed) repeated += it->second - in.processed;
     }
     crash_in_->record.repeated_items = static_cast<std::int64_t>(repeated);
+    catching_up_ = repeated > 0;
+    if (!catching_up_) crash_in_->record.caught_up_ms = ms_since(crash_in_->killed_at);  // back where it was now
   }
   // Measured losses of earlier failures, as the restored backup knew them. Failures after the incarnation that
   // wrote it took no backup before failing again: what they lost lies after the restored positions, so this
@@ -834,6 +836,18 @@ void Worker::on_live_item(bool ended) {
   if (!ended) crash_in_->record.first_item_ms = ms_since(crash_in_->killed_at);
   set_recovered(crash_in_->record);
   maybe_complete_recovery();
+}
+
+// After processing an item in a recovered incarnation that had items to process again: caught up once every input
+// is back where the crashed incarnation had left it (FailureRecord::caught_up_ms).
+void Worker::check_caught_up() {
+  for (const auto& in : ins_) {
+    const auto c = crash_in_->processed.find(static_cast<std::uint32_t>(in.id));
+    if (c != crash_in_->processed.end() && !in.ended && in.processed < c->second) return;
+  }
+  catching_up_ = false;
+  crash_in_->record.caught_up_ms = ms_since(crash_in_->killed_at);
+  set_recovered(crash_in_->record);
 }
 
 void Worker::maybe_complete_recovery() {
@@ -1159,6 +1173,7 @@ std::size_t Worker::process_some(std::size_t budget) {
     }
     process_one(ci);
     current_root_ = 0;
+    if (catching_up_) check_caught_up();
     queue_.pop_front();
     if (replay_remaining_ > 0 && --replay_remaining_ == 0 && awaiting_first_item_) mark_recovered();
     if (unbacked_ > queue_.size()) unbacked_ = queue_.size();

@@ -41,6 +41,13 @@ TEST(Recovery, EveryFailureHasARecoveryTime) {
     EXPECT_GT(f.recovery_ms, 0.0);
     EXPECT_LT(f.recovery_ms, 10000.0);
     EXPECT_GE(f.recovery_ms, f.restore_ms);
+    // Back where it was: known for every worker but the source (worker 0), never before its restore.
+    if (f.worker == 0) {
+      EXPECT_EQ(f.caught_up_ms, -1);
+    } else {
+      EXPECT_GE(f.caught_up_ms, f.restore_ms) << "worker " << f.worker;
+      EXPECT_LT(f.caught_up_ms, 10000.0) << "worker " << f.worker;
+    }
   }
 }
 
@@ -48,7 +55,8 @@ TEST(Recovery, EveryFailureHasARecoveryTime) {
 // the source has produced ahead of them (an approximate-mode source with no in-flight limit runs ahead by most of
 // its input). With no state backup (Theta far above anything the sketches reach, and phi above every key, so no
 // report forces one), a recovery behind the replayable source processes again everything the killed workers had
-// processed: repeated_items is at least the point.
+// processed: repeated_items is at least the point. It is back where it was (caught_up_ms) only once it has processed
+// them again: after the first of them came from upstream, and after the time they take.
 TEST(Recovery, FailurePointsAreInputProcessedAndRepeatedWorkIsMeasured) {
   HhSetup s;
   s.items = 400000;
@@ -67,6 +75,8 @@ TEST(Recovery, FailurePointsAreInputProcessedAndRepeatedWorkIsMeasured) {
     EXPECT_LE(f.at_items, s.items) << "worker " << f.worker;
     ASSERT_GE(f.repeated_items, 0) << "worker " << f.worker;
     repeated += f.repeated_items;
+    EXPECT_GT(f.first_item_ms, 0) << "worker " << f.worker;
+    EXPECT_GE(f.caught_up_ms, f.first_item_ms) << "worker " << f.worker;
   }
   EXPECT_GE(repeated, static_cast<std::int64_t>(point));
   EXPECT_LE(repeated, static_cast<std::int64_t>(s.items));
