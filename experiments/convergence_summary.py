@@ -52,23 +52,28 @@ def repeated_per_failure(traces, ds, cfg, fails, rnd):
 
 def set_back(traces, ds, cfg, fails, rnd, converged_items, converged_seconds):
     """What the run's failures set the job back, measured inside the run (failures.csv caught_up_ms: kill to the
-    first item a recovered worker processed beyond what its crashed incarnation had processed). Per failure of all
+    moment a recovered worker had processed again everything its crashed incarnation had processed). Per failure of all
     workers (the rows sharing at_items), the slowest worker's; returns (mean over the failures in ms, the delay they
-    add to convergence: their sum over the failures before the convergence point, over the run's converged time
-    less that sum), or None without the file or the column. Run-to-run noise does not enter: both parts come from
+    add to convergence: their sum over the failures that sent the workers back before the convergence point, over
+    the run's converged time less that sum), or None without the file or the column. Not counted: a slowdown that
+    outlasts the recovery (the extra backups of halved thresholds; a rewound source without an in-flight limit
+    producing the rest of its input at once, as in approx A0). Run-to-run noise does not enter: both parts come from
     the same run, at the machine's speed of the moment."""
     path = os.path.join(traces, f"{ds}-{cfg.replace(' ', '')}-{fails}-r{rnd}.failures.csv")
     if not fails or not os.path.exists(path):
         return None
-    by_event = {}
+    by_event, rewound = {}, {}
     for f in read_csv(path):
         v = num(f.get("caught_up_ms"))
         if not math.isnan(v) and v >= 0:
             at = num(f["at_items"])
             by_event[at] = max(by_event.get(at, 0.0), v)
+            rewound[at] = rewound.get(at, 0.0) + max(num(f["repeated_items"]), 0.0)
     if not by_event:
         return None
-    before = sum(v for at, v in by_event.items() if at <= converged_items)
+    # A failure delays convergence when it sends the workers back before the convergence point (the trace points
+    # from there on are taken again, later): at_items, less what they processed again, below converged_items.
+    before = sum(v for at, v in by_event.items() if at - rewound[at] < converged_items)
     total_ms = 1000 * converged_seconds
     delay = before / (total_ms - before) if total_ms > before else float("nan")
     return statistics.mean(by_event.values()), delay
@@ -196,12 +201,14 @@ def main():
           "in ms, the median of converged_seconds(k) - converged_seconds(0). Repeated per failure: the input items a "
           "recovered worker processed again (failures.csv repeated_items; behind the replayable source everything "
           "after the backup it restored), mean over the recoveries of a run, median over rounds. "
-          "Set back per failure: per failure of all workers, the slowest worker's time from the kill to the first item "
-          "it processed beyond what its crashed incarnation had processed (failures.csv caught_up_ms), mean over a "
-          "run's failures, median over rounds; delay (set back): their sum over the failures before the convergence "
-          "point, over the run's converged time less that sum, median over rounds: the delay measured inside each "
-          "run, free of the run-to-run noise that the delay in seconds carries (failure-free runs of one config differ "
-          "by up to 30% on a shared 2-core machine). "
+          "Set back per failure: per failure of all workers, the slowest worker's time from the kill until it had "
+          "processed again everything its crashed incarnation had processed (failures.csv caught_up_ms), mean over a "
+          "run's failures, median over rounds; delay (set back): their sum over the failures that sent the workers "
+          "back before the convergence point, over the run's converged time less that sum, median over rounds: the "
+          "delay measured inside each run, free of the run-to-run noise that the delay in seconds carries "
+          "(failure-free runs of one config differ by up to 30% on a shared 2-core machine), but blind to a slowdown "
+          "that outlasts the recoveries (approx A0: its rewound source, with no in-flight limit, produces the rest of "
+          "its input at once). "
           "Converged: the first trace point (one per 1% of the input) after which the relative L1 model change "
           "(mean over the 2 learner copies of ||w - w_prev||_1, over the mean ||w||_1) stays below learn.tolerance "
           "(0.2 dense, 0.025 sparse) for learn.window = 5 points. Seconds: wall time from the job's start.")
