@@ -6,6 +6,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -24,8 +25,8 @@ namespace {
 
 constexpr std::uint32_t kLearnerTag = 0x4C524753;  // "SGRL"
 // 2: the convergence trace; 4: the trace's moved entries, not its weights; 5: a delta carries only the entries that
-// first moved since the last backup.
-constexpr std::uint16_t kLearnerVersion = 5;
+// first moved since the last backup; 6: and not the values it can derive (write_trace_bases).
+constexpr std::uint16_t kLearnerVersion = 6;
 constexpr std::uint32_t kMergeTag = 0x4752454D;  // "MERG"
 constexpr std::uint16_t kMergeVersion = 1;
 
@@ -364,14 +365,14 @@ void SgdLearnerOperator::snapshot_full(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_full(out);
   sum_sq_.write_full(out);
-  write_trace_bases(out, 0);
+  write_trace_bases(out, 0, false);
 }
 
 void SgdLearnerOperator::snapshot_delta(ByteWriter& out) const {
   write_scalars(out);
   weights_.write_delta(out);
   sum_sq_.write_delta(out);
-  write_trace_bases(out, trace_backed_);  // the entries that first moved since the last backup
+  write_trace_bases(out, trace_backed_, true);  // the entries that first moved since the last backup
 }
 
 void SgdLearnerOperator::mark_backed_up() {
@@ -385,16 +386,44 @@ void SgdLearnerOperator::mark_backed_up() {
 // list only grows between trace points, so a delta carries the entries that first moved since the last backup, not
 // every entry moved since the last point: a KDD-like run with 8 failures, whose halved thresholds back the learners
 // up several times per trace point, wrote 278 MB of backups instead of 468 MB, and its restores re-insert fewer.
+// Nor does a delta carry the values it can derive: an entry's value at the last trace point is, unless the entry also
+// moved between the last backup and that point, its value in the last backup, which the state the delta applies to
+// holds. A bit per entry says which (1: derived; never in a full snapshot), and only the others' values follow:
+//   u64 kept | u64 n, n u32 indices | u64 (n + 7) / 8, the bits (entry k: byte k / 8, bit k % 8) | u64 m, m doubles.
 struct SgdLearnerOperator::TraceBases {
   std::uint64_t kept = 0;
   ArrayView<std::uint32_t> indices;  // in place in the backup read: adopted while its buffer lives
-  ArrayView<double> bases;
+  ArrayView<std::uint8_t> derived;   // the bits
+  ArrayView<double> bases;           // the values of the entries not derived, in order
 };
 
-void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept) const {
+void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept, bool delta) const {
+  const auto idx = std::span(trace_moved_.indices()).subspan(kept);
+  const auto base = std::span(trace_moved_.bases()).subspan(kept);
   out.put<std::uint64_t>(kept);
-  out.put_array<std::uint32_t>(std::span(trace_moved_.indices()).subspan(kept));
-  out.put_array<double>(std::span(trace_moved_.bases()).subspan(kept));
+  out.put_array<std::uint32_t>(idx);
+  auto& buf = out.buffer();
+  out.put<std::uint64_t>((idx.size() + 7) / 8);
+  const std::size_t bits = buf.size();
+  buf.resize(bits + (idx.size() + 7) / 8, 0);
+  std::size_t explicit_count = 0;
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    // Bit-equal (a -0.0 stays -0.0): the restored state is this one, byte for byte.
+    if (delta && std::bit_cast<std::uint64_t>(weights_.backed_up(idx[k])) == std::bit_cast<std::uint64_t>(base[k])) {
+      buf[bits + k / 8] |= static_cast<std::uint8_t>(1u << (k % 8));
+    } else {
+      ++explicit_count;
+    }
+  }
+  out.put<std::uint64_t>(explicit_count);
+  const std::size_t values = buf.size();
+  buf.resize(values + explicit_count * sizeof(double));
+  std::uint8_t* at = buf.data() + values;
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    if ((buf[bits + k / 8] >> (k % 8)) & 1) continue;
+    std::memcpy(at, &base[k], sizeof(double));
+    at += sizeof(double);
+  }
 }
 
 // Reads and checks the entries against the current state (for a delta) before anything changes.
@@ -402,9 +431,21 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
   TraceBases t;
   t.kept = in.get<std::uint64_t>("sgd-learner trace entries kept");
   t.indices = in.get_array_view<std::uint32_t>("sgd-learner trace entries");
+  t.derived = in.get_array_view<std::uint8_t>("sgd-learner trace derived bits");
   t.bases = in.get_array_view<double>("sgd-learner trace values");
-  if (t.indices.size() != t.bases.size()) {
-    throw FormatError("sgd-learner: " + std::to_string(t.indices.size()) + " trace entries but " +
+  if (t.derived.size() != (t.indices.size() + 7) / 8) {
+    throw FormatError("sgd-learner: " + std::to_string(t.derived.size()) + " bytes of derived bits for " +
+                      std::to_string(t.indices.size()) + " trace entries");
+  }
+  std::size_t derived = 0;
+  for (std::size_t b = 0; b < t.derived.size(); ++b) derived += static_cast<std::size_t>(std::popcount(t.derived[b]));
+  if (const std::size_t pad = t.derived.size() * 8 - t.indices.size();
+      pad > 0 && (t.derived[t.derived.size() - 1] >> (8 - pad)) != 0) {
+    throw FormatError("sgd-learner: derived bits set past the trace entries");
+  }
+  if (derived > 0 && !delta) throw FormatError("sgd-learner: a full snapshot derives trace values");
+  if (t.indices.size() - derived != t.bases.size()) {
+    throw FormatError("sgd-learner: " + std::to_string(t.indices.size() - derived) + " trace entries with values but " +
                       std::to_string(t.bases.size()) + " values");
   }
   if (t.kept != 0 && !delta)
@@ -428,9 +469,15 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
 // The trace's entries as read_trace_bases returned them: the list starts again (kept 0) or grows. Throws FormatError,
 // with the state as it was, when an entry is repeated or already held.
 void SgdLearnerOperator::adopt_trace(TraceBases& trace) {
+  // The values: derived ones from the weights as the delta finds them (before it applies), the others as written.
+  std::vector<double> bases(trace.indices.size());
+  for (std::size_t k = 0, e = 0; k < bases.size(); ++k) {
+    const bool derived = (trace.derived[k / 8] >> (k % 8)) & 1;
+    bases[k] = derived ? weights_.values()[static_cast<Eigen::Index>(trace.indices[k])] : trace.bases[e++];
+  }
   std::pair<std::vector<std::uint32_t>, std::vector<double>> old;  // the list that starts again, to put back
   if (trace.kept == 0) old = trace_moved_.take_all();
-  const std::size_t bad = trace_moved_.insert_clean(trace.indices, trace.bases);
+  const std::size_t bad = trace_moved_.insert_clean(trace.indices, bases);
   if (bad == trace.indices.size()) return;
   (void)trace_moved_.insert_clean(old.first, old.second);
   throw FormatError("sgd-learner: trace entry " + std::to_string(trace.indices[bad]) +

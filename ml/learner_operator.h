@@ -149,7 +149,7 @@ class SgdLearnerOperator final : public Operator {
   struct TraceBases;  // the moved entries' values at the last trace point, as read from a snapshot
   TraceBases read_trace_bases(ByteReader& in, bool delta);
   void adopt_trace(TraceBases& trace);
-  void write_trace_bases(ByteWriter& out, std::size_t kept) const;
+  void write_trace_bases(ByteWriter& out, std::size_t kept, bool delta) const;
   void adopt(Scalars&& s, TrackedVector::Delta&& weights, TrackedVector::Delta&& sum_sq, TraceBases&& trace);
   void write_scalars(ByteWriter& out) const;
   // The largest L2 norm of step t (t >= 1): eta0 / sqrt(t) * clip for SGD (make_step's step size), eta0 * clip for

@@ -59,6 +59,8 @@ class DirtySlots {
   }
 
   bool is_dirty(std::size_t i) const { return pos_[i] != 0; }
+  // The backed-up value of a dirty slot i (not checked).
+  T base_of(std::size_t i) const { return base_[pos_[i] - 1]; }
   std::size_t count() const { return idx_.size(); }
   std::size_t slots() const { return pos_.size(); }
   const std::vector<std::uint32_t>& indices() const { return idx_; }

@@ -55,6 +55,13 @@ class TrackedVector {
   }
   double operator[](std::size_t i) const { return get(i); }
   const Eigen::VectorXd& values() const { return values_; }
+  // w_i as the last backup holds it (the current value when it has not changed since). O(1).
+  double backed_up(std::size_t i) const {
+    assert(i < size());
+    const auto k = static_cast<Eigen::Index>(i);
+    if (dense_) return backup_[k];
+    return dirty_.is_dirty(i) ? dirty_.base_of(i) : values_[k];
+  }
   std::size_t size() const { return static_cast<std::size_t>(values_.size()); }
   Metric metric() const { return Metric::L2; }
 

@@ -4,6 +4,7 @@
 // copies' traces; a detector on the trace of the HIGGS-like data converges where the L1 change settles.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -145,23 +146,34 @@ std::vector<std::uint8_t> full_snapshot(const SgdLearnerOperator& op) {
   return w.take();
 }
 
-// A backup ends with the trace's moved entries: u64 kept (entries of the state it applies to that stay), u64 count,
-// count u32 indices, u64 count, count doubles.
+// A backup ends with the trace's moved entries: u64 kept (entries of the state it applies to that stay), u64 n, n u32
+// indices, u64 (n + 7) / 8, the derived bits, u64 m, m doubles (the values not derived; m = n less the bits set).
 struct TraceTail {
   std::uint64_t kept = 0, count = 0;
-  std::size_t first = 0;  // offset of the first index
+  std::size_t first = 0;      // offset of the first index
+  std::uint64_t derived = 0;  // entries whose value the delta leaves to the state it applies to
 };
 TraceTail trace_tail(const std::vector<std::uint8_t>& bytes) {
-  for (std::size_t len = 0; len < bytes.size() / 12; ++len) {
-    std::uint64_t c = 0, c2 = 0;
-    std::memcpy(&c, bytes.data() + bytes.size() - 8 * len - 8, sizeof c);
-    if (c != len) continue;
-    const std::size_t first = bytes.size() - 8 * len - 8 - 4 * len;
-    std::memcpy(&c2, bytes.data() + first - 8, sizeof c2);
-    if (c2 != len) continue;
-    TraceTail t{0, len, first};
-    std::memcpy(&t.kept, bytes.data() + first - 16, sizeof t.kept);
-    return t;
+  const auto u64_at = [&](std::size_t at) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    return v;
+  };
+  for (std::size_t m = 0; 8 * m + 8 <= bytes.size(); ++m) {
+    const std::size_t values = bytes.size() - 8 * m;  // the m doubles start here
+    if (u64_at(values - 8) != m) continue;
+    for (std::size_t nb = 0; nb + 16 + 8 * m <= bytes.size() && nb <= (bytes.size() / 4 + 7) / 8; ++nb) {
+      const std::size_t bits = values - 8 - nb;
+      if (bits < 8 || u64_at(bits - 8) != nb) continue;
+      std::uint64_t set = 0;
+      for (std::size_t b = 0; b < nb; ++b) set += static_cast<std::uint64_t>(std::popcount(bytes[bits + b]));
+      for (std::size_t n = nb == 0 ? 0 : 8 * nb - 7; n <= 8 * nb; ++n) {
+        if (n != set + m || bits - 8 < 4 * n + 16) continue;
+        const std::size_t first = bits - 8 - 4 * n;
+        if (u64_at(first - 8) != n) continue;
+        return TraceTail{u64_at(first - 16), n, first, set};
+      }
+    }
   }
   ADD_FAILURE() << "no trace entries at the end of the backup";
   return {};
@@ -200,6 +212,14 @@ TEST(ConvergenceTrace, RejectsCorruptTraceEntries) {
   auto repeated = bytes;
   std::memcpy(repeated.data() + first + 4, repeated.data() + first, 4);
   rejects(repeated, "repeated");
+  auto derives = bytes;  // a full snapshot has no state to derive a value from
+  derives[first + 4 * k + 8] |= 1;
+  rejects(derives, "a full snapshot derives trace values");
+  auto stray_bit = bytes;  // a bit past the entries
+  if (k % 8 != 0) {
+    stray_bit[first + 4 * k + 8 + (k - 1) / 8] |= static_cast<std::uint8_t>(0x80);
+    rejects(stray_bit, "derived bits set past the trace entries");
+  }
   SgdLearnerOperator c(p, {});
   ByteReader r(bytes);
   c.restore_full(r);  // the intact snapshot is accepted
@@ -301,6 +321,14 @@ TEST(ConvergenceTrace, DeltasCarryTheEntriesMovedSinceTheLastBackup) {
   EXPECT_GT(t2.count, 0u);
   EXPECT_EQ(t3.kept, 0u);  // examples 200..209 moved these entries since the trace point
   EXPECT_GT(t3.count, 0u);
+  // The values a delta derives: every entry of d1 and d2 (no trace point since the previous backup, so each entry's
+  // value at the last point is its value in that backup), those of d3 that did not move between d2 and the point at
+  // 200; a full snapshot derives none.
+  EXPECT_EQ(trace_tail(full).derived, 0u);
+  EXPECT_EQ(t1.derived, t1.count);
+  EXPECT_EQ(t2.derived, t2.count);
+  EXPECT_GT(t3.derived, 0u);
+  EXPECT_LT(t3.derived, t3.count);
   // The chain reproduces the state: its trace now and after ten more examples each.
   SgdLearnerOperator b(p, {});
   for (const auto* bytes : {&full, &d1, &d2, &d3}) {
