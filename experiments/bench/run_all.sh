@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every Google Benchmark binary the build made (experiments/bench/*_benchmark.cc: tracked counters, Count-Min,
-# Space-Saving, HyperLogLog, ripple join, NEXMark, word count and grep, the learners, wire codec, backup stores,
-# recovery, the exactly-once sink's effect database, parameter-server clocks) with repetitions and writes their median
-# tables to experiments/results/bench/<name>.txt.
+# Space-Saving, a Count-Min state backup piece by piece, HyperLogLog, ripple join, NEXMark, word count and grep, the
+# learners, wire codec, backup stores, recovery, the exactly-once sink's effect database, parameter-server clocks)
+# with repetitions and writes their median tables to experiments/results/bench/<name>.txt.
 #   experiments/bench/run_all.sh [build-dir]      (BENCHMARKS="hh_benchmark ml_benchmark" for some of them)
 set -euo pipefail
 BUILD=${1:-build}
