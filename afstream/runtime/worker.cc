@@ -165,6 +165,8 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     alpha_may_shrink_ = op_->alpha_may_shrink();
     refresh_alpha();
     op_waits_ = op_->waits_for_feedback();
+    // beta() 0: process() never emits (a learner, a sink: they emit at finish, which waits for the numbering).
+    silent_process_ = op_->beta() == 0 && !op_waits_;
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
   if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_.get());
@@ -283,7 +285,12 @@ void Worker::run() {
         }
       } else {
         if (ctx_.config.mode == FtMode::None && crash_in_) end_inputs_of_finished_senders();
-        if (numbering_pending_ == 0 && unacked_total() < window()) process_some(4 * ctx_.config.batch_items);
+        // A restarted worker numbers its outputs after what each receiver holds (continue_output_numbering), so it
+        // processes nothing until every receiver has answered, unless processing cannot emit: a learner behind a
+        // restarting sink then starts on its input as soon as it arrives (3-6 ms sooner per failure of all workers).
+        if ((numbering_pending_ == 0 || silent_process_) && unacked_total() < window()) {
+          process_some(4 * ctx_.config.batch_items);
+        }
         if (ask_mode()) {
           send_asks();
           checkpoint_if_idle();

@@ -441,6 +441,7 @@ class Worker {
   std::uint32_t op_type_ = 0;
   std::uint64_t unchecked_items_ = 0;  // items that may skip the Theta check (after_update: alpha bounds their drift)
   bool op_waits_ = false;              // op_->waits_for_feedback(): ready() is consulted
+  bool silent_process_ = false;        // process() never emits (beta() 0, no feedback): runs before the numbering
   bool alpha_bounds_drift_ = false;    // op_->divergence_bounded_by_alpha() with a positive alpha
   // op_->alpha() as last read (refresh_alpha). Constant unless alpha_may_shrink_: then read again every few thousand
   // items under R-logall, after each Theta backup and after a restore; it only shrinks in between, so a value read
