@@ -37,10 +37,6 @@ points() {
   awk -v k="$1" 'BEGIN { for (i = 0; i < k; i++) printf "%s%.4f", (i ? "," : ""), (k == 1 ? 0.1 : 0.1 + 0.8 * i / (k - 1)) }'
 }
 
-mkdir -p "$OUT"
-RUNS="$OUT/runs"
-rm -rf "$RUNS" "$OUT/traces" "$OUT/summary.csv"
-mkdir -p "$RUNS" "$OUT/traces"
 for d in $DATASETS; do
   case "$d" in higgs | kdd) ;; *) echo "convergence.sh: unknown dataset '$d' (expected higgs or kdd)" >&2; exit 2 ;; esac
 done
@@ -67,6 +63,11 @@ if [ -n "${CONFIGS:-}" ]; then
   done
   configs=("${chosen[@]}")
 fi
+# Unknown names (above) fail before anything is removed.
+mkdir -p "$OUT"
+RUNS="$OUT/runs"
+rm -rf "$RUNS" "$OUT/traces" "$OUT/summary.csv"
+mkdir -p "$RUNS" "$OUT/traces"
 header_done=0
 for round in $(seq 1 "$ROUNDS"); do
   for d in $DATASETS; do

@@ -6,7 +6,8 @@
 #
 #   experiments/jobs_table.sh [afstream-binary]
 #     ROUNDS=3 ITEMS=10000000 FAILS=10 RUNTIME=threads JOBS="hh ss nexmark join distinct" TEXT_BYTES=100000000 by default
-#     (JOBS may also name wordcount, grep, learn-higgs and learn-kdd; OUT=DIR writes elsewhere than experiments/results/jobs)
+#     (JOBS may also name wordcount, grep, learn-higgs and learn-kdd; OUT=DIR writes elsewhere than experiments/results/jobs;
+#     CONFIGS="none,approx A" runs only the configurations named, FAILS=0 no runs with failures)
 #
 # The jobs and their two approx settings are listed in experiments/job_specs.sh.
 #
@@ -25,11 +26,20 @@ TEXT_BYTES=${TEXT_BYTES:-100000000}
 # shellcheck source=experiments/job_specs.sh
 source "$(dirname "$0")/job_specs.sh"
 
+# Unknown job or configuration names fail before anything runs or is removed.
+for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done
+if [ -n "${CONFIGS:-}" ]; then
+  IFS=',' read -r -a wanted <<<"$CONFIGS"
+  for w in "${wanted[@]}"; do
+    case "$w" in "none" | "approx A" | "approx B" | "exact") ;;
+    *) echo "jobs_table.sh: unknown configuration '$w' in CONFIGS (expected none, approx A, approx B, exact)" >&2; exit 2 ;;
+    esac
+  done
+fi
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv" "$OUT"/rows-*.tmp
 mkdir -p "$RUNS"
-for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done  # unknown names fail before anything runs
 
 for round in $(seq 1 "$ROUNDS"); do
   for job in $JOBS; do
@@ -38,7 +48,10 @@ for round in $(seq 1 "$ROUNDS"); do
     for c in "${configs[@]}"; do
       name=${c%%|*}
       args=${c#*|}
-      for fails in 0 "$FAILS"; do
+      if [ -n "${CONFIGS:-}" ] && [[ ",$CONFIGS," != *",$name,"* ]]; then continue; fi
+      fail_counts=(0)
+      [ "$FAILS" -gt 0 ] && fail_counts+=("$FAILS")
+      for fails in "${fail_counts[@]}"; do
         [ "$name" = none ] && [ "$fails" -gt 0 ] && continue
         [ "$name" = exact ] && [ "$fails" -gt 0 ] && continue
         dir="$RUNS/$job-$round"
@@ -64,7 +77,7 @@ for job in $JOBS; do
 done
 rm -f "$OUT"/rows-*.tmp
 {
-  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS RUNTIME=$RUNTIME JOBS=\"$JOBS\" TEXT_BYTES=$TEXT_BYTES experiments/jobs_table.sh\`" \
+  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS RUNTIME=$RUNTIME JOBS=\"$JOBS\" TEXT_BYTES=$TEXT_BYTES${CONFIGS:+ CONFIGS=\"$CONFIGS\"} experiments/jobs_table.sh\`" \
     "($(date +%F), $(nproc) cores, revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown))."
   echo
   python3 experiments/jobs_summary.py "$OUT/summary.csv"
