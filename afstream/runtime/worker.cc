@@ -287,7 +287,8 @@ void Worker::run() {
         if (ctx_.config.mode == FtMode::None && crash_in_) end_inputs_of_finished_senders();
         // A restarted worker numbers its outputs after what each receiver holds (continue_output_numbering), so it
         // processes nothing until every receiver has answered, unless processing cannot emit: a learner behind a
-        // restarting sink then starts on its input as soon as it arrives (3-6 ms sooner per failure of all workers).
+        // restarting sink then starts on its input as soon as it arrives (on worker processes, one run: its first
+        // example 4-6 ms after its restore instead of 7-19; ml/README.md, "Sixteenth session").
         if ((numbering_pending_ == 0 || silent_process_) && unacked_total() < window()) {
           process_some(4 * ctx_.config.batch_items);
         }
@@ -845,13 +846,20 @@ void Worker::on_live_item(bool ended) {
   maybe_complete_recovery();
 }
 
+// Whether every input (but channel `except`) has processed again what the crashed incarnation had, or has ended.
+bool Worker::back_where_crashed(std::optional<std::uint32_t> except) const {
+  for (const auto& in : ins_) {
+    const auto channel = static_cast<std::uint32_t>(in.id);
+    const auto c = crash_in_->processed.find(channel);
+    if (channel != except && c != crash_in_->processed.end() && !in.ended && in.processed < c->second) return false;
+  }
+  return true;
+}
+
 // After processing an item in a recovered incarnation that had items to process again: caught up once every input
 // is back where the crashed incarnation had left it (FailureRecord::caught_up_ms).
 void Worker::check_caught_up() {
-  for (const auto& in : ins_) {
-    const auto c = crash_in_->processed.find(static_cast<std::uint32_t>(in.id));
-    if (c != crash_in_->processed.end() && !in.ended && in.processed < c->second) return;
-  }
+  if (!back_where_crashed()) return;
   catching_up_ = false;
   crash_in_->record.caught_up_ms = ms_since(crash_in_->killed_at);
   set_recovered(crash_in_->record);
@@ -1157,15 +1165,7 @@ std::size_t Worker::process_some(std::size_t budget) {
       if (it == crash_in_->processed.end() || ci.item.seq > it->second) {
         // The state now reflects what the crashed one did on this channel; compare only if every other channel has
         // caught up too (items still to come on a lagging channel are not lost). Otherwise give up on measuring.
-        bool caught_up = true;
-        for (const auto& in : ins_) {
-          const auto c = crash_in_->processed.find(static_cast<std::uint32_t>(in.id));
-          if (static_cast<std::uint32_t>(in.id) != ci.channel && c != crash_in_->processed.end() && !in.ended &&
-              in.processed < c->second) {
-            caught_up = false;
-          }
-        }
-        if (caught_up) {
+        if (back_where_crashed(ci.channel)) {
           measure_loss();
         } else {
           measure_pending_ = false;
