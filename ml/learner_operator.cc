@@ -295,6 +295,13 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
                      std::to_string(data_->size()) + " examples");
   }
   data_->example(item.key, x_);
+  if (x_.is_sparse() && config_.task != Task::kSoftmax) {
+    for (const auto i : x_.indices) {
+      if (i >= weights_.size()) continue;  // predict reports it
+      weights_.prefetch(i);
+      if (trace_every_ > 0) trace_moved_.prefetch(i);
+    }
+  }
   // Progressive validation: the outcome before the update.
   const auto& w = weights_.values();
   const Prediction pred = predict(config_, w, x_);
@@ -375,6 +382,11 @@ void SgdLearnerOperator::snapshot_delta(ByteWriter& out) const {
   write_trace_bases(out, trace_backed_, true);  // the entries that first moved since the last backup
 }
 
+void SgdLearnerOperator::stop_tracking() {
+  weights_.stop_tracking();
+  sum_sq_.stop_tracking();
+}
+
 void SgdLearnerOperator::mark_backed_up() {
   weights_.mark_backed_up();
   sum_sq_.mark_backed_up();
@@ -407,9 +419,10 @@ void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept, bo
   const std::size_t bits = buf.size();
   buf.resize(bits + (idx.size() + 7) / 8, 0);
   std::size_t explicit_count = 0;
+  const bool derive = delta && weights_.tracking();  // untracked weights do not know their backed-up values
   for (std::size_t k = 0; k < idx.size(); ++k) {
     // Bit-equal (a -0.0 stays -0.0): the restored state is this one, byte for byte.
-    if (delta && std::bit_cast<std::uint64_t>(weights_.backed_up(idx[k])) == std::bit_cast<std::uint64_t>(base[k])) {
+    if (derive && std::bit_cast<std::uint64_t>(weights_.backed_up(idx[k])) == std::bit_cast<std::uint64_t>(base[k])) {
       buf[bits + k / 8] |= static_cast<std::uint8_t>(1u << (k % 8));
     } else {
       ++explicit_count;

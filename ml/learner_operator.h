@@ -123,6 +123,7 @@ class SgdLearnerOperator final : public Operator {
   double beta() const override { return 0; }
   double divergence() const override { return weights_.divergence(); }
   bool divergence_bounded_by_alpha() const override { return true; }  // L2, steps clipped to alpha
+  void stop_tracking() override;  // the weights and AdaGrad sums; the trace goes on (it is a measurement)
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;

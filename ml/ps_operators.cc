@@ -237,6 +237,11 @@ void PsWorkerOperator::snapshot_delta(ByteWriter& out) const {
   cache_.write_delta(out);
 }
 
+void PsWorkerOperator::stop_tracking() {
+  acc_.stop_tracking();
+  cache_.stop_tracking();
+}
+
 void PsWorkerOperator::mark_backed_up() {
   acc_.mark_backed_up();
   cache_.mark_backed_up();
@@ -481,6 +486,11 @@ void PsServerOperator::snapshot_delta(ByteWriter& out) const {
   weights_.write_delta(out);
   sum_sq_.write_delta(out);
   buffer_.write_delta(out);
+}
+
+void PsServerOperator::stop_tracking() {
+  weights_.stop_tracking();
+  sum_sq_.stop_tracking();
 }
 
 void PsServerOperator::mark_backed_up() {

@@ -106,6 +106,7 @@ class PsWorkerOperator final : public Operator {
   double alpha() const override { return static_cast<double>(config_.batch) * config_.clip; }
   double beta() const override;
   double divergence() const override { return acc_.divergence(); }
+  void stop_tracking() override;
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;
@@ -169,6 +170,7 @@ class PsServerOperator final : public Operator {
   double alpha() const override;
   double beta() const override { return 1; }
   double divergence() const override;
+  void stop_tracking() override;  // the weights and AdaGrad sums (the pending gradients are few)
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;

@@ -99,6 +99,11 @@ class Operator {
 
   // Distance from the state at the last mark_backed_up() (or construction). O(1).
   virtual double divergence() const = 0;
+  // The runtime will never back this operator up nor restore it (mode none): from now on it calls neither
+  // divergence() nor snapshot_delta(), mark_backed_up(), backup_partial_delta(), restore_full() or apply_delta(). An
+  // operator may stop the bookkeeping that exists only for them (its tracked containers' stop_tracking()), so that
+  // mode none costs nothing for backups (DESIGN 3). Called at most once, before the first item. Default: nothing.
+  virtual void stop_tracking() {}
   // True when a process() call that emits nothing never moves divergence() by more than alpha() (a tracked
   // container whose metric obeys the triangle inequality, fed at most alpha per item). The runtime then compares
   // divergence() with theta only once the items since the last comparison could have used up the room left:

@@ -84,7 +84,7 @@ struct FailureRecord {
   std::uint64_t l = 0;
   std::uint64_t gamma = 0;
   double alpha = 0;
-  double divergence_at_crash = 0;  // divergence from the last backup taken
+  double divergence_at_crash = 0;  // divergence from the last backup taken (-1 in mode none: not tracked)
   std::uint64_t lost_items = 0;    // acknowledged, unprocessed, unbacked items lost with the worker
   std::uint64_t lost_outputs = 0;  // unacknowledged outputs not covered by a state backup
   double lost_divergence = -1;     // measured d(state at crash, recovered state); -1 if not measured

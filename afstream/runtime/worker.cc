@@ -161,6 +161,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     source_size_ = source_->size();
   } else {
     op_ = ctx.registry->make_operator(stage_.kind, stage_.params, at);
+    if (ctx.config.mode == FtMode::None) op_->stop_tracking();  // nothing will ever be backed up
     op_type_ = type_id_of(stage_.kind);
     alpha_may_shrink_ = op_->alpha_may_shrink();
     refresh_alpha();
@@ -2109,7 +2110,7 @@ void Worker::on_crash() {
   rec.gamma = schedule_.current().gamma;
   if (op_) {
     rec.alpha = op_->alpha();
-    rec.divergence_at_crash = op_->divergence();
+    rec.divergence_at_crash = ctx_.config.mode == FtMode::None ? -1 : op_->divergence();  // none: not tracked
     if (ctx_.config.measure_losses) {
       ByteWriter w;
       op_->snapshot_full(w);

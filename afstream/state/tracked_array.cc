@@ -49,7 +49,19 @@ void TrackedArray<T>::for_each_dirty(F&& f) const {
 }
 
 template <typename T>
+void TrackedArray<T>::stop_tracking() {
+  untracked_ = true;
+  base_ = std::vector<T>();
+  dirty_ = std::vector<std::uint64_t>();
+  dirty_words_ = std::vector<std::uint32_t>();
+  moved_ = std::vector<std::uint32_t>();
+  dirty_count_ = 0;
+  div_.reset();
+}
+
+template <typename T>
 void TrackedArray<T>::mark_backed_up() {
+  if (untracked_) return;
   if (dirty_words_.size() > dirty_.size() / 8) {
     std::fill(dirty_.begin(), dirty_.end(), 0);
   } else {
@@ -70,8 +82,8 @@ typename TrackedArray<T>::Mag TrackedArray<T>::watched(double residual) {
 
 template <typename T>
 double TrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
-  const bool partial = metric() == Metric::MaxAbs && residual > 0 && watch_ != std::numeric_limits<Mag>::max() &&
-                       static_cast<double>(watch_) <= residual;
+  const bool partial = !untracked_ && metric() == Metric::MaxAbs && residual > 0 &&
+                       watch_ != std::numeric_limits<Mag>::max() && static_cast<double>(watch_) <= residual;
   if (!partial) {
     write_delta(w);
     mark_backed_up();
@@ -139,6 +151,12 @@ void TrackedArray<T>::write_delta_entries(ByteWriter& w, std::size_t k, F&& for_
 
 template <typename T>
 void TrackedArray<T>::write_delta(ByteWriter& w) const {
+  if (untracked_) {  // every slot
+    write_delta_entries(w, values_.size(), [&](auto&& f) {
+      for (std::uint32_t i = 0; i < values_.size(); ++i) f(i);
+    });
+    return;
+  }
   write_delta_entries(w, dirty_count(), [&](auto&& f) { for_each_dirty(f); });
 }
 

@@ -31,7 +31,8 @@ namespace afs {
 // Cost: add/set are O(1) and branch-free (a few ns, the same before and after a backup: a slot's first change since
 // the backup costs nothing extra); mark_backed_up and write_delta are O(dirty slots). Memory: 2n*sizeof(T) (the values,
 // and the backed-up value of each slot written since the backup, captured at its first change) plus one bit per slot.
-// Sizes are limited to 2^32 - 2 slots.
+// Sizes are limited to 2^32 - 2 slots. Untracked (stop_tracking(), for a run that never backs up: mode none), an
+// update only writes the value and every delta holds every slot.
 template <typename T>
 class TrackedArray {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
@@ -63,10 +64,17 @@ class TrackedArray {
   Metric metric() const { return div_.metric(); }
   std::span<const T> values() const { return values_; }
 
-  // Distance from the state at the last backup, in metric(). O(1).
-  double divergence() const { return div_.value(); }
-  // Number of slots changed (written) since the last backup: the entries of the next delta.
-  std::size_t dirty_count() const { return dirty_count_; }
+  // Distance from the state at the last backup, in metric(). O(1). Infinite once untracked (not known).
+  double divergence() const { return untracked_ ? std::numeric_limits<double>::infinity() : div_.value(); }
+  // Number of slots changed (written) since the last backup: the entries of the next delta (every slot, untracked).
+  std::size_t dirty_count() const { return untracked_ ? values_.size() : dirty_count_; }
+
+  // For good: no more divergence or change tracking (its memory is released). Updates then only write the value;
+  // divergence() is infinite, every delta (partial ones too) holds every slot, and mark_backed_up() changes nothing.
+  // For an operator whose runtime never backs it up (Operator::stop_tracking, mode none: DESIGN 3 wants that mode to
+  // pay nothing for backups).
+  void stop_tracking();
+  bool tracking() const { return !untracked_; }
   // The current state is now the backed-up state: divergence() becomes 0 and the delta empty. O(dirty).
   void mark_backed_up();
 
@@ -119,6 +127,7 @@ class TrackedArray {
   void update(std::size_t i, T now) {
     const T old = values_[i];
     values_[i] = now;
+    if (untracked_) return;
     // The backed-up value is captured at a slot's first change after a backup (branch-free: the slot's old value
     // when its dirty bit is clear), so mark_backed_up only clears the bits.
     std::uint64_t& word = dirty_[i >> 6];
@@ -154,6 +163,7 @@ class TrackedArray {
   static Mag watched(double residual);
   std::vector<std::uint32_t> moved_;
   detail::DivergenceTracker<T> div_;
+  bool untracked_ = false;
 };
 
 extern template class TrackedArray<std::int64_t>;

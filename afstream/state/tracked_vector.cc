@@ -67,6 +67,10 @@ void TrackedVector::add_dense(const Eigen::VectorXd& d) {
     throw std::invalid_argument("TrackedVector::add_dense: update has " + std::to_string(d.size()) +
                                 " entries but the vector has " + std::to_string(values_.size()));
   }
+  if (untracked_) {
+    values_ += d;
+    return;
+  }
   if (!dense_) {
     const auto nonzero = static_cast<std::size_t>((d.array() != 0.0).count());
     if (2 * (dirty_.count() + nonzero) <= size()) {
@@ -92,7 +96,16 @@ void TrackedVector::recompute() {
   for (std::size_t k = 0; k < idx.size(); ++k) div_.accumulate(base[k], values_[idx[k]]);
 }
 
+void TrackedVector::stop_tracking() {
+  untracked_ = true;
+  dense_ = false;
+  dirty_ = DirtySlots<double>(0);
+  backup_ = Eigen::VectorXd();
+  div_.reset();
+}
+
 void TrackedVector::mark_backed_up() {
+  if (untracked_) return;
   dirty_.clear();
   dense_ = false;
   div_.reset();
@@ -105,7 +118,7 @@ void TrackedVector::write_full(ByteWriter& w) const {
 
 void TrackedVector::write_delta(ByteWriter& w) const {
   detail::write_container_header(w, kDeltaTag, size());
-  if (dense_ || 2 * dirty_.count() > size()) {
+  if (dense_ || untracked_ || 2 * dirty_.count() > size()) {
     w.put<std::uint8_t>(kDeltaFullCopy);
     put_vector(w, values_);
     return;

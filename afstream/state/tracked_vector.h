@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 #include <cassert>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "afstream/core/bytes.h"
@@ -27,6 +28,8 @@ namespace afs {
 //    divergence exactly, every entry counts as dirty and the delta is a full copy (flagged). mark_backed_up()
 //    returns to the sparse regime.
 // A sparse-regime delta with more than half the entries changed is also written as a flagged full copy.
+// Untracked (stop_tracking(), for a run that never backs up: mode none): updates only write the value; every delta is
+// a full copy.
 // L2 is accurate to floating-point rounding (a running sum for sparse updates, recomputed from the dirty entries if
 // cancellation makes it negative -- see RunningSum in divergence.h; recomputed from scratch by every dense add). Sizes
 // are limited to 2^32 - 2 entries.
@@ -54,10 +57,18 @@ class TrackedVector {
     return values_[static_cast<Eigen::Index>(i)];
   }
   double operator[](std::size_t i) const { return get(i); }
+  // A hint that entry i is about to be read and updated: starts loading it and its tracking entry, so that the
+  // cache misses of a sparse update's scattered entries overlap instead of following one another.
+  void prefetch(std::size_t i) const {
+    assert(i < size());
+    __builtin_prefetch(values_.data() + i, 1);
+    if (!dense_ && !untracked_) dirty_.prefetch(i);
+  }
   const Eigen::VectorXd& values() const { return values_; }
   // w_i as the last backup holds it (the current value when it has not changed since). O(1).
+  // Only while tracking().
   double backed_up(std::size_t i) const {
-    assert(i < size());
+    assert(i < size() && tracking());
     const auto k = static_cast<Eigen::Index>(i);
     if (dense_) return backup_[k];
     return dirty_.is_dirty(i) ? dirty_.base_of(i) : values_[k];
@@ -65,10 +76,18 @@ class TrackedVector {
   std::size_t size() const { return static_cast<std::size_t>(values_.size()); }
   Metric metric() const { return Metric::L2; }
 
-  // L2 distance from the state at the last backup. O(1).
-  double divergence() const { return div_.value(); }
-  // Entries changed since the last backup (all of them in the dense regime).
-  std::size_t dirty_count() const { return dense_ ? size() : dirty_.count(); }
+  // L2 distance from the state at the last backup. O(1). Infinite once untracked (not known).
+  double divergence() const { return untracked_ ? std::numeric_limits<double>::infinity() : div_.value(); }
+  // Entries changed since the last backup (all of them in the dense regime, or untracked).
+  std::size_t dirty_count() const { return dense_ || untracked_ ? size() : dirty_.count(); }
+
+  // For good: no more divergence or change tracking (its memory is released). Updates then only write the value, as
+  // a plain vector would; divergence() is infinite, every delta a full copy, and mark_backed_up() changes nothing.
+  // For an operator whose runtime never backs it up (Operator::stop_tracking, mode none): DESIGN 3 wants that mode
+  // to pay nothing for backups, and the tracking of a KDD-like learner's 2^18 scattered weights made its examples
+  // about 20% slower.
+  void stop_tracking();
+  bool tracking() const { return !untracked_; }
   // The current state is now the backed-up state: divergence() becomes 0 and the delta empty. O(dirty), or O(1)
   // when leaving the dense regime.
   void mark_backed_up();
@@ -107,6 +126,7 @@ class TrackedVector {
     const auto k = static_cast<Eigen::Index>(i);
     const double old = values_[k];
     values_[k] = now;
+    if (untracked_) return;
     const double base = dense_ ? backup_[k] : dirty_.base_for(i, old);
     div_.change(base, old, now);
     if (div_.drifted()) [[unlikely]]
@@ -119,6 +139,7 @@ class TrackedVector {
   DirtySlots<double> dirty_;
   detail::DivergenceTracker<double> div_;
   bool dense_ = false;
+  bool untracked_ = false;
   Eigen::VectorXd backup_;  // the backed-up weights; meaningful only in the dense regime
 };
 

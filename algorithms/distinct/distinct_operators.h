@@ -28,6 +28,7 @@ class HllRegisters : public Operator {
   double alpha() const override;
   double beta() const override { return 0; }
   double divergence() const override { return registers_.divergence(); }
+  void stop_tracking() override { registers_.stop_tracking(); }       // mode none: no backups, no bookkeeping for them
   bool divergence_bounded_by_alpha() const override { return true; }  // one register rises by at most max rank
   void snapshot_full(ByteWriter& out) const override { registers_.write_full(out); }
   void snapshot_delta(ByteWriter& out) const override { registers_.write_delta(out); }

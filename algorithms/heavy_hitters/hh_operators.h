@@ -87,6 +87,7 @@ class CountMinHeavyHitters final : public Operator {
   double divergence() const override {
     return reported_since_backup_ ? std::numeric_limits<double>::infinity() : counters_.divergence();
   }
+  void stop_tracking() override { counters_.stop_tracking(); }  // mode none: no backups, no bookkeeping for them
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;

@@ -119,20 +119,33 @@ afs::Params learn_job_params(bool kdd) {
   return p;
 }
 
-// Arguments: kdd (0: HIGGS-like dense 28, 1: KDD-like 2^18 hashed, 11 active).
+// Arguments: kdd (0: HIGGS-like dense 28, 1: KDD-like 2^18 hashed, 11 active); mode (0: as in mode none, the
+// operator told to stop tracking; 1: as in approx, tracked, a delta written and marked backed up every 4,096
+// examples, the learn job's ft.replay-items-max). Both with the job's trace (a point every 5,000 examples), so the
+// two differ by what approximate fault tolerance costs the learner's own thread.
 void BM_SgdLearnerProcess(benchmark::State& state) {
   const bool kdd = state.range(0) != 0;
-  afs::ml::SgdLearnerOperator op(learn_job_params(kdd), {});
+  const bool approx = state.range(1) != 0;
+  afs::Params p = learn_job_params(kdd);
+  p.set("trace-every", std::int64_t{5000}).set("trace-clock", "off");
+  afs::ml::SgdLearnerOperator op(p, {});
+  if (!approx) op.stop_tracking();
   DiscardingEmitter out;
+  afs::ByteWriter w;
   std::uint64_t n = 0;
   for (auto _ : state) {
     op.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
     n = (n + 1) & ((std::uint64_t{1} << 20) - 1);
+    if (approx && n % 4096 == 0) {
+      w.buffer().clear();
+      op.snapshot_delta(w);
+      op.mark_backed_up();
+    }
   }
   state.SetItemsProcessed(state.iterations());
-  state.SetLabel(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28");
+  state.SetLabel(std::string(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28") + (approx ? ", approx" : ", none"));
 }
-BENCHMARK(BM_SgdLearnerProcess)->Arg(0)->Arg(1);
+BENCHMARK(BM_SgdLearnerProcess)->ArgsProduct({{0, 1}, {0, 1}});
 
 // Arguments: kdd (0/1), deltas after the full snapshot. The learn job's copy of 1e6 examples: trace-every 5000,
 // ft.replay-items-max 4096, a full snapshot once the deltas weigh 4 times one (12-16 records on the KDD-like set).

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,52 @@ TEST(SgdLearnerOperator, SameWeightsAsCoreLearn) {
     // Records at the powers of two: 1, 2, ..., 2048.
     ASSERT_EQ(op.records().size(), 12u) << what;
     EXPECT_EQ(op.records().back().count, 2048) << what;
+  }
+}
+
+// Mode none tells the operator to stop tracking (Operator::stop_tracking): it then learns exactly what a tracked copy
+// learns (weights, steps, trace), and what it would write if asked is still a valid chain: a full snapshot and then
+// a delta (its weights a full copy, its trace values all explicit) restore a fresh copy to its state.
+TEST(SgdLearnerOperator, StoppedTrackingLearnsTheSameAndItsSnapshotsStillRestore) {
+  for (const auto& c : kCases) {
+    Params p = params(c.data, c.task, c.optimizer, 10);
+    p.set("trace-every", std::int64_t{500}).set("trace-clock", "off");
+    SgdLearnerOperator tracked(p, {}), untracked(p, {}), restored(p, {});
+    untracked.stop_tracking();
+    RecordingEmitter out;
+    ByteWriter full;
+    for (const auto& item : indices(0, 1700)) {
+      tracked.process(item, out);
+      untracked.process(item, out);
+    }
+    untracked.snapshot_full(full);
+    untracked.mark_backed_up();
+    for (const auto& item : indices(1700, 3000)) {
+      tracked.process(item, out);
+      untracked.process(item, out);
+    }
+    ByteWriter delta;
+    untracked.snapshot_delta(delta);
+    const std::string what = c.data + "/" + c.task + "/" + c.optimizer;
+    ASSERT_TRUE(tracked.weights() == untracked.weights()) << what;
+    EXPECT_EQ(tracked.steps(), untracked.steps()) << what;
+    EXPECT_EQ(tracked.loss_sum(), untracked.loss_sum()) << what;
+    EXPECT_EQ(untracked.trace().size(), 6u) << what;
+    EXPECT_TRUE(tracked.trace() == untracked.trace()) << what;
+    EXPECT_EQ(untracked.divergence(), std::numeric_limits<double>::infinity()) << what;
+    ByteReader rf(full.buffer());
+    restored.restore_full(rf);
+    ByteReader rd(delta.buffer());
+    restored.apply_delta(rd);
+    EXPECT_TRUE(restored.weights() == untracked.weights()) << what;
+    EXPECT_EQ(restored.steps(), untracked.steps()) << what;
+    // And the restored copy continues as the uninterrupted one (its trace bases came through the delta).
+    for (const auto& item : indices(3000, 3600)) {
+      restored.process(item, out);
+      tracked.process(item, out);
+    }
+    EXPECT_TRUE(restored.weights() == tracked.weights()) << what;
+    EXPECT_TRUE(restored.trace() == tracked.trace()) << what;
   }
 }
 

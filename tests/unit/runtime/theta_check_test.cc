@@ -43,6 +43,10 @@ class Stepper final : public Operator {
     counters_.write_delta(out);
   }
   void mark_backed_up() override { counters_.mark_backed_up(); }
+  void stop_tracking() override {
+    ++stop_tracking_calls;
+    counters_.stop_tracking();
+  }
   void restore_full(ByteReader& in) override { counters_.read_full(in); }
   void apply_delta(ByteReader& in) override { counters_.apply_delta(in); }
   double distance(const Operator& other) const override {
@@ -54,6 +58,7 @@ class Stepper final : public Operator {
     double divergence;
   };
   std::uint64_t items = 0;
+  std::uint64_t stop_tracking_calls = 0;
   mutable std::uint64_t divergence_calls = 0;
   mutable std::vector<Backup> at_backup;
 
@@ -66,9 +71,10 @@ struct Outcome {
   std::vector<Stepper::Backup> backups;
   std::uint64_t items = 0;
   std::uint64_t divergence_calls = 0;
+  std::uint64_t stop_tracking_calls = 0;
 };
 
-Outcome run(bool bounded, double theta) {
+Outcome run(bool bounded, double theta, FtMode mode = FtMode::Approx) {
   Registry registry;
   hh::register_heavy_hitters(registry);  // the zipf source
   registry.add_operator("stepper", "tests",
@@ -78,14 +84,14 @@ Outcome run(bool bounded, double theta) {
   const Topology t =
       TopologyBuilder().source("source", "zipf", src).stage("op", "stepper", Params()).from("source").build();
   RunConfig config;
-  config.mode = FtMode::Approx;
+  config.mode = mode;
   config.bounds = {theta, 1e9, 1e3};  // L out of the way: only the Theta rule backs up the state
   config.batch_items = 256;
   LocalCluster cluster(t, registry, config);
   cluster.run();
   auto* op = dynamic_cast<Stepper*>(cluster.final_operator(t.first_worker(t.stage_index("op"))));
   if (!op) throw std::runtime_error("no stepper");
-  return {op->at_backup, op->items, op->divergence_calls};
+  return {op->at_backup, op->items, op->divergence_calls, op->stop_tracking_calls};
 }
 
 TEST(ThetaCheck, BoundedOperatorsAreComparedRarelyAndBackedUpAtTheSameItems) {
@@ -109,6 +115,18 @@ TEST(ThetaCheck, BoundedOperatorsAreComparedRarelyAndBackedUpAtTheSameItems) {
     EXPECT_GT(skipping.backups[i].divergence, trigger) << "backup " << i;
     EXPECT_LE(skipping.backups[i].divergence, trigger + kAlpha) << "backup " << i;
   }
+}
+
+// Mode none costs nothing for backups (DESIGN 3): the runtime tells the operator to stop tracking before the first
+// item, and never asks for its divergence or a backup. Every other mode leaves the tracking on.
+TEST(ThetaCheck, ModeNoneStopsTheTrackingAndNeverAsks) {
+  const Outcome none = run(true, 400, FtMode::None);
+  EXPECT_EQ(none.items, 20000u);
+  EXPECT_EQ(none.stop_tracking_calls, 1u);
+  EXPECT_EQ(none.divergence_calls, 0u);
+  EXPECT_TRUE(none.backups.empty());
+  for (const FtMode mode : {FtMode::Approx, FtMode::Exact}) EXPECT_EQ(run(true, 400, mode).stop_tracking_calls, 0u);
+  EXPECT_FALSE(run(true, 400, FtMode::Approx).backups.empty());
 }
 
 }  // namespace

@@ -182,6 +182,40 @@ TYPED_TEST(TrackedArrayTest, FullRoundTrip) {
   }
 }
 
+// Mode none (Operator::stop_tracking): an untracked array holds the values a tracked one fed the same updates holds,
+// its divergence is unknown (infinite), and every delta it writes, partial ones too, holds every slot and restores
+// it exactly.
+TYPED_TEST(TrackedArrayTest, UntrackedHoldsTheSameValuesAndWritesEverySlot) {
+  using T = TypeParam;
+  for (Metric m : kMetrics) {
+    std::mt19937_64 rng(9), same(9);
+    TrackedArray<T> tracked(200, m), untracked(200, m);
+    for (int k = 0; k < 30; ++k) random_update<T>(untracked, nullptr, rng, false);
+    for (int k = 0; k < 30; ++k) random_update<T>(tracked, nullptr, same, false);
+    untracked.stop_tracking();
+    EXPECT_FALSE(untracked.tracking());
+    for (int k = 0; k < 2000; ++k) {
+      random_update<T>(untracked, nullptr, rng, false);
+      random_update<T>(tracked, nullptr, same, false);
+    }
+    EXPECT_EQ(values_of(untracked), values_of(tracked));
+    EXPECT_EQ(untracked.divergence(), std::numeric_limits<double>::infinity());
+    EXPECT_EQ(untracked.dirty_count(), 200u);
+    untracked.mark_backed_up();  // changes nothing
+    EXPECT_EQ(untracked.dirty_count(), 200u);
+    ByteWriter partial;
+    EXPECT_EQ(untracked.backup_partial_delta(partial, 5.0), 0.0);
+    for (const auto& bytes : {delta_bytes(untracked), partial.take()}) {
+      TrackedArray<T> restored(200, m);  // all 0: only a delta of every slot gives the values back
+      ByteReader r(bytes);
+      restored.apply_delta(r);
+      r.expect_end("delta");
+      EXPECT_EQ(values_of(restored), values_of(tracked));
+      EXPECT_EQ(restored.divergence(), 0.0);
+    }
+  }
+}
+
 // A worker backs up (full, then deltas whenever divergence exceeds theta) into sealed snapshots; a replacement
 // restores from them and continues: it must match the uninterrupted run exactly, including later deltas.
 TYPED_TEST(TrackedArrayTest, SnapshotRestoreContinueEqualsUninterrupted) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -156,6 +157,36 @@ TEST(TrackedVector, DenseUpdateSwitchesToFullCopyDelta) {
   a.add(9, 1.0);
   EXPECT_EQ(a.dirty_count(), 1u);
   EXPECT_EQ(a.divergence(), 1.0);
+}
+
+// Mode none (Operator::stop_tracking): an untracked vector holds the same values as a tracked one fed the same
+// updates, divergence is unknown (infinite), and every delta it writes is a full copy that restores it exactly.
+TEST(TrackedVector, UntrackedHoldsTheSameValuesAndWritesFullCopies) {
+  std::mt19937_64 rng(11), same(11);
+  TrackedVector tracked(500), untracked(500);
+  for (int k = 0; k < 50; ++k) random_update(untracked, nullptr, rng);  // some changes before tracking stops
+  for (int k = 0; k < 50; ++k) random_update(tracked, nullptr, same);
+  untracked.stop_tracking();
+  EXPECT_FALSE(untracked.tracking());
+  EXPECT_TRUE(tracked.tracking());
+  for (int k = 0; k < 3000; ++k) {  // sparse adds and sets, and dense adds (which a tracked vector takes densely)
+    random_update(untracked, nullptr, rng);
+    random_update(tracked, nullptr, same);
+  }
+  EXPECT_TRUE(same_values(untracked, tracked.values()));
+  EXPECT_EQ(untracked.divergence(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(untracked.dirty_count(), untracked.size());
+  untracked.mark_backed_up();  // changes nothing: still untracked
+  EXPECT_EQ(untracked.divergence(), std::numeric_limits<double>::infinity());
+  const auto d = delta_bytes(untracked);
+  EXPECT_EQ(d.at(kDeltaModeOffset), 1);  // a full copy, whatever changed
+  TrackedVector restored(500);
+  restored.add(3, 1.0);
+  ByteReader r(d);
+  restored.apply_delta(r);
+  r.expect_end("delta");
+  EXPECT_TRUE(same_values(restored, tracked.values()));
+  EXPECT_EQ(restored.divergence(), 0.0);  // the restored vector still tracks
 }
 
 TEST(TrackedVector, FullRoundTrip) {
