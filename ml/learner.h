@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -120,7 +121,11 @@ void make_step(const LearnerConfig& c, OptimizerState& opt, SparseVector& g);
 // Adds each entry of the step to the store.
 template <WeightStore S>
 void apply_step(const SparseVector& step, S& store) {
-  for (std::size_t k = 0; k < step.size(); ++k) store.add(step.index[k], step.value[k]);
+  if constexpr (requires { store.add_all(std::span(step.index), std::span(step.value)); }) {
+    store.add_all(std::span(step.index), std::span(step.value));  // a TrackedVector: one divergence update
+  } else {
+    for (std::size_t k = 0; k < step.size(); ++k) store.add(step.index[k], step.value[k]);
+  }
 }
 inline void apply_step(const SparseVector& step, Eigen::VectorXd& w) {
   for (std::size_t k = 0; k < step.size(); ++k) w[static_cast<Eigen::Index>(step.index[k])] += step.value[k];

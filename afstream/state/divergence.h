@@ -146,6 +146,9 @@ class DivergenceTracker {
     }
   }
 
+  // Adds changes already summed by the owner (L1, L2: the sum of what change() would have added for each).
+  void add_sum(Sum s) { sum_.add(s); }
+
   // True when a floating-point running sum came out negative; the owner then calls reset_sum() and accumulate()s
   // its dirty slots again. Always false for integer counters.
   bool drifted() const { return sum_.negative(); }

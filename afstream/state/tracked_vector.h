@@ -10,6 +10,7 @@
 #include <cassert>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "afstream/core/bytes.h"
@@ -49,6 +50,30 @@ class TrackedVector {
   void set(std::size_t i, double v) {
     assert(i < size());
     update(i, v);
+  }
+  // w_index[k] += delta[k] for k in order (an index may repeat; every index < size()): what add() entry by entry
+  // gives, the divergence to rounding, at less cost per entry (a learner's sparse step): the divergence's running
+  // sum takes the entries' changes once, summed in two independent chains instead of one. O(entries).
+  void add_all(std::span<const std::uint32_t> index, std::span<const double> delta) {
+    assert(index.size() == delta.size());
+    if (untracked_ || dense_) {
+      for (std::size_t k = 0; k < index.size(); ++k) add(index[k], delta[k]);
+      return;
+    }
+    double change[2] = {0, 0};
+    for (std::size_t k = 0; k < index.size(); ++k) {
+      const std::uint32_t i = index[k];
+      assert(i < size());
+      double& v = values_[static_cast<Eigen::Index>(i)];
+      const double old = v;
+      const double now = old + delta[k];
+      v = now;
+      const double base = dirty_.base_for(i, old);
+      change[k & 1] += (now - base) * (now - base) - (old - base) * (old - base);
+    }
+    div_.add_sum(change[0] + change[1]);
+    if (div_.drifted()) [[unlikely]]
+      recompute();
   }
   // w += d (d.size() == size(), else std::invalid_argument). O(n).
   void add_dense(const Eigen::VectorXd& d);

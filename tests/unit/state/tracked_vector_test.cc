@@ -159,6 +159,38 @@ TEST(TrackedVector, DenseUpdateSwitchesToFullCopyDelta) {
   EXPECT_EQ(a.divergence(), 1.0);
 }
 
+// add_all (a learner's sparse step in one call) gives add()'s values bit for bit and its divergence to rounding, with
+// repeated indices, after backups, and in the dense regime.
+TEST(TrackedVector, AddAllEqualsAddEntryByEntry) {
+  std::mt19937_64 rng(13);
+  std::uniform_real_distribution<double> u(-2.0, 2.0);
+  TrackedVector batched(64), single(64);
+  for (int step = 0; step < 400; ++step) {
+    std::vector<std::uint32_t> index(1 + rng() % 12);
+    std::vector<double> delta(index.size());
+    for (std::size_t k = 0; k < index.size(); ++k) {
+      index[k] = static_cast<std::uint32_t>(rng() % 64);
+      if (k > 0 && rng() % 4 == 0) index[k] = index[k - 1];  // a hash collision: the same weight twice in a step
+      delta[k] = u(rng);
+    }
+    batched.add_all(index, delta);
+    for (std::size_t k = 0; k < index.size(); ++k) single.add(index[k], delta[k]);
+    ASSERT_TRUE(same_values(batched, single.values())) << "step " << step;
+    expect_close(batched.divergence(), single.divergence());
+    EXPECT_EQ(batched.dirty_count(), single.dirty_count());
+    if (step % 50 == 49) {  // a backup
+      batched.mark_backed_up();
+      single.mark_backed_up();
+    }
+    if (step == 300) {  // into the dense regime
+      const Eigen::VectorXd d = random_gradient(64, 64, rng);
+      batched.add_dense(d);
+      single.add_dense(d);
+    }
+  }
+  EXPECT_EQ(delta_bytes(batched), delta_bytes(single));
+}
+
 // Mode none (Operator::stop_tracking): an untracked vector holds the same values as a tracked one fed the same
 // updates, divergence is unknown (infinite), and every delta it writes is a full copy that restores it exactly.
 TEST(TrackedVector, UntrackedHoldsTheSameValuesAndWritesFullCopies) {
