@@ -49,13 +49,20 @@ void TrackedArray<T>::for_each_dirty(F&& f) const {
 }
 
 template <typename T>
+std::size_t TrackedArray<T>::dirty_count() const {
+  if (untracked_) return values_.size();
+  std::size_t n = 0;
+  for (const std::uint32_t w : dirty_words_) n += static_cast<std::size_t>(std::popcount(dirty_[w]));
+  return n;
+}
+
+template <typename T>
 void TrackedArray<T>::stop_tracking() {
   untracked_ = true;
   base_ = std::vector<T>();
   dirty_ = std::vector<std::uint64_t>();
   dirty_words_ = std::vector<std::uint32_t>();
   moved_ = std::vector<std::uint32_t>();
-  dirty_count_ = 0;
   div_.reset();
 }
 
@@ -68,7 +75,6 @@ void TrackedArray<T>::mark_backed_up() {
     for (const std::uint32_t w : dirty_words_) dirty_[w] = 0;
   }
   dirty_words_.clear();
-  dirty_count_ = 0;
   div_.reset();
   watch_ = std::numeric_limits<Mag>::max();
   moved_.clear();

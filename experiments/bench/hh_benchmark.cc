@@ -156,6 +156,46 @@ void BM_SpaceSavingHhProcess(benchmark::State& state) {
 }
 BENCHMARK(BM_SpaceSavingHhProcess)->Arg(0)->Arg(700);
 
+// The operator count-min-hh as the heavy-hitter job runs it (4 x 8000, the same Zipf keys and packet weights), per
+// item. range(0) = 0: as in mode none, the operator told to stop tracking; otherwise tracked, with a delta written and
+// marked backed up every range(0) items (1,400: about what Theta 1e5 gives each of the job's two copies). What approx
+// mode adds to a Count-Min item on its own thread: the counters' tracking and the deltas.
+void BM_CountMinHhProcess(benchmark::State& state) {
+  const auto every = static_cast<std::size_t>(state.range(0));
+  constexpr std::size_t kItems = 1 << 20;
+  static const std::vector<afs::Item> items = [] {
+    const ZipfGenerator gen({.num_keys = 1'000'000, .skew = 0.9, .total_items = kItems, .seed = 5});
+    std::vector<afs::Item> v(kItems);
+    gen.fill(0, v);
+    for (std::size_t p = 0; p < v.size(); ++p) v[p].value = afs::hh::packet_bytes(5, p);
+    return v;
+  }();
+  afs::Params p;
+  p.set("width", 8000)
+      .set("depth", 4)
+      .set("phi", 1e12)
+      .set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
+  afs::hh::CountMinHeavyHitters op(p);
+  if (every == 0) op.stop_tracking();
+  struct : afs::Emitter {
+    void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
+  } out;
+  afs::ByteWriter w;
+  std::size_t i = 0, since = 0;
+  for (auto _ : state) {
+    op.process(items[i++ & (kItems - 1)], out);
+    if (every != 0 && ++since == every) {
+      since = 0;
+      w.buffer().clear();
+      op.snapshot_delta(w);
+      op.mark_backed_up();
+      benchmark::DoNotOptimize(w.buffer().data());
+    }
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_CountMinHhProcess)->Arg(0)->Arg(1400);
+
 void BM_CountMinEstimate(benchmark::State& state) {
   CountMin cm = make_sketch(state);
   const auto& keys = zipf_keys();
