@@ -1,5 +1,6 @@
 # The jobs the experiment scripts compare, one line each: label | job arguments | approx setting A | approx setting B.
 # Sourced by jobs_table.sh and instructions.sh (one list, so the two measure the same jobs with the same settings).
+# Labels are CSV fields: no commas (jobs_table.sh refuses one).
 #
 # The paper's settings are (Theta 1e5, L 1e3) and (Theta 1e4, L 100), with Gamma 1e3. Theta is in the units of the
 # job's divergence, so the settings are the paper's where those units make them meaningful (bytes for heavy hitters,
@@ -17,8 +18,8 @@ job_spec() {
     distinct) echo "distinct (HyperLogLog)|--job distinct|--ft.theta 8 --ft.l 1e3|--ft.theta 4 --ft.l 100" ;;
     wordcount) echo "wordcount ($text_mb MB generated corpus)|--job wordcount --text.synthetic-bytes ${TEXT_BYTES:-100000000}|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
     grep) echo "grep ($text_mb MB generated corpus)|--job grep --text.synthetic-bytes ${TEXT_BYTES:-100000000}|--ft.theta 1e5 --ft.l 1e3|--ft.theta 1e4 --ft.l 100" ;;
-    learn-higgs) echo "learn (logistic SGD, HIGGS-like dense 28)|--job learn --learn.data higgs|--ft.theta 10 --ft.l 1e3|--ft.theta 1 --ft.l 100" ;;
-    learn-kdd) echo "learn (logistic SGD, KDD-like sparse 2^18)|--job learn --learn.data kdd|--ft.theta 10 --ft.l 1e3|--ft.theta 1 --ft.l 100" ;;
+    learn-higgs) echo "learn (logistic SGD; HIGGS-like dense 28)|--job learn --learn.data higgs|--ft.theta 10 --ft.l 1e3|--ft.theta 1 --ft.l 100" ;;
+    learn-kdd) echo "learn (logistic SGD; KDD-like sparse 2^18)|--job learn --learn.data kdd|--ft.theta 10 --ft.l 1e3|--ft.theta 1 --ft.l 100" ;;
     *) echo "unknown job '$1' (expected hh, ss, nexmark, join, distinct, wordcount, grep, learn-higgs, learn-kdd)" >&2; return 2 ;;
   esac
 }

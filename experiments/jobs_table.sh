@@ -27,7 +27,10 @@ TEXT_BYTES=${TEXT_BYTES:-100000000}
 source "$(dirname "$0")/job_specs.sh"
 
 # Unknown job or configuration names fail before anything runs or is removed.
-for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done
+for job in $JOBS; do
+  spec=$(job_spec "$job") || exit 2
+  case "${spec%%|*}" in *,*) echo "jobs_table.sh: the label of '$job' has a comma (it is a CSV field)" >&2; exit 2 ;; esac
+done
 if [ -n "${CONFIGS:-}" ]; then
   IFS=',' read -r -a wanted <<<"$CONFIGS"
   for w in "${wanted[@]}"; do
