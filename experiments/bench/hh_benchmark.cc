@@ -157,11 +157,13 @@ void BM_SpaceSavingHhProcess(benchmark::State& state) {
 BENCHMARK(BM_SpaceSavingHhProcess)->Arg(0)->Arg(700);
 
 // The operator count-min-hh as the heavy-hitter job runs it (4 x 8000, the same Zipf keys and packet weights), per
-// item. range(0) = 0: as in mode none, the operator told to stop tracking; otherwise tracked, with a delta written and
-// marked backed up every range(0) items (1,400: about what Theta 1e5 gives each of the job's two copies). What approx
-// mode adds to a Count-Min item on its own thread: the counters' tracking and the deltas.
+// item. range(0) = 0: as in mode none, the operator told to stop tracking. Otherwise tracked, and backed up as an
+// approx worker does it at that trigger (Theta 1e5 gives each of the job's two copies 5e4): once divergence() passes
+// the trigger, a partial delta leaving min(trigger / 2, trigger - 4 alpha) unwritten (backup_partial_delta; its
+// slots stay dirty until a whole delta). range(0) = 1e18: never backed up, the tracking alone. What approx mode adds
+// to a Count-Min item on its own thread: the counters' tracking and the deltas.
 void BM_CountMinHhProcess(benchmark::State& state) {
-  const auto every = static_cast<std::size_t>(state.range(0));
+  const auto trigger = static_cast<double>(state.range(0));
   constexpr std::size_t kItems = 1 << 20;
   static const std::vector<afs::Item> items = [] {
     const ZipfGenerator gen({.num_keys = 1'000'000, .skew = 0.9, .total_items = kItems, .seed = 5});
@@ -170,31 +172,34 @@ void BM_CountMinHhProcess(benchmark::State& state) {
     for (std::size_t p = 0; p < v.size(); ++p) v[p].value = afs::hh::packet_bytes(5, p);
     return v;
   }();
+  const auto alpha = afs::hh::max_weight(afs::hh::Weights::Packet);
   afs::Params p;
-  p.set("width", 8000)
-      .set("depth", 4)
-      .set("phi", 1e12)
-      .set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
+  p.set("width", 8000).set("depth", 4).set("phi", 1e12).set("max-weight", alpha);
   afs::hh::CountMinHeavyHitters op(p);
-  if (every == 0) op.stop_tracking();
+  if (trigger == 0) op.stop_tracking();
+  const double residual = std::min(trigger / 2, trigger - 4 * static_cast<double>(alpha));
   struct : afs::Emitter {
     void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
   } out;
   afs::ByteWriter w;
-  std::size_t i = 0, since = 0;
+  std::size_t i = 0;
+  std::int64_t backups = 0, bytes = 0;
   for (auto _ : state) {
     op.process(items[i++ & (kItems - 1)], out);
-    if (every != 0 && ++since == every) {
-      since = 0;
+    if (trigger > 0 && op.divergence() > trigger) {
       w.buffer().clear();
-      op.snapshot_delta(w);
-      op.mark_backed_up();
-      benchmark::DoNotOptimize(w.buffer().data());
+      op.backup_partial_delta(w, residual);
+      ++backups;
+      bytes += static_cast<std::int64_t>(w.size());
     }
   }
   state.SetItemsProcessed(state.iterations());
+  state.counters["items_per_backup"] =
+      static_cast<double>(state.iterations()) / static_cast<double>(std::max<std::int64_t>(1, backups));
+  state.counters["bytes_per_backup"] =
+      static_cast<double>(bytes) / static_cast<double>(std::max<std::int64_t>(1, backups));
 }
-BENCHMARK(BM_CountMinHhProcess)->Arg(0)->Arg(1400);
+BENCHMARK(BM_CountMinHhProcess)->Arg(0)->Arg(50000)->Arg(1'000'000'000'000'000'000);
 
 void BM_CountMinEstimate(benchmark::State& state) {
   CountMin cm = make_sketch(state);
