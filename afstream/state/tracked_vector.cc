@@ -1,6 +1,7 @@
 // TrackedVector: dense updates, serialization, backup bookkeeping and brute-force distance (DESIGN.md section 3).
 #include "afstream/state/tracked_vector.h"
 
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <stdexcept>
@@ -17,6 +18,7 @@ constexpr std::uint16_t kFullTag = detail::kTagVector | detail::kTagFull;
 constexpr std::uint16_t kDeltaTag = detail::kTagVector | detail::kTagDelta;
 constexpr std::uint8_t kDeltaSparse = 0;
 constexpr std::uint8_t kDeltaFullCopy = 1;
+constexpr std::uint8_t kDeltaBitmap = 2;
 
 std::size_t checked_size(std::size_t n, Metric m) {
   if (m != Metric::L2) {
@@ -123,6 +125,28 @@ void TrackedVector::write_delta(ByteWriter& w) const {
     put_vector(w, values_);
     return;
   }
+  const std::size_t words = (size() + 63) / 64;
+  if (dirty_.count() * sizeof(std::uint32_t) > words * sizeof(std::uint64_t)) {
+    // Many changed entries: a bit per entry is smaller than their indices, and the values, written in index order,
+    // are gathered in one sweep over the vector instead of at scattered places.
+    std::vector<std::uint64_t> bits(words, 0);
+    for (const std::uint32_t i : dirty_.indices()) bits[i >> 6] |= std::uint64_t{1} << (i & 63);
+    w.buffer().reserve(w.size() + 17 + words * sizeof(std::uint64_t) + dirty_.count() * sizeof(double));
+    w.put<std::uint8_t>(kDeltaBitmap);
+    w.put_array<std::uint64_t>(bits);
+    w.put<std::uint64_t>(dirty_.count());
+    auto& buf = w.buffer();
+    std::size_t at = buf.size();
+    buf.resize(at + dirty_.count() * sizeof(double));
+    for (std::size_t k = 0; k < words; ++k) {
+      for (std::uint64_t b = bits[k]; b != 0; b &= b - 1) {
+        const double x = values_[static_cast<Eigen::Index>(k * 64 + static_cast<std::size_t>(std::countr_zero(b)))];
+        std::memcpy(buf.data() + at, &x, sizeof x);
+        at += sizeof x;
+      }
+    }
+    return;
+  }
   w.buffer().reserve(w.size() + 17 + dirty_.count() * (sizeof(std::uint32_t) + sizeof(double)));
   w.put<std::uint8_t>(kDeltaSparse);
   w.put_array<std::uint32_t>(dirty_.indices());
@@ -160,9 +184,40 @@ TrackedVector::Delta TrackedVector::read_delta(ByteReader& r) const {
     d.values = get_vector(r, n, what);
     return d;
   }
+  if (mode == kDeltaBitmap) {
+    const auto bits = r.get_array_view<std::uint64_t>(what);
+    const std::size_t words = (n + 63) / 64;
+    if (bits.size() != words) {
+      throw FormatError(std::string(what) + ": " + std::to_string(bits.size()) + " words of changed-entry bits for " +
+                        std::to_string(n) + " entries (expected " + std::to_string(words) + ")");
+    }
+    d.entries = r.get_array_view<double>(what);
+    d.owned_indices.reserve(d.entries.size());
+    for (std::size_t k = 0; k < words; ++k) {
+      for (std::uint64_t b = bits[k]; b != 0; b &= b - 1) {
+        const std::size_t i = k * 64 + static_cast<std::size_t>(std::countr_zero(b));
+        if (i >= n) {
+          throw FormatError(std::string(what) + ": changed-entry bit " + std::to_string(i) + " out of range (size " +
+                            std::to_string(n) + ")");
+        }
+        if (d.owned_indices.size() == d.entries.size()) {
+          throw FormatError(std::string(what) + ": more changed-entry bits than the " +
+                            std::to_string(d.entries.size()) + " values");
+        }
+        d.owned_indices.push_back(static_cast<std::uint32_t>(i));
+      }
+    }
+    if (d.owned_indices.size() != d.entries.size()) {
+      throw FormatError(std::string(what) + ": " + std::to_string(d.owned_indices.size()) + " changed-entry bits but " +
+                        std::to_string(d.entries.size()) + " values");
+    }
+    d.indices = ArrayView<std::uint32_t>(std::span(reinterpret_cast<const std::uint8_t*>(d.owned_indices.data()),
+                                                   d.owned_indices.size() * sizeof(std::uint32_t)));
+    return d;
+  }
   if (mode != kDeltaSparse) {
     throw FormatError(std::string(what) + ": unknown delta mode " + std::to_string(mode) +
-                      " (expected 0 = sparse or 1 = full copy)");
+                      " (expected 0 = sparse, 1 = full copy or 2 = bitmap)");
   }
   d.indices = r.get_array_view<std::uint32_t>(what);
   d.entries = r.get_array_view<double>(what);

@@ -85,7 +85,7 @@ TEST(TrackedVector, DivergenceMatchesBruteForce) {
   TrackedVector a(n);
   TrackedVector backed_up = a;
   VectorModel model{Eigen::VectorXd::Zero(n), Eigen::VectorXd::Zero(n), {}, false};
-  int dense_deltas = 0, sparse_deltas = 0;
+  int dense_deltas = 0, sparse_deltas = 0, bitmap_deltas = 0;
   for (int step = 0; step < 6000; ++step) {
     const auto r = rng() % 100;
     if (r < 3) {
@@ -96,9 +96,11 @@ TEST(TrackedVector, DivergenceMatchesBruteForce) {
       model.dense = false;
     } else if (r < 7) {
       const auto d = delta_bytes(a);
+      // A full copy past half the entries; else indices (4 bytes each) or a bitmap (8 bytes per 64 entries).
       const bool full_copy = model.dense || 2 * model.touched.size() > n;
-      ASSERT_EQ(d.at(kDeltaModeOffset), full_copy ? 1 : 0);
-      (full_copy ? dense_deltas : sparse_deltas)++;
+      const bool bitmap = !full_copy && 4 * model.touched.size() > 8 * ((n + 63) / 64);
+      ASSERT_EQ(d.at(kDeltaModeOffset), full_copy ? 1 : bitmap ? 2 : 0);
+      (full_copy ? dense_deltas : bitmap ? bitmap_deltas : sparse_deltas)++;
       TrackedVector c = backed_up;
       ByteReader rd(d);
       c.apply_delta(rd);
@@ -120,6 +122,7 @@ TEST(TrackedVector, DivergenceMatchesBruteForce) {
   }
   EXPECT_GT(dense_deltas, 10);
   EXPECT_GT(sparse_deltas, 10);
+  EXPECT_GT(bitmap_deltas, 10);
 }
 
 TEST(TrackedVector, SparseDeltaStaysSparse) {
@@ -330,6 +333,56 @@ TEST(TrackedVector, CorruptDeltaLeavesVectorUnchanged) {
 
 // read_delta only reads: the vector is unchanged until apply_delta(Delta&&), which then gives what
 // apply_delta(ByteReader&) gives, for a sparse and for a full-copy delta.
+// Deltas with more changed entries than a bitmap of all of them would take bits (a learner's sparse steps between
+// backups): written as a bitmap and the values in index order, restored exactly; a truncated or inconsistent one is
+// rejected with the vector unchanged.
+TEST(TrackedVector, BitmapDeltaRoundTripsAndRejectsCorruption) {
+  std::mt19937_64 rng(17);
+  TrackedVector writer(1000);
+  for (int k = 0; k < 300; ++k) random_update(writer, nullptr, rng);
+  writer.mark_backed_up();
+  TrackedVector target = writer;
+  for (std::size_t i = 0; i < 1000; i += 7) writer.add(i, 0.25);  // 143 entries: 572 bytes of indices, 128 of bits
+  const auto d = delta_bytes(writer);
+  ASSERT_EQ(d.at(kDeltaModeOffset), 2);
+  EXPECT_LT(d.size(), 143u * 8 + 16 * 8 + 64);
+  TrackedVector restored = target;
+  ByteReader r(d);
+  restored.apply_delta(r);
+  r.expect_end("delta");
+  EXPECT_TRUE(same_values(restored, writer.values()));
+  EXPECT_EQ(restored.divergence(), 0.0);
+
+  target.add(2, 4.0);
+  auto apply = [](auto& c, ByteReader& rd) { c.apply_delta(rd); };
+  expect_prefixes_rejected(target, d, apply);
+  auto craft = [](std::uint64_t size, std::vector<std::uint64_t> bits, std::vector<double> vals) {
+    ByteWriter w;
+    w.put<std::uint16_t>(0x0502);
+    w.put<std::uint16_t>(1);
+    w.put<std::uint64_t>(size);
+    w.put<std::uint8_t>(2);
+    w.put_array<std::uint64_t>(bits);
+    w.put_array<double>(vals);
+    return w.take();
+  };
+  TrackedVector small(100);
+  small.add(1, 1.0);
+  const auto unchanged = small.values();
+  expect_rejected(small, craft(100, {1}, {1.0}), apply);                          // too few words
+  expect_rejected(small, craft(100, {1, 0, 0}, {1.0}), apply);                    // too many words
+  expect_rejected(small, craft(100, {3, 0}, {1.0}), apply);                       // more bits than values
+  expect_rejected(small, craft(100, {1, 0}, {1.0, 2.0}), apply);                  // fewer bits than values
+  expect_rejected(small, craft(100, {0, std::uint64_t{1} << 40}, {1.0}), apply);  // bit 104 of 100 entries
+  EXPECT_TRUE(same_values(small, unchanged));
+  TrackedVector ok = small;
+  const auto last = craft(100, {0, std::uint64_t{1} << 35}, {7.0});  // entry 99
+  ByteReader rd(last);
+  ok.apply_delta(rd);
+  EXPECT_EQ(ok.get(99), 7.0);
+  EXPECT_EQ(ok.get(1), 1.0);
+}
+
 TEST(TrackedVector, ReadDeltaThenApplyEqualsApplyDelta) {
   std::mt19937_64 rng(8);
   TrackedVector base(5000);
