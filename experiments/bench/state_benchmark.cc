@@ -5,6 +5,8 @@
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <unordered_map>
@@ -249,6 +251,84 @@ void BM_MapWriteDeltaAndBackup(benchmark::State& state) {
 
 BENCHMARK(BM_ArrayWriteDeltaAndBackup)->Arg(10000);
 BENCHMARK(BM_MapWriteDeltaAndBackup)->Arg(10000);
+
+// --- how cheap can max-abs tracking of Count-Min counters be? ---------------------------------------------------
+// Four rows of 8,000 int64 counters fed skewed keys (Zipf-like over 1e6 keys), four updates per item as a Count-Min
+// sketch makes them, under four bookkeeping schemes, none backed up (the tracking alone):
+//   0 plain: no tracking (mode none);
+//   1 separate: TrackedArray's scheme, the values, a backed-up value per slot captured at its first change, a dirty
+//     bitmap and its list of non-zero words, the max-abs high-water mark;
+//   2 interleaved: the same with each backed-up value next to its value (one cache line for both);
+//   3 copy: a backed-up copy of every slot kept up to date at each backup, so an update only reads it and sets a dirty
+//     bit (the backup then copies the dirty slots).
+// Reported per item. Schemes 2 and 3 are not in the library: they bound what a faster container could save.
+template <int Scheme>
+void BM_CountMinTrackingSchemes(benchmark::State& state) {
+  constexpr std::size_t kWidth = 8000, kRows = 4, kSlots = kWidth * kRows, kItems = 1 << 18;
+  static const std::vector<std::uint64_t> keys = [] {
+    std::mt19937_64 rng(1);
+    std::vector<double> cdf(1'000'000);
+    double sum = 0;
+    for (std::size_t k = 0; k < cdf.size(); ++k) cdf[k] = sum += 1.0 / std::pow(static_cast<double>(k + 1), 0.9);
+    std::uniform_real_distribution<double> u(0, sum);
+    std::vector<std::uint64_t> v(kItems);
+    for (auto& k : v) {
+      k = static_cast<std::uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin()) *
+          0x9E3779B97F4A7C15ull;
+    }
+    return v;
+  }();
+  struct Slot {
+    std::int64_t value, base;
+  };
+  std::vector<std::int64_t> values(kSlots), base(kSlots);
+  std::vector<Slot> slots(kSlots);
+  std::vector<std::uint64_t> dirty((kSlots + 63) / 64);
+  std::vector<std::uint32_t> dirty_words;
+  std::int64_t high = 0;
+  auto update = [&](std::size_t i, std::int64_t w) {
+    if constexpr (Scheme == 0) {
+      values[i] += w;
+    } else if constexpr (Scheme == 3) {
+      const std::int64_t now = values[i] + w;
+      values[i] = now;
+      dirty[i >> 6] |= std::uint64_t{1} << (i & 63);
+      high = std::max(high, now - base[i]);
+    } else {
+      std::int64_t& value = Scheme == 1 ? values[i] : slots[i].value;
+      std::int64_t& b = Scheme == 1 ? base[i] : slots[i].base;
+      const std::int64_t old = value, now = old + w;
+      value = now;
+      std::uint64_t& word = dirty[i >> 6];
+      if (word == 0) dirty_words.push_back(static_cast<std::uint32_t>(i >> 6));
+      const std::uint64_t bit = std::uint64_t{1} << (i & 63);
+      const std::int64_t was = (word & bit) ? b : old;
+      b = was;
+      word |= bit;
+      high = std::max(high, now - was);
+    }
+  };
+  std::size_t n = 0;
+  for (auto _ : state) {
+    for (std::size_t k = 0; k < 1024; ++k, ++n) {
+      std::uint64_t h = keys[n & (kItems - 1)];
+      for (std::size_t r = 0; r < kRows; ++r) {
+        h = h * 0xff51afd7ed558ccdull + r;
+        update(r * kWidth + (h >> 33) % kWidth, 100);
+      }
+    }
+  }
+  benchmark::DoNotOptimize(high);
+  benchmark::DoNotOptimize(values.data());
+  benchmark::DoNotOptimize(slots.data());
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * 1024);
+  state.counters["per_item"] = benchmark::Counter(static_cast<double>(state.iterations()) * 1024,
+                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_CountMinTrackingSchemes<0>)->Name("BM_CountMinTrackingSchemes/plain");
+BENCHMARK(BM_CountMinTrackingSchemes<1>)->Name("BM_CountMinTrackingSchemes/separate");
+BENCHMARK(BM_CountMinTrackingSchemes<2>)->Name("BM_CountMinTrackingSchemes/interleaved");
+BENCHMARK(BM_CountMinTrackingSchemes<3>)->Name("BM_CountMinTrackingSchemes/copy");
 
 }  // namespace
 
