@@ -295,13 +295,6 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
                      std::to_string(data_->size()) + " examples");
   }
   data_->example(item.key, x_);
-  if (x_.is_sparse() && config_.task != Task::kSoftmax) {
-    for (const auto i : x_.indices) {
-      if (i >= weights_.size()) continue;  // predict reports it
-      weights_.prefetch(i);
-      if (trace_every_ > 0) trace_moved_.prefetch(i);
-    }
-  }
   // Progressive validation: the outcome before the update.
   const auto& w = weights_.values();
   const Prediction pred = predict(config_, w, x_);

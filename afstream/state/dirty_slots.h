@@ -59,8 +59,6 @@ class DirtySlots {
   }
 
   bool is_dirty(std::size_t i) const { return pos_[i] != 0; }
-  // A hint that slot i is about to be looked up (base_for, is_dirty): starts loading its entry of the slot table.
-  void prefetch(std::size_t i) const { __builtin_prefetch(pos_.data() + i, 1); }
   // The backed-up value of a dirty slot i (not checked).
   T base_of(std::size_t i) const { return base_[pos_[i] - 1]; }
   std::size_t count() const { return idx_.size(); }

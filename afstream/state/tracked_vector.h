@@ -52,8 +52,9 @@ class TrackedVector {
     update(i, v);
   }
   // w_index[k] += delta[k] for k in order (an index may repeat; every index < size()): what add() entry by entry
-  // gives, the divergence to rounding, at less cost per entry (a learner's sparse step): the divergence's running
-  // sum takes the entries' changes once, summed in two independent chains instead of one. O(entries).
+  // gives, the divergence to rounding (a learner's sparse step): the divergence's running sum takes the entries'
+  // changes once, summed in two independent chains instead of one. O(entries). Measured against add() per entry
+  // (ml_benchmark, BM_SgdLearnerProcess): no gain beyond this host's noise.
   void add_all(std::span<const std::uint32_t> index, std::span<const double> delta) {
     assert(index.size() == delta.size());
     if (untracked_ || dense_) {
@@ -82,13 +83,6 @@ class TrackedVector {
     return values_[static_cast<Eigen::Index>(i)];
   }
   double operator[](std::size_t i) const { return get(i); }
-  // A hint that entry i is about to be read and updated: starts loading it and its tracking entry, so that the
-  // cache misses of a sparse update's scattered entries overlap instead of following one another.
-  void prefetch(std::size_t i) const {
-    assert(i < size());
-    __builtin_prefetch(values_.data() + i, 1);
-    if (!dense_ && !untracked_) dirty_.prefetch(i);
-  }
   const Eigen::VectorXd& values() const { return values_; }
   // w_i as the last backup holds it (the current value when it has not changed since). O(1).
   // Only while tracking().

@@ -107,6 +107,19 @@ void BM_SpaceSavingSortedByCountReference(benchmark::State& state) {
 }
 BENCHMARK(BM_SpaceSavingSortedByCountReference)->Arg(8000);
 
+// 2^20 items of the heavy-hitter job's stream: Zipf(1e6, 0.9) keys with packet weights (40..1500 bytes).
+constexpr std::size_t kPacketItems = 1 << 20;
+const std::vector<afs::Item>& packet_items() {
+  static const std::vector<afs::Item> items = [] {
+    const ZipfGenerator gen({.num_keys = 1'000'000, .skew = 0.9, .total_items = kPacketItems, .seed = 5});
+    std::vector<afs::Item> v(kPacketItems);
+    gen.fill(0, v);
+    for (std::size_t p = 0; p < v.size(); ++p) v[p].value = afs::hh::packet_bytes(5, p);
+    return v;
+  }();
+  return items;
+}
+
 // The operator space-saving-hh as the heavy-hitter job runs it (capacity 8000, Zipf(1e6, 0.9) keys, packet weights),
 // per item, with a delta written every range(0) items (0: never, as in mode none; 700: about what Theta 1e5 gives
 // each of the job's two copies) and a full snapshot once the deltas since the last weigh four times one (the
@@ -114,14 +127,7 @@ BENCHMARK(BM_SpaceSavingSortedByCountReference)->Arg(8000);
 // and the backups.
 void BM_SpaceSavingHhProcess(benchmark::State& state) {
   const auto every = static_cast<std::size_t>(state.range(0));
-  constexpr std::size_t kItems = 1 << 20;
-  static const std::vector<afs::Item> items = [] {
-    const ZipfGenerator gen({.num_keys = 1'000'000, .skew = 0.9, .total_items = kItems, .seed = 5});
-    std::vector<afs::Item> v(kItems);
-    gen.fill(0, v);
-    for (std::size_t p = 0; p < v.size(); ++p) v[p].value = afs::hh::packet_bytes(5, p);
-    return v;
-  }();
+  const auto& items = packet_items();
   afs::Params p;
   p.set("capacity", 8000).set("phi", 1e12).set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
   afs::hh::SpaceSavingHeavyHitters op(p);
@@ -131,7 +137,7 @@ void BM_SpaceSavingHhProcess(benchmark::State& state) {
   std::size_t i = 0, since = 0, full_bytes = 0, delta_bytes = 0;
   std::uint64_t backup_bytes = 0;
   for (auto _ : state) {
-    op.process(items[i++ & (kItems - 1)], out);
+    op.process(items[i++ & (kPacketItems - 1)], out);
     if (every != 0 && ++since == every) {
       since = 0;
       afs::ByteWriter w;
@@ -164,14 +170,7 @@ BENCHMARK(BM_SpaceSavingHhProcess)->Arg(0)->Arg(700);
 // to a Count-Min item on its own thread: the counters' tracking and the deltas.
 void BM_CountMinHhProcess(benchmark::State& state) {
   const auto trigger = static_cast<double>(state.range(0));
-  constexpr std::size_t kItems = 1 << 20;
-  static const std::vector<afs::Item> items = [] {
-    const ZipfGenerator gen({.num_keys = 1'000'000, .skew = 0.9, .total_items = kItems, .seed = 5});
-    std::vector<afs::Item> v(kItems);
-    gen.fill(0, v);
-    for (std::size_t p = 0; p < v.size(); ++p) v[p].value = afs::hh::packet_bytes(5, p);
-    return v;
-  }();
+  const auto& items = packet_items();
   const auto alpha = afs::hh::max_weight(afs::hh::Weights::Packet);
   afs::Params p;
   p.set("width", 8000).set("depth", 4).set("phi", 1e12).set("max-weight", alpha);
@@ -185,7 +184,7 @@ void BM_CountMinHhProcess(benchmark::State& state) {
   std::size_t i = 0;
   std::int64_t backups = 0, bytes = 0;
   for (auto _ : state) {
-    op.process(items[i++ & (kItems - 1)], out);
+    op.process(items[i++ & (kPacketItems - 1)], out);
     if (trigger > 0 && op.divergence() > trigger) {
       w.buffer().clear();
       op.backup_partial_delta(w, residual);

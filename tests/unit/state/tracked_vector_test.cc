@@ -25,6 +25,16 @@ void expect_close(double got, double want) { EXPECT_NEAR(got, want, 1e-9 * (1.0 
 
 bool same_values(const TrackedVector& a, const Eigen::VectorXd& v) { return a.values() == v; }
 
+// A TrackedVector delta's header (tag, version, size) and mode byte, for hand-made payloads.
+ByteWriter delta_header(std::uint64_t size, std::uint8_t mode) {
+  ByteWriter w;
+  w.put<std::uint16_t>(0x0502);
+  w.put<std::uint16_t>(1);
+  w.put<std::uint64_t>(size);
+  w.put<std::uint8_t>(mode);
+  return w;
+}
+
 // A gradient with `nnz` random nonzero entries (all entries when nnz >= n).
 Eigen::VectorXd random_gradient(std::size_t n, std::size_t nnz, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -307,11 +317,7 @@ TEST(TrackedVector, CorruptDeltaLeavesVectorUnchanged) {
   bad_mode[kDeltaModeOffset] = 7;
   expect_rejected(target, bad_mode, apply);
   auto craft = [](std::uint64_t size, std::vector<std::uint32_t> idx, std::vector<double> vals) {
-    ByteWriter w;
-    w.put<std::uint16_t>(0x0502);
-    w.put<std::uint16_t>(1);
-    w.put<std::uint64_t>(size);
-    w.put<std::uint8_t>(0);
+    ByteWriter w = delta_header(size, 0);
     w.put_array<std::uint32_t>(idx);
     w.put_array<double>(vals);
     return w.take();
@@ -322,11 +328,7 @@ TEST(TrackedVector, CorruptDeltaLeavesVectorUnchanged) {
   expect_rejected(target, full_bytes(writer), apply);        // a full payload is not a delta
   expect_rejected(target, delta_bytes(TrackedVector(63)), apply);
   // A full-copy delta with the wrong number of values.
-  ByteWriter w;
-  w.put<std::uint16_t>(0x0502);
-  w.put<std::uint16_t>(1);
-  w.put<std::uint64_t>(64);
-  w.put<std::uint8_t>(1);
+  ByteWriter w = delta_header(64, 1);
   w.put_array<double>(std::vector<double>(63, 1.0));
   expect_rejected(target, w.take(), apply);
 }
@@ -357,11 +359,7 @@ TEST(TrackedVector, BitmapDeltaRoundTripsAndRejectsCorruption) {
   auto apply = [](auto& c, ByteReader& rd) { c.apply_delta(rd); };
   expect_prefixes_rejected(target, d, apply);
   auto craft = [](std::uint64_t size, std::vector<std::uint64_t> bits, std::vector<double> vals) {
-    ByteWriter w;
-    w.put<std::uint16_t>(0x0502);
-    w.put<std::uint16_t>(1);
-    w.put<std::uint64_t>(size);
-    w.put<std::uint8_t>(2);
+    ByteWriter w = delta_header(size, 2);
     w.put_array<std::uint64_t>(bits);
     w.put_array<double>(vals);
     return w.take();
