@@ -10,8 +10,13 @@
 
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "afstream/core/bytes.h"
+#include "afstream/core/errors.h"
 
 namespace afs::detail {
 
@@ -48,6 +53,91 @@ void put_gathered(ByteWriter& w, const Values& v, const Index& idx) {
     std::memcpy(out, &x, sizeof(T));
     out += sizeof(T);
   }
+}
+
+// --- fixed-size arrays (TrackedArray, BlockTrackedArray: the same payloads) ----------------------------------------
+// full:  header (tag, version, n), then put_array<T>(the n values).
+// delta: header (tag, version, n), then put_array<u32>(indices) and put_array<T>(their values), in the same order.
+
+template <typename T>
+constexpr std::uint16_t array_tag() {
+  static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>);
+  return std::is_same_v<T, std::int64_t> ? kTagArrayInt64 : kTagArrayDouble;
+}
+
+// The slots a delta sets and their values (indices < the array's size; an index may repeat, the last value wins).
+template <typename T>
+struct ArrayDelta {
+  std::vector<std::uint32_t> indices;
+  std::vector<T> values;
+};
+
+template <typename T>
+void write_array_full(ByteWriter& w, std::span<const T> values) {
+  write_container_header(w, array_tag<T>() | kTagFull, values.size());
+  w.put_array<T>(values);
+}
+
+// A delta of the k slots for_each_index(f) yields (f(u32 index), exactly k calls), written in one pass.
+template <typename T, typename F>
+void write_array_delta(ByteWriter& w, std::span<const T> values, std::size_t k, F&& for_each_index) {
+  write_container_header(w, array_tag<T>() | kTagDelta, values.size());
+  auto& buf = w.buffer();
+  const std::size_t off = buf.size();
+  buf.resize(off + 2 * sizeof(std::uint64_t) + k * (sizeof(std::uint32_t) + sizeof(T)));
+  std::uint8_t* idx_out = buf.data() + off;
+  const std::uint64_t count = k;
+  std::memcpy(idx_out, &count, sizeof count);
+  idx_out += sizeof count;
+  std::uint8_t* val_out = idx_out + k * sizeof(std::uint32_t);
+  std::memcpy(val_out, &count, sizeof count);
+  val_out += sizeof count;
+  for_each_index([&](std::uint32_t i) {
+    std::memcpy(idx_out, &i, sizeof i);
+    idx_out += sizeof i;
+    std::memcpy(val_out, &values[i], sizeof(T));
+    val_out += sizeof(T);
+  });
+}
+
+// Reads and checks a full payload for an array of n slots: exactly n values, or FormatError naming what is wrong.
+template <typename T>
+std::vector<T> read_array_full(ByteReader& r, std::size_t n) {
+  const char* what = container_tag_name(array_tag<T>() | kTagFull);
+  const std::uint64_t size = read_container_header(r, array_tag<T>() | kTagFull);
+  if (size != n) {
+    throw FormatError(std::string(what) + ": holds " + std::to_string(size) + " slots but this array has " +
+                      std::to_string(n));
+  }
+  std::vector<T> v = r.get_array<T>(what);
+  if (v.size() != n) {
+    throw FormatError(std::string(what) + ": header says " + std::to_string(n) + " slots but " +
+                      std::to_string(v.size()) + " values follow");
+  }
+  return v;
+}
+
+// Reads and checks a delta payload for an array of n slots (every index in range), or FormatError.
+template <typename T>
+ArrayDelta<T> read_array_delta(ByteReader& r, std::size_t n) {
+  const char* what = container_tag_name(array_tag<T>() | kTagDelta);
+  const std::uint64_t size = read_container_header(r, array_tag<T>() | kTagDelta);
+  if (size != n) {
+    throw FormatError(std::string(what) + ": written for " + std::to_string(size) + " slots but this array has " +
+                      std::to_string(n));
+  }
+  ArrayDelta<T> d{r.get_array<std::uint32_t>(what), r.get_array<T>(what)};
+  if (d.indices.size() != d.values.size()) {
+    throw FormatError(std::string(what) + ": " + std::to_string(d.indices.size()) + " indices but " +
+                      std::to_string(d.values.size()) + " values");
+  }
+  for (const std::uint32_t i : d.indices) {
+    if (i >= n) {
+      throw FormatError(std::string(what) + ": slot index " + std::to_string(i) + " out of range (size " +
+                        std::to_string(n) + ")");
+    }
+  }
+  return d;
 }
 
 }  // namespace afs::detail

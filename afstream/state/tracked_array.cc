@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "afstream/core/errors.h"
 #include "afstream/state/container_format.h"
@@ -30,11 +31,6 @@ TrackedArray<T>::TrackedArray(std::size_t n, Metric m)
         "divergence metric new-keys applies to keyed state (TrackedMap), not to TrackedArray; "
         "use max-abs, l1 or l2");
   }
-}
-
-template <typename T>
-std::uint16_t TrackedArray<T>::tag() {
-  return std::is_same_v<T, std::int64_t> ? detail::kTagArrayInt64 : detail::kTagArrayDouble;
 }
 
 template <typename T>
@@ -127,32 +123,13 @@ void TrackedArray<T>::recompute() {
 
 template <typename T>
 void TrackedArray<T>::write_full(ByteWriter& w) const {
-  detail::write_container_header(w, tag() | detail::kTagFull, values_.size());
-  w.put_array<T>(values_);
+  detail::write_array_full<T>(w, values_);
 }
 
-// The delta layout: header (tag, version, n), then the same bytes as put_array<u32>(indices) followed by
-// put_gathered(values, indices), written in one pass over the k indices for_each_index(f) yields.
 template <typename T>
 template <typename F>
 void TrackedArray<T>::write_delta_entries(ByteWriter& w, std::size_t k, F&& for_each_index) const {
-  detail::write_container_header(w, tag() | detail::kTagDelta, values_.size());
-  auto& buf = w.buffer();
-  const std::size_t off = buf.size();
-  buf.resize(off + 2 * sizeof(std::uint64_t) + k * (sizeof(std::uint32_t) + sizeof(T)));
-  std::uint8_t* idx_out = buf.data() + off;
-  const std::uint64_t count = k;
-  std::memcpy(idx_out, &count, sizeof count);
-  idx_out += sizeof count;
-  std::uint8_t* val_out = idx_out + k * sizeof(std::uint32_t);
-  std::memcpy(val_out, &count, sizeof count);
-  val_out += sizeof count;
-  for_each_index([&](std::uint32_t i) {
-    std::memcpy(idx_out, &i, sizeof i);
-    idx_out += sizeof i;
-    std::memcpy(val_out, &values_[i], sizeof(T));
-    val_out += sizeof(T);
-  });
+  detail::write_array_delta<T>(w, values_, k, std::forward<F>(for_each_index));
 }
 
 template <typename T>
@@ -173,18 +150,7 @@ void TrackedArray<T>::read_full(ByteReader& r) {
 
 template <typename T>
 std::vector<T> TrackedArray<T>::read_full_values(ByteReader& r) const {
-  const char* what = detail::container_tag_name(tag() | detail::kTagFull);
-  const std::uint64_t n = detail::read_container_header(r, tag() | detail::kTagFull);
-  if (n != values_.size()) {
-    throw FormatError(std::string(what) + ": holds " + std::to_string(n) + " slots but this array has " +
-                      std::to_string(values_.size()));
-  }
-  std::vector<T> v = r.get_array<T>(what);
-  if (v.size() != n) {
-    throw FormatError(std::string(what) + ": header says " + std::to_string(n) + " slots but " +
-                      std::to_string(v.size()) + " values follow");
-  }
-  return v;
+  return detail::read_array_full<T>(r, values_.size());
 }
 
 template <typename T>
@@ -196,24 +162,7 @@ void TrackedArray<T>::apply_full(std::vector<T>&& values) {
 
 template <typename T>
 typename TrackedArray<T>::Delta TrackedArray<T>::read_delta(ByteReader& r) const {
-  const char* what = detail::container_tag_name(tag() | detail::kTagDelta);
-  const std::uint64_t n = detail::read_container_header(r, tag() | detail::kTagDelta);
-  if (n != values_.size()) {
-    throw FormatError(std::string(what) + ": written for " + std::to_string(n) + " slots but this array has " +
-                      std::to_string(values_.size()));
-  }
-  Delta d{r.get_array<std::uint32_t>(what), r.get_array<T>(what)};
-  if (d.indices.size() != d.values.size()) {
-    throw FormatError(std::string(what) + ": " + std::to_string(d.indices.size()) + " indices but " +
-                      std::to_string(d.values.size()) + " values");
-  }
-  for (const std::uint32_t i : d.indices) {
-    if (i >= n) {
-      throw FormatError(std::string(what) + ": slot index " + std::to_string(i) + " out of range (size " +
-                        std::to_string(n) + ")");
-    }
-  }
-  return d;
+  return detail::read_array_delta<T>(r, values_.size());
 }
 
 template <typename T>

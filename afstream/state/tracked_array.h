@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "afstream/core/bytes.h"
+#include "afstream/state/container_format.h"
 #include "afstream/state/divergence.h"
 
 namespace afs {
@@ -109,10 +110,7 @@ class TrackedArray {
   // The same in two steps, for an operator that restores several containers all or nothing without copying this
   // one: read_delta reads and checks a write_delta payload (FormatError on bad input, the array unchanged), and
   // apply_delta(const Delta&) applies it (it cannot fail) in O(changed slots).
-  struct Delta {
-    std::vector<std::uint32_t> indices;  // all < size()
-    std::vector<T> values;
-  };
+  using Delta = detail::ArrayDelta<T>;  // indices (all < size()) and their values
   Delta read_delta(ByteReader& r) const;
   void apply_delta(const Delta& d);
   // Likewise for read_full: read_full_values reads and checks a write_full payload (the array unchanged), and
@@ -145,7 +143,6 @@ class TrackedArray {
       recompute();
   }
   void recompute();
-  static std::uint16_t tag();
   template <typename F>
   void for_each_dirty(F&& f) const;  // f(index) for every slot changed since the last backup
   template <typename F>

@@ -43,9 +43,11 @@ class HeavyHittersJob final : public Job {
         "item weights: packet (40..1500 bytes, as the paper's packet trace) or unit")(
         "hh.phi", po::value<double>()->default_value(1e-3),
         "heavy-hitter threshold: a key is heavy if its total weight exceeds phi (a fraction of the expected total "
-        "weight if < 1)")("hh.parallelism", po::value<int>()->default_value(2),
-                          "parallel count-min-hh workers (keyed)")("hh.sources", po::value<int>()->default_value(1),
-                                                                   "parallel source instances");
+        "weight if < 1)")("hh.divergence-block", po::value<std::uint64_t>()->default_value(kCountMinDivergenceBlock),
+                          "Count-Min counters per divergence block (a power of two; 1: every counter's drift "
+                          "measured exactly, more work per update; lowered to divide hh.width)")(
+        "hh.parallelism", po::value<int>()->default_value(2), "parallel count-min-hh workers (keyed)")(
+        "hh.sources", po::value<int>()->default_value(1), "parallel source instances");
   }
 
   Topology topology(const po::variables_map& vm, const RunConfig& run) override {
@@ -105,7 +107,7 @@ class HeavyHittersJob final : public Job {
     source_params_ = src;
     Params cm;
     cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed_ * 7919 + 1);
-    cm.set("max-weight", alpha);
+    cm.set("max-weight", alpha).set("divergence-block", vm["hh.divergence-block"].as<std::uint64_t>());
     // Theorem 2 after failures: keys are watched from phi minus the most that failures can take from one copy's
     // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R';
     // count_min_watch_margin). The sketches read straight from the replayable source.

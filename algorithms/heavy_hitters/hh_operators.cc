@@ -1,6 +1,7 @@
 #include "algorithms/heavy_hitters/hh_operators.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "afstream/core/errors.h"
@@ -86,6 +87,14 @@ CountMinHash make_hash(const Params& p) {
   if (p.has("delta") || depth == 0) depth = CountMin::depth_for_delta(p.get_double("delta", 0.01));
   return CountMinHash(width, depth, p.get_uint("seed", 7));
 }
+// divergence-block, lowered to the largest power of two that divides the width (rows never share a block).
+std::size_t block_for(const Params& p, std::size_t width) {
+  const auto block = p.get_uint("divergence-block", kCountMinDivergenceBlock);
+  if (block == 0 || !std::has_single_bit(block)) {
+    throw ConfigError("divergence-block: expected a power of two >= 1, got " + std::to_string(block));
+  }
+  return std::min<std::size_t>(block, width & (~width + 1));
+}
 }  // namespace
 
 CountMinHeavyHitters::CountMinHeavyHitters(const Params& p)
@@ -93,13 +102,13 @@ CountMinHeavyHitters::CountMinHeavyHitters(const Params& p)
       phi_(p.get_double("phi", 1000)),
       max_weight_(p.get_int("max-weight", 1)),
       watch_from_(phi_ - p.get_double("watch-margin", 0)),
-      counters_(hash_.size(), Metric::MaxAbs),
+      counters_(hash_.size(), block_for(p, hash_.width())),
       candidates_(Metric::NewKeys) {
   validate(p);
 }
 
 void CountMinHeavyHitters::validate(const Params& p) {
-  (void)make_hash(p);  // the sketch's shape
+  (void)block_for(p, make_hash(p).width());  // the sketch's shape
   const double phi = p.get_double("phi", 1000);
   if (!(phi > 0)) throw ConfigError("hh.phi: expected a count > 0, got " + std::to_string(phi));
   if (p.get_double("watch-margin", 0) < 0) throw ConfigError("watch-margin: expected >= 0");
@@ -226,7 +235,7 @@ void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
   if (k <= done) return;
   const std::int64_t c = info.integer_sum_loss_bound(done, max_weight_);
   if (c > 0) {
-    for (std::size_t i = 0; i < counters_.size(); ++i) counters_.add(i, c);
+    counters_.add_to_all(c);
   }
   compensation_.add(0, c);
   compensation_.set(1, static_cast<std::int64_t>(k));

@@ -1,12 +1,12 @@
 // Heavy hitters on afstream, written against the operator API exactly as a user would (PAPER: Theorem 2).
 //
 //   zipf            source: a seeded Zipf stream (ZipfGenerator), split across the source's parallel instances.
-//   count-min-hh    a Count-Min sketch whose counters are a TrackedArray (max-abs divergence, alpha = 1 for unit
-//                   items); reports a key (emits key, estimate) the first time its estimate exceeds phi, and at
-//                   the end emits the final estimate of every reported or watched key above phi. The set of
-//                   reported keys is protected exactly (a new one makes the divergence infinite, so it is backed up
-//                   at once); keys watched from phi - watch-margin ride along with the next backup. After its k-th
-//                   recovery it adds floor(theta_j) + l_j to every counter for every failure j not yet
+//   count-min-hh    a Count-Min sketch whose counters are a BlockTrackedArray (max-abs divergence bounded per block
+//                   of counters, alpha = the largest item weight); reports a key (emits key, estimate) the first time
+//                   its estimate exceeds phi, and at the end emits the final estimate of every reported or watched key
+//                   above phi. The set of reported keys is protected exactly (a new one makes the divergence infinite,
+//                   so it is backed up at once); keys watched from phi - watch-margin ride along with the next backup.
+//                   After its k-th recovery it adds floor(theta_j) + l_j to every counter for every failure j not yet
 //                   compensated (Theorem 2, proofs/theorem2-count-min.md), so no heavy hitter is missed.
 //   space-saving-hh the Space-Saving alternative to count-min-hh (space_saving_hh.h; registered here too).
 //   hh-merge        the sink: the latest estimate of every reported key, merged over the parallel instances.
@@ -19,6 +19,7 @@
 #include "afstream/core/operator.h"
 #include "afstream/core/params.h"
 #include "afstream/core/registry.h"
+#include "afstream/state/block_tracked_array.h"
 #include "afstream/state/tracked_array.h"
 #include "afstream/state/tracked_map.h"
 #include "algorithms/heavy_hitters/count_min.h"
@@ -65,9 +66,16 @@ std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& sour
 double count_min_watch_margin(double theta, double l, double alpha, int copies, double phi,
                               bool behind_replayable_sources);
 
+// The default divergence-block of count-min-hh: counters per block of its BlockTrackedArray.
+inline constexpr std::uint64_t kCountMinDivergenceBlock = 8;
+
 // Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight
 // (the largest item value: alpha, and the per-item term of the compensation), watch-margin (keys are watched from
-// phi - watch-margin so that one whose crossing item was lost in a failure is still re-checked at the end).
+// phi - watch-margin so that one whose crossing item was lost in a failure is still re-checked at the end),
+// divergence-block (a power of two, default kCountMinDivergenceBlock: the divergence bounds each run of that many
+// counters of a row by the sum of what they moved, which costs an update less than measuring each counter (1: each
+// counter exactly), at the price of backups a few percent earlier; it is lowered to the largest power of two that
+// divides the width, so that rows never share a block and one item moves the divergence by at most alpha).
 class CountMinHeavyHitters final : public Operator {
  public:
   explicit CountMinHeavyHitters(const Params& p);
@@ -99,6 +107,7 @@ class CountMinHeavyHitters final : public Operator {
 
   std::int64_t estimate(std::uint64_t key) const { return hash_.estimate(counters_.values(), key); }
   const CountMinHash& hash() const { return hash_; }
+  std::size_t divergence_block() const { return counters_.block(); }  // as used: divergence-block, lowered
   std::span<const std::int64_t> counters() const { return counters_.values(); }
   std::vector<std::uint64_t> reported_keys() const;  // sorted
   double phi() const { return phi_; }
@@ -109,7 +118,7 @@ class CountMinHeavyHitters final : public Operator {
   double phi_;
   std::int64_t max_weight_;
   double watch_from_;  // keys are watched (candidates) once their estimate exceeds this: phi - watch-margin
-  TrackedArray<std::int64_t> counters_;
+  BlockTrackedArray<std::int64_t> counters_;
   // Watched (1) and reported (2) keys. Both are part of every backup; a new report is backed up at once
   // (divergence() is infinite until then), a new watched key with the next backup (proofs/theorem2-count-min.md,
   // Proposition CM-R': the watch set only has to follow the state's own history).

@@ -78,31 +78,64 @@ TEST(ExactWeights, EqualTheWeightsSummedKeyByKey) {
   }
 }
 
+// With blocks of one counter the divergence is each counter's drift, exactly (counters only grow); with the default
+// blocks it is an upper bound (BlockTrackedArray), which the kit checks as such.
 TEST(CountMinHhConformance, UnitWeights) {
   const auto items = zipf_items(3, Weights::Unit);
   const double phi = phi_for(items);
   ASSERT_GE(keys_above(exact_of(items), phi), 5u) << "the stream must report some keys";
-  const Params p = cm_params(Weights::Unit, phi);
-  const testing::OperatorMaker make = [&] { return std::make_unique<CountMinHeavyHitters>(p); };
-  EXPECT_TRUE(testing::OperatorConforms(make, items));
-  // Every other check holds when equal states may serialize differently (see FinishAfterRecovery... below).
-  testing::ConformanceOptions by_distance;
-  by_distance.canonical_snapshots = false;
-  EXPECT_TRUE(testing::OperatorConforms(make, items, by_distance));
+  for (const std::uint64_t block : {1, 8}) {
+    SCOPED_TRACE(::testing::Message() << "divergence-block " << block);
+    Params p = cm_params(Weights::Unit, phi);
+    p.set("divergence-block", block);
+    const testing::OperatorMaker make = [&] { return std::make_unique<CountMinHeavyHitters>(p); };
+    testing::ConformanceOptions o;
+    o.exact_divergence = block == 1;
+    EXPECT_TRUE(testing::OperatorConforms(make, items, o));
+    // Every other check holds when equal states may serialize differently (see FinishAfterRecovery... below).
+    o.canonical_snapshots = false;
+    EXPECT_TRUE(testing::OperatorConforms(make, items, o));
+  }
 }
 
 TEST(CountMinHhConformance, PacketWeights) {
   const auto items = zipf_items(5, Weights::Packet);
   const double phi = phi_for(items);
   ASSERT_GE(keys_above(exact_of(items), phi), 5u);
-  const Params p = cm_params(Weights::Packet, phi);
-  testing::ConformanceOptions o;
-  o.seed = 11;
-  o.backup_every_max = 100;
-  const testing::OperatorMaker make = [&] { return std::make_unique<CountMinHeavyHitters>(p); };
-  EXPECT_TRUE(testing::OperatorConforms(make, items, o));
-  o.canonical_snapshots = false;
-  EXPECT_TRUE(testing::OperatorConforms(make, items, o));
+  for (const std::uint64_t block : {1, 8}) {
+    SCOPED_TRACE(::testing::Message() << "divergence-block " << block);
+    Params p = cm_params(Weights::Packet, phi);
+    p.set("divergence-block", block);
+    testing::ConformanceOptions o;
+    o.seed = 11;
+    o.backup_every_max = 100;
+    o.exact_divergence = block == 1;
+    const testing::OperatorMaker make = [&] { return std::make_unique<CountMinHeavyHitters>(p); };
+    EXPECT_TRUE(testing::OperatorConforms(make, items, o));
+    o.canonical_snapshots = false;
+    EXPECT_TRUE(testing::OperatorConforms(make, items, o));
+  }
+}
+
+TEST(CountMinHeavyHitters, DivergenceBlockMustBeAPowerOfTwoAndDividesTheWidth) {
+  Params p = cm_params(Weights::Unit, 1e12, 100);
+  p.set("divergence-block", 6);
+  EXPECT_THROW(CountMinHeavyHitters::validate(p), ConfigError);
+  EXPECT_THROW(CountMinHeavyHitters{p}, ConfigError);
+  p.set("divergence-block", 0);
+  EXPECT_THROW(CountMinHeavyHitters::validate(p), ConfigError);
+  // Width 100 = 4 * 25: blocks of 8 become blocks of 4, so the rows' last counters never share a block with the
+  // next row's first: one item (four rows, one counter each) moves the divergence by at most its weight.
+  p.set("divergence-block", 8);
+  CountMinHeavyHitters op(p);
+  EXPECT_EQ(op.divergence_block(), 4u);
+  EXPECT_EQ(CountMinHeavyHitters(cm_params(Weights::Unit, 1e12, 128)).divergence_block(), 8u);  // the default
+  NullEmitter out;
+  for (std::uint64_t k = 0; k < 5000; ++k) {
+    const double before = op.divergence();
+    op.process(Item{k * 0x9E3779B97F4A7C15ULL, 1, 0, 0}, out);
+    ASSERT_LE(op.divergence() - before, 1.0) << "item " << k;
+  }
 }
 
 // hh-merge receives (key, estimate) reports; estimates of a key grow, and several keys interleave.

@@ -1,0 +1,203 @@
+// BlockTrackedArray<T>: backups, restores and brute-force distance (DESIGN.md section 3).
+#include "afstream/state/block_tracked_array.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "afstream/core/errors.h"
+
+namespace afs {
+
+namespace {
+constexpr std::size_t kMaxSlots = 0xFFFFFFFEu;  // indices in deltas are u32
+}  // namespace
+
+template <typename T>
+BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
+    : shift_(static_cast<unsigned>(std::countr_zero(block))) {
+  if (block == 0 || !std::has_single_bit(block)) {
+    throw ConfigError("BlockTrackedArray block size " + std::to_string(block) + " is not a power of two");
+  }
+  if (n > kMaxSlots) {
+    throw ConfigError("BlockTrackedArray size " + std::to_string(n) + " exceeds the limit of " +
+                      std::to_string(kMaxSlots) + " slots");
+  }
+  values_.assign(n, T{});
+  base_.assign(n, T{});
+  bounds_.assign((n + block - 1) >> shift_, Mag{0});
+}
+
+template <typename T>
+bool BlockTrackedArray<T>::differs(std::size_t i) const {
+  if constexpr (std::is_same_v<T, double>) {
+    return std::bit_cast<std::uint64_t>(values_[i]) != std::bit_cast<std::uint64_t>(base_[i]);
+  } else {
+    return values_[i] != base_[i];
+  }
+}
+
+template <typename T>
+template <typename F>
+void BlockTrackedArray<T>::for_each_changed(std::size_t b, F&& f) const {
+  const std::size_t end = std::min(values_.size(), (b + 1) << shift_);
+  for (std::size_t i = b << shift_; i < end; ++i) {
+    if (differs(i)) f(static_cast<std::uint32_t>(i));
+  }
+}
+
+template <typename T>
+void BlockTrackedArray<T>::add_to_all(T delta) {
+  for (auto& v : values_) v += delta;
+  if (untracked_) return;
+  for (std::size_t b = 0; b < bounds_.size(); ++b) grow(b, magnitude(delta));
+}
+
+template <typename T>
+std::size_t BlockTrackedArray<T>::dirty_count() const {
+  if (untracked_) return values_.size();
+  std::size_t n = 0;
+  for (std::size_t b = 0; b < bounds_.size(); ++b) {
+    if (bounds_[b] != 0) for_each_changed(b, [&](std::uint32_t) { ++n; });
+  }
+  return n;
+}
+
+template <typename T>
+void BlockTrackedArray<T>::stop_tracking() {
+  untracked_ = true;
+  base_ = std::vector<T>();
+  bounds_ = std::vector<Mag>();
+  high_ = 0;
+}
+
+template <typename T>
+void BlockTrackedArray<T>::mark_backed_up() {
+  if (untracked_) return;
+  for (std::size_t b = 0; b < bounds_.size(); ++b) {
+    if (bounds_[b] == 0) continue;
+    for_each_changed(b, [&](std::uint32_t i) { base_[i] = values_[i]; });
+    bounds_[b] = 0;
+  }
+  high_ = 0;
+}
+
+template <typename T>
+template <typename Pick>
+typename BlockTrackedArray<T>::Mag BlockTrackedArray<T>::write_blocks(ByteWriter& w, Pick&& pick) {
+  std::size_t k = 0;
+  for (std::size_t b = 0; b < bounds_.size(); ++b) {
+    if (bounds_[b] != 0 && pick(bounds_[b])) for_each_changed(b, [&](std::uint32_t) { ++k; });
+  }
+  Mag left = 0;
+  detail::write_array_delta<T>(w, values_, k, [&](auto&& f) {
+    for (std::size_t b = 0; b < bounds_.size(); ++b) {
+      if (bounds_[b] == 0) continue;
+      if (!pick(bounds_[b])) {
+        left = std::max(left, bounds_[b]);
+        continue;
+      }
+      for_each_changed(b, [&](std::uint32_t i) {
+        f(i);
+        base_[i] = values_[i];
+      });
+      bounds_[b] = 0;
+    }
+  });
+  high_ = left;
+  return left;
+}
+
+template <typename T>
+double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
+  if (untracked_ || !(residual > 0)) {
+    write_delta(w);
+    mark_backed_up();
+    return 0;
+  }
+  // Blocks within the residual keep their bound (their slots stay within it of the store's values); the others are
+  // written and start again from 0.
+  const Mag keep = std::is_same_v<T, double> ? static_cast<Mag>(residual)
+                   : residual >= 0x1p64      ? std::numeric_limits<Mag>::max()
+                                             : static_cast<Mag>(residual);  // rounds down
+  return static_cast<double>(write_blocks(w, [&](Mag bound) { return bound > keep; }));
+}
+
+template <typename T>
+void BlockTrackedArray<T>::write_full(ByteWriter& w) const {
+  detail::write_array_full<T>(w, values_);
+}
+
+template <typename T>
+void BlockTrackedArray<T>::write_delta(ByteWriter& w) const {
+  if (untracked_) {  // every slot
+    detail::write_array_delta<T>(w, values_, values_.size(), [&](auto&& f) {
+      for (std::uint32_t i = 0; i < values_.size(); ++i) f(i);
+    });
+    return;
+  }
+  detail::write_array_delta<T>(w, values_, dirty_count(), [&](auto&& f) {
+    for (std::size_t b = 0; b < bounds_.size(); ++b) {
+      if (bounds_[b] != 0) for_each_changed(b, f);
+    }
+  });
+}
+
+template <typename T>
+void BlockTrackedArray<T>::read_full(ByteReader& r) {
+  apply_full(read_full_values(r));
+}
+
+template <typename T>
+std::vector<T> BlockTrackedArray<T>::read_full_values(ByteReader& r) const {
+  return detail::read_array_full<T>(r, values_.size());
+}
+
+template <typename T>
+void BlockTrackedArray<T>::apply_full(std::vector<T>&& values) {
+  assert(values.size() == values_.size());
+  values_.swap(values);
+  if (untracked_) return;
+  base_ = values_;
+  std::fill(bounds_.begin(), bounds_.end(), Mag{0});
+  high_ = 0;
+}
+
+template <typename T>
+typename BlockTrackedArray<T>::Delta BlockTrackedArray<T>::read_delta(ByteReader& r) const {
+  return detail::read_array_delta<T>(r, values_.size());
+}
+
+template <typename T>
+void BlockTrackedArray<T>::apply_delta(const Delta& d) {
+  assert(d.indices.size() == d.values.size());
+  for (std::size_t k = 0; k < d.indices.size(); ++k) {
+    assert(d.indices[k] < values_.size());
+    values_[d.indices[k]] = d.values[k];
+    if (!untracked_) base_[d.indices[k]] = d.values[k];
+  }
+  mark_backed_up();  // slots changed before the delta and not in it
+}
+
+template <typename T>
+void BlockTrackedArray<T>::apply_delta(ByteReader& r) {
+  apply_delta(read_delta(r));
+}
+
+template <typename T>
+double BlockTrackedArray<T>::distance(const BlockTrackedArray& other) const {
+  if (other.size() != size()) {
+    throw std::invalid_argument("BlockTrackedArray::distance: sizes differ (" + std::to_string(size()) + " vs " +
+                                std::to_string(other.size()) + ")");
+  }
+  detail::DivergenceTracker<T> acc(Metric::MaxAbs);
+  for (std::size_t i = 0; i < values_.size(); ++i) acc.accumulate(other.values_[i], values_[i]);
+  return acc.value();
+}
+
+template class BlockTrackedArray<std::int64_t>;
+template class BlockTrackedArray<double>;
+
+}  // namespace afs

@@ -1,0 +1,166 @@
+// BlockTrackedArray<T>: a fixed array of counters whose max-abs divergence from its last backup is bounded, not
+// measured per slot, so that an update costs little more than the counter's own write (Count-Min rows).
+//
+// DESIGN.md section 3 (Theta): the runtime compares divergence() with theta and, when exceeded, backs up a delta and
+// marks the array backed up. TrackedArray measures max_i |v_i - b_i| exactly for one-way counters, at the cost of a
+// second memory access per update (the slot's backed-up value) and its bookkeeping; on Count-Min that was most of
+// approx's cost over mode none (experiments/results/none-untracked). This container keeps the backed-up copy b but
+// touches it only at backups. Per update it adds |change| to its block's bound, a small array that stays in cache.
+#pragma once
+
+#include <cassert>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "afstream/core/bytes.h"
+#include "afstream/state/container_format.h"
+#include "afstream/state/divergence.h"
+
+namespace afs {
+
+// A fixed-size array of T (std::int64_t or double) in blocks of `block` consecutive slots (a power of two; the last
+// block may be shorter), with metric max-abs.
+//  - Bound: each block keeps the sum of |changes| made to its slots since they last matched the backed-up state. By
+//    the triangle inequality every slot of the block is within that sum of its backed-up value, so
+//    divergence() = max over blocks of the sum >= max_i |v_i - b_i|: a Theta test on it never under-reports
+//    (proofs/general-bounds.md wants an upper bound; for double, to the rounding of the values' own sums). With block 1
+//    and counters that only move one way between backups it equals max_i |v_i - b_i|, as TrackedArray's does. With
+//    bigger blocks it exceeds the true maximum by at most what the block's other slots moved (Count-Min width 8,000,
+//    blocks of 8, Zipf keys: a few percent).
+//  - One update moves one block's bound by |change|, so divergence() rises by at most that: a caller whose item
+//    updates several slots keeps them in different blocks to keep divergence_bounded_by_alpha (Count-Min: a block
+//    that divides the width, so rows never share a block).
+//  - Payloads are TrackedArray<T>'s (same tag and layout): either container reads the other's backups.
+// Cost: add/set are O(1), branch-free but for a rarely taken one (a new highest bound); the backed-up copy is not
+// read. mark_backed_up, write_delta and backup_partial_delta are O(n / block + slots of the blocks that moved):
+// they compare those slots with the backed-up copy and write only the ones that differ. Memory: 2n*sizeof(T) plus
+// one bound per block. Sizes are limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none), an update only
+// writes the value and every delta holds every slot.
+template <typename T>
+class BlockTrackedArray {
+  static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
+                "BlockTrackedArray holds std::int64_t or double counters");
+  using Mag = typename detail::DivergenceTraits<T>::Mag;
+
+ public:
+  using value_type = T;
+  using Delta = detail::ArrayDelta<T>;
+
+  // n slots, all 0 and counting as backed up, in blocks of `block`. Throws ConfigError if block is not a power of
+  // two or n exceeds the size limit.
+  BlockTrackedArray(std::size_t n, std::size_t block);
+
+  // v_i += delta. O(1).
+  void add(std::size_t i, T delta) {
+    assert(i < values_.size());
+    values_[i] += delta;
+    if (!untracked_) grow(i >> shift_, magnitude(delta));
+  }
+  // v_i = v. O(1).
+  void set(std::size_t i, T v) {
+    assert(i < values_.size());
+    const Mag m = detail::abs_diff(v, values_[i]);
+    values_[i] = v;
+    if (!untracked_) grow(i >> shift_, m);
+  }
+  // v_i += delta for every slot (a recovery's compensation). O(n).
+  void add_to_all(T delta);
+
+  T get(std::size_t i) const {
+    assert(i < values_.size());
+    return values_[i];
+  }
+  T operator[](std::size_t i) const { return get(i); }
+  std::size_t size() const { return values_.size(); }
+  std::size_t block() const { return std::size_t{1} << shift_; }
+  Metric metric() const { return Metric::MaxAbs; }
+  std::span<const T> values() const { return values_; }
+
+  // An upper bound of max_i |v_i - b_i| (see the class comment). O(1). Infinite once untracked (not known).
+  double divergence() const {
+    return untracked_ ? std::numeric_limits<double>::infinity() : static_cast<double>(high_);
+  }
+  // The slots the next write_delta writes: those that differ from the backed-up copy. O(n / block + moved blocks).
+  std::size_t dirty_count() const;
+
+  // For good: no more divergence or change tracking (its memory is released). Updates then only write the value;
+  // divergence() is infinite, every delta (partial ones too) holds every slot, and mark_backed_up() changes nothing.
+  void stop_tracking();
+  bool tracking() const { return !untracked_; }
+  // The current state is now the backed-up state: divergence() becomes 0.
+  void mark_backed_up();
+  // A partial delta (Operator::backup_partial_delta, proofs/general-bounds.md §3.6): writes, in write_delta's
+  // format, the changed slots of every block whose bound exceeds `residual` (rounded down for int64), and marks them
+  // backed up. Every other block's slots are within their block's bound (<= residual) of the state the store now
+  // holds. Returns the largest bound left, which divergence() restarts from: at most residual, and at least
+  // max_i |v_i - b_i| against that state. residual <= 0 (or not a number) writes a whole delta and returns 0.
+  double backup_partial_delta(ByteWriter& w, double residual);
+
+  // Whole array: TrackedArray<T>::write_full's payload.
+  void write_full(ByteWriter& w) const;
+  // The slots that differ from the backed-up copy, in TrackedArray<T>::write_delta's payload. Applied to the
+  // backed-up state it reproduces the current state exactly (values compared bit for bit within the blocks that
+  // moved; a change of magnitude 0, 0.0 to -0.0, moves none).
+  void write_delta(ByteWriter& w) const;
+  // Replace the values by a write_full payload of the same size (all or nothing: on FormatError the array is
+  // unchanged); afterwards the array counts as backed up. Reads exactly this container's payload from r.
+  void read_full(ByteReader& r);
+  // Apply a write_delta payload (same contract); afterwards the array counts as backed up.
+  void apply_delta(ByteReader& r);
+  // The same in two steps, for an operator that restores several containers all or nothing without copying this
+  // one: read_* reads and checks a payload (FormatError, the array unchanged), apply_* takes it (it cannot fail).
+  Delta read_delta(ByteReader& r) const;
+  void apply_delta(const Delta& d);
+  std::vector<T> read_full_values(ByteReader& r) const;
+  void apply_full(std::vector<T>&& values);
+
+  // Brute force max_i |v_i - o_i| against another array of the same size. O(n). Throws std::invalid_argument if the
+  // sizes differ.
+  double distance(const BlockTrackedArray& other) const;
+
+ private:
+  static Mag magnitude(T d) {
+    if constexpr (std::is_same_v<T, double>) {
+      return d < 0 ? -d : d;
+    } else {
+      return d < 0 ? Mag{0} - static_cast<Mag>(d) : static_cast<Mag>(d);
+    }
+  }
+  void grow(std::size_t b, Mag m) {
+    Mag& bound = bounds_[b];
+    Mag next = bound + m;
+    if constexpr (std::is_same_v<T, std::int64_t>) {
+      if (next < m) [[unlikely]]
+        next = std::numeric_limits<Mag>::max();  // saturate: still an upper bound
+    } else {
+      if (!(next >= 0)) [[unlikely]]
+        next = std::numeric_limits<Mag>::infinity();  // a NaN change: unbounded
+    }
+    bound = next;
+    if (next > high_) [[unlikely]]
+      high_ = next;
+  }
+  bool differs(std::size_t i) const;  // v_i is not b_i, bit for bit
+  // f(index) for every slot of block b that differs from the backed-up copy, in index order.
+  template <typename F>
+  void for_each_changed(std::size_t b, F&& f) const;
+  // Writes the changed slots of the blocks for which pick(bound) is true, makes them the backed-up values and zeroes
+  // those bounds; returns the largest bound of the others.
+  template <typename Pick>
+  Mag write_blocks(ByteWriter& w, Pick&& pick);
+
+  std::vector<T> values_;
+  std::vector<T> base_;      // the backed-up copy (only read and written at backups and restores)
+  std::vector<Mag> bounds_;  // per block: sum of |changes| since its slots last matched base_
+  Mag high_ = 0;             // max of bounds_
+  unsigned shift_;           // log2(block)
+  bool untracked_ = false;
+};
+
+extern template class BlockTrackedArray<std::int64_t>;
+extern template class BlockTrackedArray<double>;
+
+}  // namespace afs

@@ -1,0 +1,355 @@
+// Unit tests for BlockTrackedArray (DESIGN.md section 3): its divergence is an upper bound of the brute-force max-abs
+// distance to the backed-up state (exact for one-way counters in blocks of one), its deltas and partial deltas
+// rebuild the state exactly or within what they return, its payloads are TrackedArray's, and bad payloads are
+// rejected without touching it.
+#include "afstream/state/block_tracked_array.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "afstream/core/errors.h"
+#include "afstream/state/tracked_array.h"
+#include "state_test_util.h"
+
+namespace afs {
+namespace {
+
+using namespace afs::testing_state;
+
+// max_i |a_i - b_i|, independently of the library (exact for int64 through 128 bits).
+template <typename T>
+double brute_max_abs(std::span<const T> a, const std::vector<T>& b) {
+  long double mx = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if constexpr (std::is_same_v<T, std::int64_t>) {
+      const __int128 d = static_cast<__int128>(a[i]) - b[i];
+      mx = std::max(mx, static_cast<long double>(d < 0 ? -d : d));
+    } else {
+      mx = std::max(mx, std::fabs(static_cast<long double>(a[i]) - b[i]));
+    }
+  }
+  return static_cast<double>(mx);
+}
+
+// The per-block sums of |changes| since the backup, as the class comment defines the bound, kept by hand.
+// (Summed as the container sums them: in double for double counters, exactly for int64.)
+template <typename T>
+struct Shadow {
+  using Sum = std::conditional_t<std::is_same_v<T, double>, double, long double>;
+  std::vector<T> stored;   // what the backups written so far rebuild
+  std::vector<Sum> moved;  // per block
+  Sum bound() const { return moved.empty() ? 0 : *std::max_element(moved.begin(), moved.end()); }
+};
+
+template <typename T>
+T random_change(std::mt19937_64& rng, bool one_way) {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    const auto d = static_cast<std::int64_t>(rng() % 1000);
+    return one_way || rng() % 2 ? d : -d;
+  } else {
+    const double d = std::uniform_real_distribution<double>(0, 10)(rng);
+    return one_way || rng() % 2 ? d : -d;
+  }
+}
+
+template <typename T>
+void apply_payload(std::vector<T>& stored, const std::vector<std::uint8_t>& bytes, bool full) {
+  TrackedArray<T> reader(stored.size(), Metric::MaxAbs);
+  reader.apply_full(std::vector<T>(stored));
+  ByteReader r(bytes);
+  if (full) {
+    reader.read_full(r);
+  } else {
+    reader.apply_delta(r);
+  }
+  r.expect_end("test payload");
+  stored.assign(reader.values().begin(), reader.values().end());
+}
+
+template <typename T>
+void check_random_run(std::size_t n, std::size_t block, bool one_way, std::uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << "n " << n << " block " << block << " one_way " << one_way << " seed " << seed);
+  std::mt19937_64 rng(seed);
+  BlockTrackedArray<T> a(n, block);
+  Shadow<T> s{std::vector<T>(n), std::vector<typename Shadow<T>::Sum>((n + block - 1) / block)};
+  for (int step = 0; step < 3000; ++step) {
+    const std::size_t i = rng() % n;
+    const T d = random_change<T>(rng, one_way);
+    if (rng() % 5 == 0 && !one_way) {
+      const T now = static_cast<T>(a[i] + d);
+      s.moved[i / block] +=
+          std::is_same_v<T, double> ? std::fabs(now - a[i]) : std::fabs(static_cast<long double>(now) - a[i]);
+      a.set(i, now);
+    } else {
+      a.add(i, d);
+      s.moved[i / block] += std::fabs(static_cast<typename Shadow<T>::Sum>(d));
+    }
+    // For double the bound holds to the rounding of the values' own sums.
+    const double truth = brute_max_abs<T>(a.values(), s.stored);
+    double scale = 1;
+    for (const T v : a.values()) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    ASSERT_GE(a.divergence() + 1e-12 * scale, truth) << "step " << step;
+    ASSERT_EQ(a.divergence(), static_cast<double>(s.bound()));
+    if (block == 1 && one_way) ASSERT_NEAR(a.divergence(), truth, 1e-9 * (1 + truth));
+    switch (rng() % 97) {
+      case 0: {  // whole delta
+        ByteWriter w;
+        a.write_delta(w);
+        a.mark_backed_up();
+        apply_payload(s.stored, w.take(), false);
+        std::fill(s.moved.begin(), s.moved.end(), 0);
+        ASSERT_EQ(brute_max_abs<T>(a.values(), s.stored), 0);
+        ASSERT_EQ(a.divergence(), 0);
+        ASSERT_EQ(a.dirty_count(), 0u);
+        break;
+      }
+      case 1:
+      case 2:
+      case 3: {  // partial delta
+        const double residual = std::uniform_real_distribution<double>(0, 3000)(rng);
+        ByteWriter w;
+        const double left = a.backup_partial_delta(w, residual);
+        apply_payload(s.stored, w.take(), false);
+        ASSERT_LE(left, residual);
+        ASSERT_EQ(a.divergence(), left);
+        ASSERT_LE(brute_max_abs<T>(a.values(), s.stored), left + 1e-12 * scale);
+        const auto keep = std::is_same_v<T, double> ? residual : std::floor(residual);
+        for (auto& m : s.moved) {
+          if (m > keep) m = 0;
+        }
+        ASSERT_EQ(left, static_cast<double>(s.bound()));
+        break;
+      }
+      case 4: {  // full backup
+        ByteWriter w;
+        a.write_full(w);
+        a.mark_backed_up();
+        apply_payload(s.stored, w.take(), true);
+        std::fill(s.moved.begin(), s.moved.end(), 0);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  // Whatever happened, the store's state plus the next delta is the current state, bit for bit.
+  ByteWriter w;
+  a.write_delta(w);
+  apply_payload(s.stored, w.take(), false);
+  EXPECT_TRUE(std::equal(s.stored.begin(), s.stored.end(), a.values().begin(), a.values().end()));
+}
+
+TEST(BlockTrackedArray, DivergenceBoundsTheBruteForceDistanceAndDeltasRebuildTheState) {
+  for (const std::size_t block : {1, 2, 8, 64}) {
+    for (const std::size_t n : {1, 7, 100, 1000}) {
+      for (const bool one_way : {true, false}) {
+        for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+          check_random_run<std::int64_t>(n, block, one_way, seed);
+          check_random_run<double>(n, block, one_way, seed + 10);
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockTrackedArray, BlocksOfOneMeasureOneWayCountersExactly) {
+  BlockTrackedArray<std::int64_t> a(10, 1);
+  a.add(3, 5);
+  a.add(4, 7);
+  a.add(3, 4);
+  EXPECT_EQ(a.divergence(), 9);
+  BlockTrackedArray<std::int64_t> b(10, 8);  // slots 3 and 4 share a block: 9 + 7
+  b.add(3, 5);
+  b.add(4, 7);
+  b.add(3, 4);
+  EXPECT_EQ(b.divergence(), 16);
+  b.add(9, 20);  // the second block
+  EXPECT_EQ(b.divergence(), 20);
+}
+
+TEST(BlockTrackedArray, AnUpdateRaisesTheDivergenceByAtMostItsChange) {
+  std::mt19937_64 rng(3);
+  BlockTrackedArray<std::int64_t> a(8000 * 4, 8);
+  for (int k = 0; k < 20000; ++k) {
+    const double before = a.divergence();
+    const auto w = static_cast<std::int64_t>(40 + rng() % 1461);
+    for (std::size_t row = 0; row < 4; ++row) a.add(row * 8000 + rng() % 8000, w);  // one item, four rows
+    ASSERT_LE(a.divergence() - before, static_cast<double>(w));
+  }
+}
+
+TEST(BlockTrackedArray, AddToAllMovesEveryBlockOnce) {
+  BlockTrackedArray<std::int64_t> a(20, 4);
+  a.add(0, 3);
+  a.add_to_all(10);
+  EXPECT_EQ(a.divergence(), 13);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], i == 0 ? 13 : 10);
+  EXPECT_EQ(a.dirty_count(), 20u);
+  a.mark_backed_up();
+  a.add_to_all(-2);
+  EXPECT_EQ(a.divergence(), 2);
+}
+
+TEST(BlockTrackedArray, PartialDeltaWritesOnlyTheBlocksAboveTheResidual) {
+  BlockTrackedArray<std::int64_t> a(32, 8);
+  a.add(1, 100);  // block 0
+  a.add(2, 1);    // block 0: changed, written with its block
+  a.add(9, 5);    // block 1: within the residual
+  ByteWriter w;
+  EXPECT_EQ(a.backup_partial_delta(w, 10.5), 5);
+  EXPECT_EQ(a.divergence(), 5);
+  const auto bytes = w.take();
+  TrackedArray<std::int64_t> reader(32, Metric::MaxAbs);
+  ByteReader r(bytes);
+  const auto d = reader.read_delta(r);
+  EXPECT_EQ(d.indices, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(d.values, (std::vector<std::int64_t>{100, 1}));
+  EXPECT_EQ(a.dirty_count(), 1u);  // slot 9 waits for a later delta
+  ByteWriter all;
+  EXPECT_EQ(a.backup_partial_delta(all, 0), 0);  // no residual: whole
+  EXPECT_EQ(a.divergence(), 0);
+  EXPECT_EQ(a.dirty_count(), 0u);
+}
+
+TEST(BlockTrackedArray, ChangesThatCancelAreNotWritten) {
+  BlockTrackedArray<std::int64_t> a(16, 8);
+  a.add(2, 7);
+  a.add(2, -7);
+  EXPECT_EQ(a.divergence(), 14);  // the bound does not know they cancel
+  EXPECT_EQ(a.dirty_count(), 0u);
+  ByteWriter w;
+  a.write_delta(w);
+  TrackedArray<std::int64_t> reader(16, Metric::MaxAbs);
+  const auto bytes = w.take();
+  ByteReader r(bytes);
+  EXPECT_TRUE(reader.read_delta(r).indices.empty());
+}
+
+TEST(BlockTrackedArray, PayloadsAreTrackedArrayPayloads) {
+  BlockTrackedArray<double> a(50, 8);
+  TrackedArray<double> t(50, Metric::MaxAbs);
+  for (std::size_t i = 1; i < 50; i += 3) {
+    a.add(i, 0.5 * static_cast<double>(i));
+    t.add(i, 0.5 * static_cast<double>(i));
+  }
+  EXPECT_EQ(full_bytes(a), full_bytes(t));
+  EXPECT_EQ(delta_bytes(a), delta_bytes(t));  // both in index order here (TrackedArray: first-change order)
+  BlockTrackedArray<double> b(50, 4);
+  const auto bytes = full_bytes(t);
+  ByteReader r(bytes);
+  b.read_full(r);
+  EXPECT_TRUE(std::equal(b.values().begin(), b.values().end(), t.values().begin(), t.values().end()));
+  EXPECT_EQ(b.divergence(), 0);
+}
+
+TEST(BlockTrackedArray, RestoreThenContinueEqualsAnUninterruptedRun) {
+  std::mt19937_64 rng(8);
+  BlockTrackedArray<std::int64_t> live(300, 8);
+  std::vector<std::vector<std::uint8_t>> backups{full_bytes(live)};
+  std::vector<bool> is_full{true};
+  for (int k = 0; k < 5000; ++k) {
+    live.add(rng() % 300, static_cast<std::int64_t>(rng() % 50));
+    if (live.divergence() > 400) {
+      ByteWriter w;
+      live.write_delta(w);
+      live.mark_backed_up();
+      backups.push_back(w.take());
+      is_full.push_back(false);
+    }
+  }
+  ByteWriter w;
+  live.write_delta(w);
+  live.mark_backed_up();
+  backups.push_back(w.take());
+  is_full.push_back(false);
+  BlockTrackedArray<std::int64_t> restored(300, 8);
+  for (std::size_t j = 0; j < backups.size(); ++j) {
+    ByteReader r(backups[j]);
+    if (is_full[j]) {
+      restored.read_full(r);
+    } else {
+      restored.apply_delta(r);
+    }
+  }
+  EXPECT_EQ(restored.distance(live), 0);
+  EXPECT_EQ(restored.divergence(), 0);
+  for (int k = 0; k < 1000; ++k) {
+    const auto i = rng() % 300;
+    const auto d = static_cast<std::int64_t>(rng() % 50);
+    live.add(i, d);
+    restored.add(i, d);
+  }
+  EXPECT_EQ(restored.distance(live), 0);
+  EXPECT_EQ(restored.divergence(), live.divergence());
+  EXPECT_EQ(delta_bytes(restored), delta_bytes(live));
+}
+
+TEST(BlockTrackedArray, UntrackedHoldsTheSameValuesAndWritesFullCopies) {
+  BlockTrackedArray<std::int64_t> tracked(40, 8), untracked(40, 8);
+  untracked.stop_tracking();
+  EXPECT_FALSE(untracked.tracking());
+  for (std::size_t i = 0; i < 40; i += 7) {
+    tracked.add(i, 3);
+    untracked.add(i, 3);
+  }
+  untracked.mark_backed_up();
+  EXPECT_EQ(untracked.distance(tracked), 0);
+  EXPECT_TRUE(std::isinf(untracked.divergence()));
+  EXPECT_EQ(untracked.dirty_count(), 40u);
+  ByteWriter w;
+  EXPECT_EQ(untracked.backup_partial_delta(w, 100), 0);
+  TrackedArray<std::int64_t> reader(40, Metric::MaxAbs);
+  const auto bytes = w.take();
+  ByteReader r(bytes);
+  reader.apply_delta(r);
+  EXPECT_TRUE(
+      std::equal(reader.values().begin(), reader.values().end(), tracked.values().begin(), tracked.values().end()));
+}
+
+TEST(BlockTrackedArray, NanAndSaturationStayUpperBounds) {
+  BlockTrackedArray<double> a(8, 4);
+  a.add(1, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_TRUE(std::isinf(a.divergence()));
+  BlockTrackedArray<std::int64_t> b(8, 4);
+  b.add(0, std::numeric_limits<std::int64_t>::max());
+  b.add(1, std::numeric_limits<std::int64_t>::min());
+  b.add(2, std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(b.divergence(), static_cast<double>(std::numeric_limits<std::uint64_t>::max()));
+}
+
+TEST(BlockTrackedArray, RejectsBadSizesAndBlocks) {
+  EXPECT_THROW(BlockTrackedArray<std::int64_t>(10, 0), ConfigError);
+  EXPECT_THROW(BlockTrackedArray<std::int64_t>(10, 6), ConfigError);
+  EXPECT_THROW(BlockTrackedArray<std::int64_t>(std::size_t{1} << 33, 8), ConfigError);
+  EXPECT_NO_THROW(BlockTrackedArray<std::int64_t>(0, 8));
+}
+
+TEST(BlockTrackedArray, CorruptAndTruncatedPayloadsLeaveItUnchanged) {
+  auto read_full_to = [](auto& c, ByteReader& r) { c.read_full(r); };
+  auto apply_delta_to = [](auto& c, ByteReader& r) { c.apply_delta(r); };
+  BlockTrackedArray<std::int64_t> src(20, 4);
+  for (std::size_t i = 0; i < 20; i += 3) src.add(i, static_cast<std::int64_t>(i) + 1);
+  BlockTrackedArray<std::int64_t> target(20, 4);
+  target.add(5, 9);
+  expect_prefixes_rejected(target, full_bytes(src), read_full_to);
+  expect_prefixes_rejected(target, delta_bytes(src), apply_delta_to);
+  expect_rejected(target, full_bytes(BlockTrackedArray<std::int64_t>(21, 4)), read_full_to);
+  expect_rejected(target, delta_bytes(BlockTrackedArray<std::int64_t>(19, 4)), apply_delta_to);
+  expect_rejected(target, delta_bytes(src), read_full_to);  // a delta is not a full copy
+  expect_rejected(target, full_bytes(BlockTrackedArray<double>(20, 4)), read_full_to);
+  // An index out of range.
+  TrackedArray<std::int64_t> big(40, Metric::MaxAbs);
+  big.add(30, 1);
+  auto bytes = delta_bytes(big);
+  bytes[4] = 20;  // the header's size now says 20 slots; the index 30 is out of range
+  expect_rejected(target, bytes, apply_delta_to);
+}
+
+}  // namespace
+}  // namespace afs
