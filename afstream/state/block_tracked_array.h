@@ -35,8 +35,9 @@ namespace afs {
 //    that divides the width, so rows never share a block).
 //  - Payloads are TrackedArray<T>'s (same tag and layout): either container reads the other's backups.
 // Cost: add/set are O(1), branch-free but for a rarely taken one (a new highest bound); the backed-up copy is not
-// read. mark_backed_up, write_delta and backup_partial_delta are O(n / block + slots of the blocks that moved):
-// they compare those slots with the backed-up copy and write only the ones that differ. Memory: 2n*sizeof(T) plus
+// read. mark_backed_up and write_delta are O(n / block + slots of the blocks that moved): they compare those slots
+// with the backed-up copy and write only the ones that differ; backup_partial_delta looks only at the blocks that
+// passed the residual. Memory: 2n*sizeof(T) plus
 // one bound per block. Sizes are limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none), an update only
 // writes the value and every delta holds every slot.
 template <typename T>
@@ -66,6 +67,35 @@ class BlockTrackedArray {
     values_[i] = v;
     if (!untracked_) grow(i >> shift_, m);
   }
+  // v_i += delta for each i in slots, in order (a slot may repeat): what add() slot by slot gives, at less cost per
+  // slot (Count-Min's depth counters of one item): the bookkeeping stays in registers for the whole call instead of
+  // going through memory between slots. O(slots).
+  void add_each(std::span<const std::uint32_t> slots, T delta) {
+    T* const v = values_.data();
+    if (untracked_) {
+      for (const std::uint32_t i : slots) v[i] += delta;
+      return;
+    }
+    Mag* const bounds = bounds_.data();
+    std::uint32_t* const crossed = crossed_.data();
+    const Mag m = magnitude(delta), watch = watch_;
+    const unsigned shift = shift_;
+    Mag high = high_;
+    std::size_t n = ncrossed_;
+    for (const std::uint32_t i : slots) {
+      assert(i < values_.size());
+      v[i] += delta;
+      const std::uint32_t b = i >> shift;
+      const Mag bound = bounds[b];
+      const Mag next = saturated_sum(bound, m);
+      crossed[n] = b;
+      n += static_cast<std::size_t>((bound <= watch) & (next > watch));
+      bounds[b] = next;
+      high = next > high ? next : high;
+    }
+    high_ = high;
+    ncrossed_ = n;
+  }
   // v_i += delta for every slot (a recovery's compensation). O(n).
   void add_to_all(T delta);
 
@@ -79,7 +109,8 @@ class BlockTrackedArray {
   Metric metric() const { return Metric::MaxAbs; }
   std::span<const T> values() const { return values_; }
 
-  // An upper bound of max_i |v_i - b_i| (see the class comment). O(1). Infinite once untracked (not known).
+  // An upper bound of max_i |v_i - b_i| (see the class comment); after a partial delta, at least the value it
+  // returned until the next whole backup. O(1). Infinite once untracked (not known).
   double divergence() const {
     return untracked_ ? std::numeric_limits<double>::infinity() : static_cast<double>(high_);
   }
@@ -92,11 +123,14 @@ class BlockTrackedArray {
   bool tracking() const { return !untracked_; }
   // The current state is now the backed-up state: divergence() becomes 0.
   void mark_backed_up();
-  // A partial delta (Operator::backup_partial_delta, proofs/general-bounds.md §3.6): writes, in write_delta's
-  // format, the changed slots of every block whose bound exceeds `residual` (rounded down for int64), and marks them
-  // backed up. Every other block's slots are within their block's bound (<= residual) of the state the store now
-  // holds. Returns the largest bound left, which divergence() restarts from: at most residual, and at least
-  // max_i |v_i - b_i| against that state. residual <= 0 (or not a number) writes a whole delta and returns 0.
+  // A partial delta (Operator::backup_partial_delta, proofs/general-bounds.md §3.6): in write_delta's format, slots
+  // of the blocks whose bound passed `residual` (rounded down for int64): every changed slot of a block beyond 1.5
+  // times it, the slots more than half of it from their backed-up value in the others. It marks them backed up, and
+  // a looked-at block's bound becomes the largest distance of its slots left. Every slot is then within residual of the
+  // state the store holds. Returns min(divergence(), residual), which divergence() restarts from: at least max_i |v_i -
+  // b_i| against that state. residual <= 0 (or not a number) writes a whole delta and returns 0. O(slots of the blocks
+  // that passed the residual) when it is at least the previous partial delta's (they were listed as they passed it),
+  // else also a pass over the n / block bounds.
   double backup_partial_delta(ByteWriter& w, double residual);
 
   // Whole array: TrackedArray<T>::write_full's payload.
@@ -129,16 +163,25 @@ class BlockTrackedArray {
       return d < 0 ? Mag{0} - static_cast<Mag>(d) : static_cast<Mag>(d);
     }
   }
-  void grow(std::size_t b, Mag m) {
-    Mag& bound = bounds_[b];
+  // bound + m, saturated for int64 (still an upper bound); +infinity for a NaN change of a double.
+  static Mag saturated_sum(Mag bound, Mag m) {
     Mag next = bound + m;
     if constexpr (std::is_same_v<T, std::int64_t>) {
       if (next < m) [[unlikely]]
-        next = std::numeric_limits<Mag>::max();  // saturate: still an upper bound
+        next = std::numeric_limits<Mag>::max();
     } else {
       if (!(next >= 0)) [[unlikely]]
-        next = std::numeric_limits<Mag>::infinity();  // a NaN change: unbounded
+        next = std::numeric_limits<Mag>::infinity();
     }
+    return next;
+  }
+  void grow(std::size_t b, Mag m) {
+    Mag& bound = bounds_[b];
+    const Mag next = saturated_sum(bound, m);
+    // Partial deltas: list the block when its bound passes the watched residual (branch-free; at most once, as
+    // bounds only grow until a partial delta looks at the block and clears the list).
+    crossed_[ncrossed_] = static_cast<std::uint32_t>(b);
+    ncrossed_ += static_cast<std::size_t>((bound <= watch_) & (next > watch_));
     bound = next;
     if (next > high_) [[unlikely]]
       high_ = next;
@@ -147,16 +190,17 @@ class BlockTrackedArray {
   // f(index) for every slot of block b that differs from the backed-up copy, in index order.
   template <typename F>
   void for_each_changed(std::size_t b, F&& f) const;
-  // Writes the changed slots of the blocks for which pick(bound) is true, makes them the backed-up values and zeroes
-  // those bounds; returns the largest bound of the others.
-  template <typename Pick>
-  Mag write_blocks(ByteWriter& w, Pick&& pick);
 
   std::vector<T> values_;
   std::vector<T> base_;      // the backed-up copy (only read and written at backups and restores)
   std::vector<Mag> bounds_;  // per block: sum of |changes| since its slots last matched base_
-  Mag high_ = 0;             // max of bounds_
-  unsigned shift_;           // log2(block)
+  Mag high_ = 0;             // >= every bound: their maximum, or since a partial delta at least what it returned
+  // Every block not in crossed_[0, ncrossed_) is within watch_: the residual of the last partial delta (0 before the
+  // first, so that the list then holds every block changed). A whole backup zeroes the bounds and keeps it.
+  Mag watch_ = 0;
+  std::vector<std::uint32_t> crossed_;
+  std::size_t ncrossed_ = 0;
+  unsigned shift_;  // log2(block)
   bool untracked_ = false;
 };
 

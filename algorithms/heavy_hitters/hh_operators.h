@@ -66,16 +66,19 @@ std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& sour
 double count_min_watch_margin(double theta, double l, double alpha, int copies, double phi,
                               bool behind_replayable_sources);
 
-// The default divergence-block of count-min-hh: counters per block of its BlockTrackedArray.
-inline constexpr std::uint64_t kCountMinDivergenceBlock = 8;
+// The default divergence-block of count-min-hh: counters per block of its BlockTrackedArray. One: each counter's
+// drift exactly, the same backups as per-counter tracking. Bigger blocks make an update cheaper (a smaller bound
+// array) but backups more frequent and larger; on the heavy-hitter job's sketch (4 x 8,000, Zipf 0.9, packet
+// weights, hh_benchmark BM_CountMinHhProcess/50000/B) blocks of 1, 2 and 4 cost the same within noise with
+// backups, 8 more (experiments/results/count-min-blocks).
+inline constexpr std::uint64_t kCountMinDivergenceBlock = 1;
 
 // Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight
 // (the largest item value: alpha, and the per-item term of the compensation), watch-margin (keys are watched from
 // phi - watch-margin so that one whose crossing item was lost in a failure is still re-checked at the end),
 // divergence-block (a power of two, default kCountMinDivergenceBlock: the divergence bounds each run of that many
-// counters of a row by the sum of what they moved, which costs an update less than measuring each counter (1: each
-// counter exactly), at the price of backups a few percent earlier; it is lowered to the largest power of two that
-// divides the width, so that rows never share a block and one item moves the divergence by at most alpha).
+// counters of a row by the sum of what they moved; 1: each counter exactly). It is lowered to the largest power of
+// two that divides the width, so that rows never share a block and one item moves the divergence by at most alpha.
 class CountMinHeavyHitters final : public Operator {
  public:
   explicit CountMinHeavyHitters(const Params& p);

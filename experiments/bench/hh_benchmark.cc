@@ -174,6 +174,7 @@ void BM_CountMinHhProcess(benchmark::State& state) {
   const auto alpha = afs::hh::max_weight(afs::hh::Weights::Packet);
   afs::Params p;
   p.set("width", 8000).set("depth", 4).set("phi", 1e12).set("max-weight", alpha);
+  p.set("divergence-block", static_cast<std::uint64_t>(state.range(1)));
   afs::hh::CountMinHeavyHitters op(p);
   if (trigger == 0) op.stop_tracking();
   const double residual = std::min(trigger / 2, trigger - 4 * static_cast<double>(alpha));
@@ -198,7 +199,9 @@ void BM_CountMinHhProcess(benchmark::State& state) {
   state.counters["bytes_per_backup"] =
       static_cast<double>(bytes) / static_cast<double>(std::max<std::int64_t>(1, backups));
 }
-BENCHMARK(BM_CountMinHhProcess)->Arg(0)->Arg(50000)->Arg(1'000'000'000'000'000'000);
+BENCHMARK(BM_CountMinHhProcess)
+    ->Args({0, 8})
+    ->ArgsProduct({{50000, 1'000'000'000'000'000'000}, {1, 2, 4, 8, 16}});
 
 void BM_CountMinEstimate(benchmark::State& state) {
   CountMin cm = make_sketch(state);

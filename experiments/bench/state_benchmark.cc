@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "afstream/core/bytes.h"
+#include "afstream/state/block_tracked_array.h"
 #include "afstream/state/tracked_array.h"
 #include "afstream/state/tracked_map.h"
 #include "afstream/state/tracked_vector.h"
@@ -87,11 +88,37 @@ void BM_TrackedArrayAddWithBackups(benchmark::State& state) {
   report(state, kBatch);
 }
 
+// Max-abs counter arrays as the benchmarks below build them: TrackedArray, or BlockTrackedArray in blocks of Block.
+template <std::size_t Block>
+auto make_max_abs_array(std::size_t n) {
+  if constexpr (Block == 0) {
+    return afs::TrackedArray<std::int64_t>(n, afs::Metric::MaxAbs);
+  } else {
+    return afs::BlockTrackedArray<std::int64_t>(n, Block);
+  }
+}
+
+// BlockTrackedArray's update (per-block bound) against TrackedArray<MaxAbs>'s above.
+template <std::size_t Block>
+void BM_BlockTrackedArrayAdd(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  auto a = make_max_abs_array<Block>(n);
+  const auto idx = random_indices(n);
+  for (auto _ : state) {
+    for (const std::uint32_t i : idx) a.add(i, 1);
+    benchmark::ClobberMemory();
+  }
+  benchmark::DoNotOptimize(a.divergence());
+  report(state, kBatch);
+}
+
 // As above with max-abs and partial deltas (proofs/general-bounds.md section 3.6): every 10,000 updates only the
 // slots past a residual of 1,000 are written (here none, as in a Count-Min job whose Theta is far above its counts).
-void BM_TrackedArrayAddWithPartialBackups(benchmark::State& state) {
+// Block 0: TrackedArray; else BlockTrackedArray with that block.
+template <std::size_t Block>
+void BM_ArrayAddWithPartialBackups(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
-  afs::TrackedArray<std::int64_t> a(n, afs::Metric::MaxAbs);
+  auto a = make_max_abs_array<Block>(n);
   const auto idx = random_indices(n);
   std::size_t since_backup = 0;
   std::size_t bytes = 0;
@@ -120,7 +147,10 @@ BENCHMARK(BM_TrackedArrayAdd<afs::Metric::L2>)->STATE_ARRAY_SIZES;
 BENCHMARK(BM_TrackedArrayAddWithBackups<afs::Metric::MaxAbs>)->STATE_ARRAY_SIZES;
 BENCHMARK(BM_TrackedArrayAddWithBackups<afs::Metric::L1>)->STATE_ARRAY_SIZES;
 BENCHMARK(BM_TrackedArrayAddWithBackups<afs::Metric::L2>)->STATE_ARRAY_SIZES;
-BENCHMARK(BM_TrackedArrayAddWithPartialBackups)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_ArrayAddWithPartialBackups<0>)->Name("BM_TrackedArrayAddWithPartialBackups")->STATE_ARRAY_SIZES;
+BENCHMARK(BM_BlockTrackedArrayAdd<1>)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_BlockTrackedArrayAdd<8>)->STATE_ARRAY_SIZES;
+BENCHMARK(BM_ArrayAddWithPartialBackups<8>)->Name("BM_BlockTrackedArrayAddWithPartialBackups/8")->STATE_ARRAY_SIZES;
 
 // --- keyed counters: std::unordered_map vs TrackedMap -------------------------------------------------------------
 // The argument is the key range; each iteration adds to 65,536 random keys from it.

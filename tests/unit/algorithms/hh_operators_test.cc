@@ -129,7 +129,7 @@ TEST(CountMinHeavyHitters, DivergenceBlockMustBeAPowerOfTwoAndDividesTheWidth) {
   p.set("divergence-block", 8);
   CountMinHeavyHitters op(p);
   EXPECT_EQ(op.divergence_block(), 4u);
-  EXPECT_EQ(CountMinHeavyHitters(cm_params(Weights::Unit, 1e12, 128)).divergence_block(), 8u);  // the default
+  EXPECT_EQ(CountMinHeavyHitters(cm_params(Weights::Unit, 1e12, 128)).divergence_block(), kCountMinDivergenceBlock);
   NullEmitter out;
   for (std::uint64_t k = 0; k < 5000; ++k) {
     const double before = op.divergence();
