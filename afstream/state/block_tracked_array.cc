@@ -50,6 +50,18 @@ void BlockTrackedArray<T>::for_each_changed(std::size_t b, F&& f) const {
 }
 
 template <typename T>
+template <typename F>
+void BlockTrackedArray<T>::for_each_moved_block(F&& f) const {
+  if (watch_ == 0) {  // the list holds every block changed since the last whole backup
+    for (std::size_t k = 0; k < ncrossed_; ++k) f(crossed_[k]);
+    return;
+  }
+  for (std::size_t b = 0; b < bounds_.size(); ++b) {
+    if (bounds_[b] != 0) f(static_cast<std::uint32_t>(b));
+  }
+}
+
+template <typename T>
 void BlockTrackedArray<T>::add_to_all(T delta) {
   for (auto& v : values_) v += delta;
   if (untracked_) return;
@@ -60,9 +72,7 @@ template <typename T>
 std::size_t BlockTrackedArray<T>::dirty_count() const {
   if (untracked_) return values_.size();
   std::size_t n = 0;
-  for (std::size_t b = 0; b < bounds_.size(); ++b) {
-    if (bounds_[b] != 0) for_each_changed(b, [&](std::uint32_t) { ++n; });
-  }
+  for_each_moved_block([&](std::uint32_t b) { for_each_changed(b, [&](std::uint32_t) { ++n; }); });
   return n;
 }
 
@@ -78,11 +88,10 @@ void BlockTrackedArray<T>::stop_tracking() {
 template <typename T>
 void BlockTrackedArray<T>::mark_backed_up() {
   if (untracked_) return;
-  for (std::size_t b = 0; b < bounds_.size(); ++b) {
-    if (bounds_[b] == 0) continue;
+  for_each_moved_block([&](std::uint32_t b) {
     for_each_changed(b, [&](std::uint32_t i) { base_[i] = values_[i]; });
     bounds_[b] = 0;
-  }
+  });
   high_ = 0;
   ncrossed_ = 0;  // every bound is 0, within any watched residual: the next partial delta looks at what crosses it
 }
@@ -92,6 +101,9 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
   if (untracked_ || !(residual > 0)) {
     write_delta(w);
     mark_backed_up();
+    // Whole deltas from now on (until a residual again): the list then holds every block changed since, so that
+    // the next one costs O(changed blocks), not a pass over all (thresholds halved by failures end up here).
+    watch_ = 0;
     return 0;
   }
   const Mag keep = std::is_same_v<T, double> ? static_cast<Mag>(residual)
@@ -161,9 +173,7 @@ void BlockTrackedArray<T>::write_delta(ByteWriter& w) const {
     return;
   }
   detail::write_array_delta<T>(w, values_, dirty_count(), [&](auto&& f) {
-    for (std::size_t b = 0; b < bounds_.size(); ++b) {
-      if (bounds_[b] != 0) for_each_changed(b, f);
-    }
+    for_each_moved_block([&](std::uint32_t b) { for_each_changed(b, f); });
   });
 }
 

@@ -35,9 +35,10 @@ namespace afs {
 //    that divides the width, so rows never share a block).
 //  - Payloads are TrackedArray<T>'s (same tag and layout): either container reads the other's backups.
 // Cost: add/set are O(1), branch-free but for a rarely taken one (a new highest bound); the backed-up copy is not
-// read. mark_backed_up and write_delta are O(n / block + slots of the blocks that moved): they compare those slots
-// with the backed-up copy and write only the ones that differ; backup_partial_delta looks only at the blocks that
-// passed the residual. Memory: 2n*sizeof(T) plus
+// read. mark_backed_up and write_delta compare the slots of the blocks that moved with the backed-up copy and write
+// only the ones that differ: O(those slots) while no partial delta watches a residual (before the first, and after
+// one given residual 0), else also a pass over the n / block bounds. backup_partial_delta looks only at the blocks
+// that passed the residual. Memory: 2n*sizeof(T) plus
 // one bound per block. Sizes are limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none), an update only
 // writes the value and every delta holds every slot.
 template <typename T>
@@ -187,6 +188,9 @@ class BlockTrackedArray {
       high_ = next;
   }
   bool differs(std::size_t i) const;  // v_i is not b_i, bit for bit
+  // f(block) for every block whose bound is not 0: from the list while it holds them all (watch_ 0), else a pass.
+  template <typename F>
+  void for_each_moved_block(F&& f) const;
   // f(index) for every slot of block b that differs from the backed-up copy, in index order.
   template <typename F>
   void for_each_changed(std::size_t b, F&& f) const;
@@ -196,7 +200,8 @@ class BlockTrackedArray {
   std::vector<Mag> bounds_;  // per block: sum of |changes| since its slots last matched base_
   Mag high_ = 0;             // >= every bound: their maximum, or since a partial delta at least what it returned
   // Every block not in crossed_[0, ncrossed_) is within watch_: the residual of the last partial delta (0 before the
-  // first, so that the list then holds every block changed). A whole backup zeroes the bounds and keeps it.
+  // first, and after a partial delta given none: the list then holds every block changed). A whole backup zeroes the
+  // bounds and keeps it.
   Mag watch_ = 0;
   std::vector<std::uint32_t> crossed_;
   std::size_t ncrossed_ = 0;

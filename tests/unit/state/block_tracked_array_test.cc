@@ -149,6 +149,17 @@ void check_random_run(std::size_t n, std::size_t block, bool one_way, std::uint6
         ASSERT_EQ(left, static_cast<double>(s.bound()));
         break;
       }
+      case 5:
+      case 6: {  // a partial delta given no residual: whole, and the next whole ones walk the changed blocks' list
+        ByteWriter w;
+        ASSERT_EQ(a.backup_partial_delta(w, 0), 0);
+        apply_payload(s.stored, w.take(), false);
+        std::fill(s.moved.begin(), s.moved.end(), 0);
+        s.floor = s.watch = 0;
+        ASSERT_EQ(brute_max_abs<T>(a.values(), s.stored), 0);
+        ASSERT_EQ(a.dirty_count(), 0u);
+        break;
+      }
       case 4: {  // full backup
         ByteWriter w;
         a.write_full(w);
