@@ -199,9 +199,7 @@ void BM_CountMinHhProcess(benchmark::State& state) {
   state.counters["bytes_per_backup"] =
       static_cast<double>(bytes) / static_cast<double>(std::max<std::int64_t>(1, backups));
 }
-BENCHMARK(BM_CountMinHhProcess)
-    ->Args({0, 8})
-    ->ArgsProduct({{50000, 1'000'000'000'000'000'000}, {1, 2, 4, 8, 16}});
+BENCHMARK(BM_CountMinHhProcess)->Args({0, 8})->ArgsProduct({{50000, 1'000'000'000'000'000'000}, {1, 2, 4, 8, 16}});
 
 void BM_CountMinEstimate(benchmark::State& state) {
   CountMin cm = make_sketch(state);

@@ -50,10 +50,11 @@ void BM_PlainArrayAdd(benchmark::State& state) {
   report(state, kBatch);
 }
 
-template <afs::Metric M>
-void BM_TrackedArrayAdd(benchmark::State& state) {
+// Random +1 updates to the counter array make(n) returns.
+template <typename Make>
+void run_array_adds(benchmark::State& state, Make make) {
   const auto n = static_cast<std::size_t>(state.range(0));
-  afs::TrackedArray<std::int64_t> a(n, M);
+  auto a = make(n);
   const auto idx = random_indices(n);
   for (auto _ : state) {
     for (const std::uint32_t i : idx) a.add(i, 1);
@@ -61,6 +62,11 @@ void BM_TrackedArrayAdd(benchmark::State& state) {
   }
   benchmark::DoNotOptimize(a.divergence());
   report(state, kBatch);
+}
+
+template <afs::Metric M>
+void BM_TrackedArrayAdd(benchmark::State& state) {
+  run_array_adds(state, [](std::size_t n) { return afs::TrackedArray<std::int64_t>(n, M); });
 }
 
 // As above, but backed up (delta written, mark_backed_up) every 10,000 updates: the amortised cost of a Theta-driven
@@ -101,15 +107,7 @@ auto make_max_abs_array(std::size_t n) {
 // BlockTrackedArray's update (per-block bound) against TrackedArray<MaxAbs>'s above.
 template <std::size_t Block>
 void BM_BlockTrackedArrayAdd(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  auto a = make_max_abs_array<Block>(n);
-  const auto idx = random_indices(n);
-  for (auto _ : state) {
-    for (const std::uint32_t i : idx) a.add(i, 1);
-    benchmark::ClobberMemory();
-  }
-  benchmark::DoNotOptimize(a.divergence());
-  report(state, kBatch);
+  run_array_adds(state, [](std::size_t n) { return make_max_abs_array<Block>(n); });
 }
 
 // As above with max-abs and partial deltas (proofs/general-bounds.md section 3.6): every 10,000 updates only the
