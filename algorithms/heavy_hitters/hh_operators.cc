@@ -94,7 +94,7 @@ std::size_t block_for(const Params& p, std::size_t width) {
   if (block == 0 || !std::has_single_bit(block)) {
     throw ConfigError("divergence-block: expected a power of two >= 1, got " + std::to_string(block));
   }
-  return std::min<std::size_t>(block, width & (~width + 1));
+  return std::min<std::size_t>(block, std::size_t{1} << std::countr_zero(width));
 }
 }  // namespace
 
