@@ -295,6 +295,11 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
                      std::to_string(data_->size()) + " examples");
   }
   data_->example(item.key, x_);
+  if (x_.is_sparse()) {  // scattered entries of 2^b weights: start their cache misses together, before they are read
+    weights_.prefetch(x_.indices);
+    if (trace_every_ > 0) trace_moved_.prefetch(x_.indices);
+    if (config_.optimizer == OptimizerKind::kAdaGrad) sum_sq_.prefetch(x_.indices);
+  }
   // Progressive validation: the outcome before the update.
   const auto& w = weights_.values();
   const Prediction pred = predict(config_, w, x_);
@@ -304,6 +309,7 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
   make_step(config_, opt_, step_);
   clip_step();
   if (trace_every_ > 0) {  // the trace remembers each entry's value at the last point before its first move
+    trace_moved_.prefetch_bases(step_.index);
     for (const auto i : step_.index) (void)trace_moved_.base_for(i, w[static_cast<Eigen::Index>(i)]);
   }
   apply_step(step_, weights_);

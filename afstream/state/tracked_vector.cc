@@ -1,6 +1,7 @@
 // TrackedVector: dense updates, serialization, backup bookkeeping and brute-force distance (DESIGN.md section 3).
 #include "afstream/state/tracked_vector.h"
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/prefetch.h"
 #include "afstream/state/container_format.h"
 
 namespace afs {
@@ -19,14 +21,15 @@ constexpr std::uint16_t kDeltaTag = detail::kTagVector | detail::kTagDelta;
 constexpr std::uint8_t kDeltaSparse = 0;
 constexpr std::uint8_t kDeltaFullCopy = 1;
 constexpr std::uint8_t kDeltaBitmap = 2;
+constexpr std::size_t kMaxEntries = 0xFFFFFFFEu;  // indices are u32 (a delta's, the list of changed entries)
 
 std::size_t checked_size(std::size_t n, Metric m) {
   if (m != Metric::L2) {
     throw ConfigError(std::string("TrackedVector tracks the l2 divergence only, not ") + to_string(m));
   }
-  if (n > DirtySlots<double>::kMaxSlots) {
+  if (n > kMaxEntries) {
     throw ConfigError("TrackedVector size " + std::to_string(n) + " exceeds the limit of " +
-                      std::to_string(DirtySlots<double>::kMaxSlots) + " entries");
+                      std::to_string(kMaxEntries) + " entries");
   }
   return n;
 }
@@ -50,17 +53,25 @@ Eigen::VectorXd get_vector(ByteReader& r, std::uint64_t n, const char* what) {
 }  // namespace
 
 TrackedVector::TrackedVector(std::size_t n, Metric m)
-    : values_(Eigen::VectorXd::Zero(static_cast<Eigen::Index>(checked_size(n, m)))), dirty_(n), div_(m) {}
+    : TrackedVector(Eigen::VectorXd::Zero(static_cast<Eigen::Index>(checked_size(n, m))), m) {}
 
 TrackedVector::TrackedVector(Eigen::VectorXd initial, Metric m)
-    : values_(std::move(initial)), dirty_(checked_size(static_cast<std::size_t>(values_.size()), m)), div_(m) {}
+    : values_(std::move(initial)),
+      backup_(values_),
+      changed_bits_((checked_size(static_cast<std::size_t>(values_.size()), m) + 63) / 64, 0),
+      div_(m) {}
+
+void TrackedVector::clear_changed() {
+  if (changed_.size() > changed_bits_.size()) {
+    std::fill(changed_bits_.begin(), changed_bits_.end(), 0);
+  } else {
+    for (const std::uint32_t i : changed_) changed_bits_[i >> 6] = 0;
+  }
+  changed_.clear();
+}
 
 void TrackedVector::enter_dense() {
-  backup_ = values_;
-  const auto& idx = dirty_.indices();
-  const auto& base = dirty_.bases();
-  for (std::size_t k = 0; k < idx.size(); ++k) backup_[idx[k]] = base[k];
-  dirty_.clear();
+  clear_changed();
   dense_ = true;
 }
 
@@ -75,7 +86,7 @@ void TrackedVector::add_dense(const Eigen::VectorXd& d) {
   }
   if (!dense_) {
     const auto nonzero = static_cast<std::size_t>((d.array() != 0.0).count());
-    if (2 * (dirty_.count() + nonzero) <= size()) {
+    if (2 * (changed_.size() + nonzero) <= size()) {
       for (Eigen::Index i = 0; i < d.size(); ++i) {
         if (d[i] != 0.0) update(static_cast<std::size_t>(i), values_[i] + d[i]);
       }
@@ -93,23 +104,27 @@ void TrackedVector::recompute() {
     return;
   }
   div_.reset_sum();
-  const auto& idx = dirty_.indices();
-  const auto& base = dirty_.bases();
-  for (std::size_t k = 0; k < idx.size(); ++k) div_.accumulate(base[k], values_[idx[k]]);
+  for (const std::uint32_t i : changed_) div_.accumulate(backup_[i], values_[i]);
 }
 
 void TrackedVector::stop_tracking() {
   untracked_ = true;
   dense_ = false;
-  dirty_ = DirtySlots<double>(0);
   backup_ = Eigen::VectorXd();
+  changed_bits_ = {};
+  changed_ = {};
   div_.reset();
 }
 
 void TrackedVector::mark_backed_up() {
   if (untracked_) return;
-  dirty_.clear();
-  dense_ = false;
+  if (dense_) {
+    backup_ = values_;
+    dense_ = false;
+  } else {
+    for (const std::uint32_t i : changed_) backup_[i] = values_[i];
+    clear_changed();
+  }
   div_.reset();
 }
 
@@ -120,26 +135,24 @@ void TrackedVector::write_full(ByteWriter& w) const {
 
 void TrackedVector::write_delta(ByteWriter& w) const {
   detail::write_container_header(w, kDeltaTag, size());
-  if (dense_ || untracked_ || 2 * dirty_.count() > size()) {
+  if (dense_ || untracked_ || 2 * changed_.size() > size()) {
     w.put<std::uint8_t>(kDeltaFullCopy);
     put_vector(w, values_);
     return;
   }
-  const std::size_t words = (size() + 63) / 64;
-  if (dirty_.count() * sizeof(std::uint32_t) > words * sizeof(std::uint64_t)) {
+  const std::size_t words = changed_bits_.size();
+  if (changed_.size() * sizeof(std::uint32_t) > words * sizeof(std::uint64_t)) {
     // Many changed entries: a bit per entry is smaller than their indices, and the values, written in index order,
     // are gathered in one sweep over the vector instead of at scattered places.
-    std::vector<std::uint64_t> bits(words, 0);
-    for (const std::uint32_t i : dirty_.indices()) bits[i >> 6] |= std::uint64_t{1} << (i & 63);
-    w.buffer().reserve(w.size() + 17 + words * sizeof(std::uint64_t) + dirty_.count() * sizeof(double));
+    w.buffer().reserve(w.size() + 17 + words * sizeof(std::uint64_t) + changed_.size() * sizeof(double));
     w.put<std::uint8_t>(kDeltaBitmap);
-    w.put_array<std::uint64_t>(bits);
-    w.put<std::uint64_t>(dirty_.count());
+    w.put_array<std::uint64_t>(changed_bits_);
+    w.put<std::uint64_t>(changed_.size());
     auto& buf = w.buffer();
     std::size_t at = buf.size();
-    buf.resize(at + dirty_.count() * sizeof(double));
+    buf.resize(at + changed_.size() * sizeof(double));
     for (std::size_t k = 0; k < words; ++k) {
-      for (std::uint64_t b = bits[k]; b != 0; b &= b - 1) {
+      for (std::uint64_t b = changed_bits_[k]; b != 0; b &= b - 1) {
         const double x = values_[static_cast<Eigen::Index>(k * 64 + static_cast<std::size_t>(std::countr_zero(b)))];
         std::memcpy(buf.data() + at, &x, sizeof x);
         at += sizeof x;
@@ -147,10 +160,10 @@ void TrackedVector::write_delta(ByteWriter& w) const {
     }
     return;
   }
-  w.buffer().reserve(w.size() + 17 + dirty_.count() * (sizeof(std::uint32_t) + sizeof(double)));
+  w.buffer().reserve(w.size() + 17 + changed_.size() * (sizeof(std::uint32_t) + sizeof(double)));
   w.put<std::uint8_t>(kDeltaSparse);
-  w.put_array<std::uint32_t>(dirty_.indices());
-  detail::put_gathered<double>(w, values_, dirty_.indices());
+  w.put_array<std::uint32_t>(changed_);
+  detail::put_gathered<double>(w, values_, changed_);
 }
 
 void TrackedVector::read_full(ByteReader& r) { apply_delta(read_full_values(r)); }
@@ -238,16 +251,26 @@ void TrackedVector::apply_delta(Delta&& d) {
   if (d.full_copy) {
     assert(d.values.size() == values_.size());
     values_.swap(d.values);
-  } else {
-    assert(d.indices.size() == d.entries.size());
-    // The indices are scattered over the vector (2 MB for 2^18 weights): prefetch ahead of the stores.
-    constexpr std::size_t kAhead = 16;
-    for (std::size_t k = 0; k < d.indices.size(); ++k) {
-      if (k + kAhead < d.indices.size()) __builtin_prefetch(&values_[d.indices[k + kAhead]], 1);
-      values_[d.indices[k]] = d.entries[k];
+    if (!untracked_) {
+      backup_ = values_;
+      clear_changed();
+      dense_ = false;
+      div_.reset();
     }
+    return;
   }
-  mark_backed_up();
+  assert(d.indices.size() == d.entries.size());
+  // The indices are scattered over the vector (2 MB for 2^18 weights): prefetch ahead of the stores.
+  constexpr std::size_t kAhead = 16;
+  for (std::size_t k = 0; k < d.indices.size(); ++k) {
+    if (k + kAhead < d.indices.size()) {
+      afs::prefetch(values_.data() + d.indices[k + kAhead]);
+      if (!untracked_) afs::prefetch(backup_.data() + d.indices[k + kAhead]);
+    }
+    values_[d.indices[k]] = d.entries[k];
+    if (!untracked_) backup_[d.indices[k]] = d.entries[k];
+  }
+  mark_backed_up();  // the entries changed before the delta count as backed up too
 }
 
 double TrackedVector::distance(const TrackedVector& other) const {

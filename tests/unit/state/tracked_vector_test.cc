@@ -118,6 +118,7 @@ TEST(TrackedVector, DivergenceMatchesBruteForce) {
       ASSERT_TRUE(same_values(c, model.cur));
       EXPECT_EQ(c.divergence(), 0.0);
       EXPECT_EQ(c.dirty_count(), 0u);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(c.backed_up(i), model.cur[static_cast<Eigen::Index>(i)]);
     } else {
       random_update(a, &model, rng);
     }
@@ -127,12 +128,41 @@ TEST(TrackedVector, DivergenceMatchesBruteForce) {
     if (step % 50 == 0) {
       ASSERT_TRUE(same_values(a, model.cur));
       expect_close(a.distance(backed_up), now);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(a.backed_up(i), model.base[static_cast<Eigen::Index>(i)]);
     }
     if (HasFailure()) return;
   }
   EXPECT_GT(dense_deltas, 10);
   EXPECT_GT(sparse_deltas, 10);
   EXPECT_GT(bitmap_deltas, 10);
+}
+
+// A delta applied over changes that were never backed up (a restore into a live vector): afterwards everything
+// counts as backed up, the entries the delta did not hold too, and later changes are measured from there.
+TEST(TrackedVector, ApplyingADeltaOverUnbackedChangesMakesEverythingBackedUp) {
+  for (const bool dense_before : {false, true}) {
+    TrackedVector source(100);
+    source.add(3, 1.5);
+    source.add(70, -2.0);
+    const auto delta = delta_bytes(source);
+
+    TrackedVector v(100);
+    v.add(5, 4.0);  // not in the delta
+    if (dense_before) v.add_dense(Eigen::VectorXd::Constant(100, 0.25));
+    ByteReader rd(delta);
+    v.apply_delta(rd);
+    EXPECT_EQ(v.divergence(), 0.0);
+    EXPECT_EQ(v.dirty_count(), 0u);
+    for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v.backed_up(i), v.get(i)) << i;
+    EXPECT_EQ(v.get(3), 1.5);
+    EXPECT_EQ(v.get(5), dense_before ? 4.25 : 4.0);
+
+    v.add(5, 3.0);
+    v.add(3, 4.0);
+    expect_close(v.divergence(), 5.0);
+    EXPECT_EQ(v.dirty_count(), 2u);
+    EXPECT_EQ(v.backed_up(5), dense_before ? 4.25 : 4.0);
+  }
 }
 
 TEST(TrackedVector, SparseDeltaStaysSparse) {
