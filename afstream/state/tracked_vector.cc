@@ -122,7 +122,14 @@ void TrackedVector::mark_backed_up() {
     backup_ = values_;
     dense_ = false;
   } else {
-    for (const std::uint32_t i : changed_) backup_[i] = values_[i];
+    constexpr std::size_t kAhead = 16;  // scattered entries: start the misses well ahead of the copies
+    for (std::size_t k = 0; k < changed_.size(); ++k) {
+      if (k + kAhead < changed_.size()) {
+        afs::prefetch(values_.data() + changed_[k + kAhead]);
+        afs::prefetch(backup_.data() + changed_[k + kAhead]);
+      }
+      backup_[changed_[k]] = values_[changed_[k]];
+    }
     clear_changed();
   }
   div_.reset();

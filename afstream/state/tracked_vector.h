@@ -89,6 +89,11 @@ class TrackedVector {
       for (const std::uint32_t i : index) afs::prefetch(backup_.data() + i);
     }
   }
+  // The same for entry i's backed-up value alone (for a caller that reads backed_up() at scattered entries).
+  void prefetch_backed_up(std::size_t i) const {
+    assert(i < size());
+    if (!untracked_) afs::prefetch(backup_.data() + i);
+  }
   // w += d (d.size() == size(), else std::invalid_argument). O(n).
   void add_dense(const Eigen::VectorXd& d);
   double get(std::size_t i) const {
