@@ -1,0 +1,36 @@
+#!/usr/bin/python3
+"""Medians of per-round ratios from jobs_ab.txt (lines: job round binary mode seconds,backups,bytes,cpu,holdout accuracy),
+and medians per benchmark from bench.txt. Usage: summarize.py [DIR]"""
+import os
+import statistics as st
+import sys
+from collections import defaultdict
+
+d = sys.argv[1] if len(sys.argv) > 1 else "."
+runs = defaultdict(dict)
+for line in open(f"{d}/jobs_ab.txt"):
+    if not line.strip():
+        continue
+    job, rnd, binary, mode, vals = line.split()
+    runs[(job, f"{binary} {mode}")][int(rnd)] = list(map(float, vals.split(",")))
+print("| job | run | throughput vs same binary's none | vs before's none | CPU vs same none | backups | MB | held-out accuracy |")
+print("|---|---|---|---|---|---|---|---|")
+for job in sorted({j for j, _ in runs}):
+    for run in ["before none", "after none", "before approx", "after approx"]:
+        r = runs[(job, run)]
+        own = runs[(job, run.split()[0] + " none")]
+        ref = runs[(job, "before none")]
+        w_own = st.median(own[k][0] / r[k][0] for k in r)
+        w_ref = st.median(ref[k][0] / r[k][0] for k in r)
+        c_own = st.median(r[k][3] / own[k][3] for k in r)
+        print(f"| {job} | {run} | {w_own:.0%} | {w_ref:.0%} | {c_own:.0%} | {st.median(v[1] for v in r.values()):.0f} "
+              f"| {st.median(v[2] for v in r.values()) / 1e6:.1f} | {st.median(v[4] for v in r.values()):.3f} |")
+bench = defaultdict(list)
+for line in open(f"{d}/bench.txt") if os.path.exists(f"{d}/bench.txt") else []:
+    f = line.split()
+    bench[(f[1], f[2].replace("_median", ""))].append(float(f[3]))
+print()
+print("| binary | benchmark | ns an item (median of rounds) |")
+print("|---|---|---|")
+for (binary, name), v in sorted(bench.items()):
+    print(f"| {binary} | {name} | {st.median(v):.1f} |")
