@@ -74,7 +74,7 @@ namespace {
 constexpr int kSmallOutputs = 16;
 
 // Scores m_k = w_k . x + b_k, into m[0 .. outputs). Checks the example's shape on the way.
-void scores(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x, double* m) {
+void scores(const LearnerConfig& c, const WeightsView& w, const Example& x, double* m) {
   const int K = outputs(c);
   const std::size_t d = c.num_features;
   if (static_cast<std::size_t>(w.size()) != weight_count(c)) {
@@ -209,7 +209,7 @@ Prediction prediction_at(const LearnerConfig& c, const double* m) {
 }
 
 // The gradient given dloss/dm_k = s[k] (see gradient()).
-void gradient_at(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x, const double* s, SparseVector& g) {
+void gradient_at(const LearnerConfig& c, const WeightsView& w, const Example& x, const double* s, SparseVector& g) {
   g.clear();
   const std::size_t d = c.num_features;
   const double l2 = c.l2;
@@ -242,21 +242,21 @@ OptimizerState make_optimizer_state(const LearnerConfig& c) {
   return o;
 }
 
-Prediction predict(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x) {
+Prediction predict(const LearnerConfig& c, const WeightsView& w, const Example& x) {
   OutputBuffer mb(outputs(c));
   double* m = mb.data();
   scores(c, w, x, m);
   return prediction_at(c, m);
 }
 
-double loss(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x) {
+double loss(const LearnerConfig& c, const WeightsView& w, const Example& x) {
   OutputBuffer mb(outputs(c));
   double* m = mb.data();
   scores(c, w, x, m);
   return loss_at(c, m, x, nullptr);
 }
 
-double objective(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x) {
+double objective(const LearnerConfig& c, const WeightsView& w, const Example& x) {
   double f = loss(c, w, x);
   if (c.l2 == 0) return f;
   const std::size_t d = c.num_features;
@@ -285,7 +285,7 @@ bool correct(const LearnerConfig& c, const Prediction& p, const Example& x) {
   return false;
 }
 
-void gradient(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x, SparseVector& g) {
+void gradient(const LearnerConfig& c, const WeightsView& w, const Example& x, SparseVector& g) {
   const int K = outputs(c);
   OutputBuffer mb(K), sb(K);
   double* m = mb.data();

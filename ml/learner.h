@@ -100,20 +100,24 @@ struct Prediction {
   double label = 0;
 };
 
-// All functions below take the weights as a const Eigen vector of weight_count(c) entries (TrackedVector::values()
-// qualifies). They throw InputError for an example that does not fit: a dense size other than num_features, a
-// sparse index >= num_features, a class id outside [0, K), a non-finite label or value.
-Prediction predict(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x);
+// A read-only view of weights: an Eigen vector, or TrackedVector::values() (stored with stride 2 while tracked). Binds
+// to either without copying.
+using WeightsView = Eigen::Ref<const Eigen::VectorXd, 0, Eigen::InnerStride<>>;
+
+// All functions below take the weights as a view of weight_count(c) entries. They throw InputError for an example that
+// does not fit: a dense size other than num_features, a sparse index >= num_features, a class id outside [0, K), a
+// non-finite label or value.
+Prediction predict(const LearnerConfig& c, const WeightsView& w, const Example& x);
 // The data loss at w (no regularization).
-double loss(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x);
+double loss(const LearnerConfig& c, const WeightsView& w, const Example& x);
 // The per-example objective whose gradient gradient() returns: loss + lambda/2 * sum of w_i^2 over the non-bias
 // weights the example touches (exact L2 for dense examples; the usual sparse approximation for sparse ones).
-double objective(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x);
+double objective(const LearnerConfig& c, const WeightsView& w, const Example& x);
 // Whether the prediction is right (classification); always false for regression.
 bool correct(const LearnerConfig& c, const Prediction& p, const Example& x);
 // The (sub)gradient of objective() at w, written to g (cleared first). Entries: the touched weights of every output,
 // in example order, then the biases. O(outputs * features of x).
-void gradient(const LearnerConfig& c, const Eigen::VectorXd& w, const Example& x, SparseVector& g);
+void gradient(const LearnerConfig& c, const WeightsView& w, const Example& x, SparseVector& g);
 // Turns the gradient g into a step in place (value_i = -eta_i * g_i) and advances the optimizer: t += 1, and for
 // AdaGrad sum_sq_i += g_i^2 before eta_i is taken.
 void make_step(const LearnerConfig& c, OptimizerState& opt, SparseVector& g);

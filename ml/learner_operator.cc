@@ -421,7 +421,7 @@ void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept, bo
   const bool derive = delta && weights_.tracking();  // untracked weights do not know their backed-up values
   constexpr std::size_t kAhead = 16;  // the entries are scattered over the weights: start the misses ahead
   for (std::size_t k = 0; k < idx.size(); ++k) {
-    if (derive && k + kAhead < idx.size()) weights_.prefetch_backed_up(idx[k + kAhead]);
+    if (derive && k + kAhead < idx.size()) weights_.prefetch(std::size_t{idx[k + kAhead]});
     // Bit-equal (a -0.0 stays -0.0): the restored state is this one, byte for byte.
     if (derive && std::bit_cast<std::uint64_t>(weights_.backed_up(idx[k])) == std::bit_cast<std::uint64_t>(base[k])) {
       buf[bits + k / 8] |= static_cast<std::uint8_t>(1u << (k % 8));

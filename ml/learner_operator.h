@@ -132,7 +132,7 @@ class SgdLearnerOperator final : public Operator {
   double distance(const Operator& other) const override;  // L2 distance of the weights
 
   const LearnerConfig& config() const { return config_; }
-  const Eigen::VectorXd& weights() const { return weights_.values(); }
+  TrackedVector::ConstView weights() const { return weights_.values(); }
   std::uint64_t steps() const { return opt_.t; }
   std::uint64_t count() const { return count_; }
   std::uint64_t correct_count() const { return correct_; }

@@ -120,7 +120,7 @@ class PsWorkerOperator final : public Operator {
   std::int64_t max_staleness() const { return max_staleness_; }
   std::uint64_t count() const { return count_; }
   std::uint64_t correct_count() const { return correct_; }
-  const Eigen::VectorXd& parameters() const { return cache_.values(); }
+  TrackedVector::ConstView parameters() const { return cache_.values(); }
   std::uint64_t ticks_resent() const { return ticks_resent_; }  // diagnostics, not state
 
  private:
@@ -178,7 +178,7 @@ class PsServerOperator final : public Operator {
   void apply_delta(ByteReader& in) override;
   double distance(const Operator& other) const override;
 
-  const Eigen::VectorXd& weights() const { return weights_.values(); }
+  TrackedVector::ConstView weights() const { return weights_.values(); }
   std::int64_t shard_clock() const;
   std::int64_t max_gap() const { return max_gap_; }
   std::uint64_t steps() const { return steps_; }
@@ -233,7 +233,7 @@ class PsMerge final : public Operator {
   void apply_delta(ByteReader& in) override;
   double distance(const Operator& other) const override;
 
-  const Eigen::VectorXd& model() const { return weights_.values(); }
+  TrackedVector::ConstView model() const { return weights_.values(); }
   int workers() const { return config_.workers; }
   int servers() const { return config_.servers; }
   int workers_reported() const;

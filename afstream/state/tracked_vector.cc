@@ -34,10 +34,6 @@ std::size_t checked_size(std::size_t n, Metric m) {
   return n;
 }
 
-void put_vector(ByteWriter& w, const Eigen::VectorXd& v) {
-  w.put_array<double>(std::span<const double>(v.data(), static_cast<std::size_t>(v.size())));
-}
-
 // Reads a u64-counted array of n doubles into an Eigen vector.
 Eigen::VectorXd get_vector(ByteReader& r, std::uint64_t n, const char* what) {
   const auto bytes = r.get_array_bytes<double>(what);  // copied once, into the vector
@@ -55,11 +51,14 @@ Eigen::VectorXd get_vector(ByteReader& r, std::uint64_t n, const char* what) {
 TrackedVector::TrackedVector(std::size_t n, Metric m)
     : TrackedVector(Eigen::VectorXd::Zero(static_cast<Eigen::Index>(checked_size(n, m))), m) {}
 
-TrackedVector::TrackedVector(Eigen::VectorXd initial, Metric m)
-    : values_(std::move(initial)),
-      backup_(values_),
-      changed_bits_((checked_size(static_cast<std::size_t>(values_.size()), m) + 63) / 64, 0),
-      div_(m) {}
+TrackedVector::TrackedVector(const Eigen::VectorXd& initial, Metric m)
+    : n_(checked_size(static_cast<std::size_t>(initial.size()), m)),
+      data_(2 * n_),
+      changed_bits_((n_ + 63) / 64, 0),
+      div_(m) {
+  weights() = initial;
+  backup() = initial;
+}
 
 void TrackedVector::clear_changed() {
   if (changed_.size() > changed_bits_.size()) {
@@ -76,41 +75,46 @@ void TrackedVector::enter_dense() {
 }
 
 void TrackedVector::add_dense(const Eigen::VectorXd& d) {
-  if (d.size() != values_.size()) {
+  if (d.size() != static_cast<Eigen::Index>(n_)) {
     throw std::invalid_argument("TrackedVector::add_dense: update has " + std::to_string(d.size()) +
-                                " entries but the vector has " + std::to_string(values_.size()));
+                                " entries but the vector has " + std::to_string(n_));
   }
   if (untracked_) {
-    values_ += d;
+    weights() += d;
     return;
   }
   if (!dense_) {
     const auto nonzero = static_cast<std::size_t>((d.array() != 0.0).count());
     if (2 * (changed_.size() + nonzero) <= size()) {
       for (Eigen::Index i = 0; i < d.size(); ++i) {
-        if (d[i] != 0.0) update(static_cast<std::size_t>(i), values_[i] + d[i]);
+        if (d[i] != 0.0) add(static_cast<std::size_t>(i), d[i]);
       }
       return;
     }
     enter_dense();
   }
-  values_ += d;
-  div_.set_sum((values_ - backup_).squaredNorm());
+  weights() += d;
+  div_.set_sum((values() - backup()).squaredNorm());
 }
 
 void TrackedVector::recompute() {
   if (dense_) {
-    div_.set_sum((values_ - backup_).squaredNorm());
+    div_.set_sum((values() - backup()).squaredNorm());
     return;
   }
   div_.reset_sum();
-  for (const std::uint32_t i : changed_) div_.accumulate(backup_[i], values_[i]);
+  for (const std::uint32_t i : changed_) div_.accumulate(data_[2 * std::size_t{i} + 1], data_[2 * std::size_t{i}]);
 }
 
 void TrackedVector::stop_tracking() {
+  if (!untracked_) {  // the weights alone from now on
+    std::vector<double> w(n_);
+    for (std::size_t i = 0; i < n_; ++i) w[i] = data_[2 * i];
+    data_ = std::move(w);
+    shift_ = 0;
+  }
   untracked_ = true;
   dense_ = false;
-  backup_ = Eigen::VectorXd();
   changed_bits_ = {};
   changed_ = {};
   div_.reset();
@@ -119,32 +123,45 @@ void TrackedVector::stop_tracking() {
 void TrackedVector::mark_backed_up() {
   if (untracked_) return;
   if (dense_) {
-    backup_ = values_;
+    backup() = values();
     dense_ = false;
   } else {
     constexpr std::size_t kAhead = 16;  // scattered entries: start the misses well ahead of the copies
+    double* const data = data_.data();
     for (std::size_t k = 0; k < changed_.size(); ++k) {
-      if (k + kAhead < changed_.size()) {
-        afs::prefetch(values_.data() + changed_[k + kAhead]);
-        afs::prefetch(backup_.data() + changed_[k + kAhead]);
-      }
-      backup_[changed_[k]] = values_[changed_[k]];
+      if (k + kAhead < changed_.size()) afs::prefetch(data + 2 * std::size_t{changed_[k + kAhead]});
+      double* const pair = data + 2 * std::size_t{changed_[k]};
+      pair[1] = pair[0];
     }
     clear_changed();
   }
   div_.reset();
 }
 
+// The n weights as put_array writes an array (u64 count, then the values), gathered from the stored layout.
+void TrackedVector::put_weights(ByteWriter& w) const {
+  if (shift_ == 0) {
+    w.put_array<double>(std::span<const double>(data_.data(), n_));
+    return;
+  }
+  w.put<std::uint64_t>(n_);
+  auto& buf = w.buffer();
+  const std::size_t at = buf.size();
+  buf.resize(at + n_ * sizeof(double));
+  std::uint8_t* out = buf.data() + at;
+  for (std::size_t i = 0; i < n_; ++i, out += sizeof(double)) std::memcpy(out, &data_[2 * i], sizeof(double));
+}
+
 void TrackedVector::write_full(ByteWriter& w) const {
   detail::write_container_header(w, kFullTag, size());
-  put_vector(w, values_);
+  put_weights(w);
 }
 
 void TrackedVector::write_delta(ByteWriter& w) const {
   detail::write_container_header(w, kDeltaTag, size());
   if (dense_ || untracked_ || 2 * changed_.size() > size()) {
     w.put<std::uint8_t>(kDeltaFullCopy);
-    put_vector(w, values_);
+    put_weights(w);
     return;
   }
   const std::size_t words = changed_bits_.size();
@@ -160,7 +177,7 @@ void TrackedVector::write_delta(ByteWriter& w) const {
     buf.resize(at + changed_.size() * sizeof(double));
     for (std::size_t k = 0; k < words; ++k) {
       for (std::uint64_t b = changed_bits_[k]; b != 0; b &= b - 1) {
-        const double x = values_[static_cast<Eigen::Index>(k * 64 + static_cast<std::size_t>(std::countr_zero(b)))];
+        const double x = data_[2 * (k * 64 + static_cast<std::size_t>(std::countr_zero(b)))];
         std::memcpy(buf.data() + at, &x, sizeof x);
         at += sizeof x;
       }
@@ -170,7 +187,7 @@ void TrackedVector::write_delta(ByteWriter& w) const {
   w.buffer().reserve(w.size() + 17 + changed_.size() * (sizeof(std::uint32_t) + sizeof(double)));
   w.put<std::uint8_t>(kDeltaSparse);
   w.put_array<std::uint32_t>(changed_);
-  detail::put_gathered<double>(w, values_, changed_);
+  detail::put_gathered<double>(w, values(), changed_);
 }
 
 void TrackedVector::read_full(ByteReader& r) { apply_delta(read_full_values(r)); }
@@ -256,10 +273,10 @@ TrackedVector::Delta TrackedVector::read_delta(ByteReader& r) const {
 
 void TrackedVector::apply_delta(Delta&& d) {
   if (d.full_copy) {
-    assert(d.values.size() == values_.size());
-    values_.swap(d.values);
+    assert(d.values.size() == static_cast<Eigen::Index>(n_));
+    weights() = d.values;
     if (!untracked_) {
-      backup_ = values_;
+      backup() = d.values;
       clear_changed();
       dense_ = false;
       div_.reset();
@@ -267,15 +284,16 @@ void TrackedVector::apply_delta(Delta&& d) {
     return;
   }
   assert(d.indices.size() == d.entries.size());
-  // The indices are scattered over the vector (2 MB for 2^18 weights): prefetch ahead of the stores.
+  // The indices are scattered over the vector (4 MB for 2^18 weights and their backed-up values): prefetch ahead of
+  // the stores. Each entry is set, with its backed-up value while tracking.
   constexpr std::size_t kAhead = 16;
+  double* const data = data_.data();
+  const unsigned shift = shift_;
   for (std::size_t k = 0; k < d.indices.size(); ++k) {
-    if (k + kAhead < d.indices.size()) {
-      afs::prefetch(values_.data() + d.indices[k + kAhead]);
-      if (!untracked_) afs::prefetch(backup_.data() + d.indices[k + kAhead]);
-    }
-    values_[d.indices[k]] = d.entries[k];
-    if (!untracked_) backup_[d.indices[k]] = d.entries[k];
+    if (k + kAhead < d.indices.size()) afs::prefetch(data + (std::size_t{d.indices[k + kAhead]} << shift));
+    double* const slot = data + (std::size_t{d.indices[k]} << shift);
+    slot[0] = d.entries[k];
+    if (!untracked_) slot[1] = d.entries[k];
   }
   mark_backed_up();  // the entries changed before the delta count as backed up too
 }
@@ -285,7 +303,7 @@ double TrackedVector::distance(const TrackedVector& other) const {
     throw std::invalid_argument("TrackedVector::distance: sizes differ (" + std::to_string(size()) + " vs " +
                                 std::to_string(other.size()) + ")");
   }
-  return (values_ - other.values_).norm();
+  return (values() - other.values()).norm();
 }
 
 }  // namespace afs

@@ -19,36 +19,39 @@
 
 namespace afs {
 
-// An Eigen::VectorXd of weights with incremental L2 divergence tracking (DESIGN.md section 3).
+// A vector of weights (read as an Eigen vector view, values()) with incremental L2 divergence tracking (DESIGN 3).
 //
-// While tracking it keeps a full copy of the backed-up weights (8n bytes), a bit per entry saying whether it changed
-// since the last backup (n/8 bytes) and the list of the changed entries. Two regimes, switched automatically:
-//  - sparse (after each backup): add()/set() O(1): the entry's backed-up value is read at the same index as the
-//    entry (one scattered memory access, which a caller can start early with prefetch()), and a first change adds
-//    the entry to the list; the delta holds only the changed entries;
-//  - dense: entered when an add_dense() would leave more than half of the entries changed. add_dense() is a
-//    vectorised O(n) update that recomputes the divergence exactly, every entry counts as changed and the delta is a
-//    full copy (flagged). mark_backed_up() returns to the sparse regime.
+// While tracking, each weight is stored next to its backed-up value (w_0, b_0, w_1, b_1, ...: values() is a view
+// with stride 2), with a bit per entry saying whether it changed since the last backup and the list of the changed
+// entries. An update thus reads the backed-up value from the cache line it writes the weight to: no memory access
+// beyond the weight's own (the KDD-like learner's 2^18 weights are updated at 11 scattered places per example; a
+// separate copy cost a cache miss at each, a table of positions into a list of backed-up values two dependent ones).
+// Two regimes, switched automatically:
+//  - sparse (after each backup): add()/set() O(1); a first change adds the entry to the list; the delta holds only
+//    the changed entries;
+//  - dense: entered when an add_dense() would leave more than half of the entries changed. add_dense() is an O(n)
+//    update that recomputes the divergence exactly, every entry counts as changed and the delta is a full copy
+//    (flagged). mark_backed_up() returns to the sparse regime.
 // A sparse-regime delta with more than half the entries changed is also written as a flagged full copy.
-// (Until 2026-12-03 the sparse regime kept the backed-up values of the changed entries only, found through a table
-// of positions: 4n bytes instead of 8n, but two dependent scattered reads per update instead of one; a KDD-like
-// learner's approx run spent most of its extra time waiting on them.)
-// Untracked (stop_tracking(), for a run that never backs up: mode none): updates only write the value; every delta is
-// a full copy.
+// Untracked (stop_tracking(), for a run that never backs up: mode none): the weights alone, stride 1; updates only
+// write the value; every delta is a full copy.
 // L2 is accurate to floating-point rounding (a running sum for sparse updates, recomputed from the changed entries if
 // cancellation makes it negative -- see RunningSum in divergence.h; recomputed from scratch by every dense add). Sizes
 // are limited to 2^32 - 2 entries.
 class TrackedVector {
  public:
+  // values(): the weights, read through a view that follows the stored layout (stride 2 while tracking, else 1).
+  using ConstView = Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>;
+
   // n weights, all 0, counting as backed up. Throws ConfigError for a metric other than L2 or an oversized n.
   explicit TrackedVector(std::size_t n, Metric m = Metric::L2);
   // Starts from the given weights, which count as backed up.
-  explicit TrackedVector(Eigen::VectorXd initial, Metric m = Metric::L2);
+  explicit TrackedVector(const Eigen::VectorXd& initial, Metric m = Metric::L2);
 
   // w_i += delta. O(1).
   void add(std::size_t i, double delta) {
     assert(i < size());
-    update(i, values_[static_cast<Eigen::Index>(i)] + delta);
+    update(i, get(i) + delta);
   }
   // w_i = v. O(1).
   void set(std::size_t i, double v) {
@@ -57,59 +60,49 @@ class TrackedVector {
   }
   // w_index[k] += delta[k] for k in order (an index may repeat; every index < size()): what add() entry by entry
   // gives, the divergence to rounding (a learner's sparse step): the divergence's running sum takes the entries'
-  // changes once, summed in two independent chains instead of one. O(entries). Measured against add() per entry
-  // (ml_benchmark, BM_SgdLearnerProcess): no gain beyond this host's noise.
+  // changes once, summed in two independent chains instead of one. O(entries).
   void add_all(std::span<const std::uint32_t> index, std::span<const double> delta) {
     assert(index.size() == delta.size());
     if (untracked_ || dense_) {
       for (std::size_t k = 0; k < index.size(); ++k) add(index[k], delta[k]);
       return;
     }
-    double change[2] = {0, 0};
-    for (std::size_t k = 0; k < index.size(); ++k) {
-      const std::uint32_t i = index[k];
-      assert(i < size());
-      double& v = values_[static_cast<Eigen::Index>(i)];
-      const double old = v;
-      const double now = old + delta[k];
-      v = now;
-      const double base = backup_[static_cast<Eigen::Index>(i)];
-      note_changed(i);
-      change[k & 1] += (now - base) * (now - base) - (old - base) * (old - base);
+    double change0 = 0, change1 = 0;  // two chains of additions, in registers
+    std::size_t k = 0;
+    for (; k + 1 < index.size(); k += 2) {
+      change0 += add_tracked(index[k], delta[k]);
+      change1 += add_tracked(index[k + 1], delta[k + 1]);
     }
-    div_.add_sum(change[0] + change[1]);
+    if (k < index.size()) change0 += add_tracked(index[k], delta[k]);
+    div_.add_sum(change0 + change1);
     if (div_.drifted()) [[unlikely]]
       recompute();
   }
-  // Asks the CPU to bring the given entries (each < size()) and their backed-up values into the cache, ahead of
+  // Asks the CPU to bring the given entries (each < size()), with their backed-up values, into the cache ahead of
   // reading or updating them (afs::prefetch). Changes nothing.
   void prefetch(std::span<const std::uint32_t> index) const {
-    for (const std::uint32_t i : index) afs::prefetch(values_.data() + i);
-    if (!untracked_) {
-      for (const std::uint32_t i : index) afs::prefetch(backup_.data() + i);
-    }
+    for (const std::uint32_t i : index) afs::prefetch(data_.data() + (std::size_t{i} << shift_));
   }
-  // The same for entry i's backed-up value alone (for a caller that reads backed_up() at scattered entries).
-  void prefetch_backed_up(std::size_t i) const {
+  // The same for entry i alone (a caller about to read backed_up() at scattered entries).
+  void prefetch(std::size_t i) const {
     assert(i < size());
-    if (!untracked_) afs::prefetch(backup_.data() + i);
+    afs::prefetch(data_.data() + (i << shift_));
   }
   // w += d (d.size() == size(), else std::invalid_argument). O(n).
   void add_dense(const Eigen::VectorXd& d);
   double get(std::size_t i) const {
     assert(i < size());
-    return values_[static_cast<Eigen::Index>(i)];
+    return data_[i << shift_];
   }
   double operator[](std::size_t i) const { return get(i); }
-  const Eigen::VectorXd& values() const { return values_; }
+  ConstView values() const { return ConstView(data_.data(), static_cast<Eigen::Index>(n_), stride()); }
   // w_i as the last backup holds it (the current value when it has not changed since). O(1).
   // Only while tracking().
   double backed_up(std::size_t i) const {
     assert(i < size() && tracking());
-    const auto k = static_cast<Eigen::Index>(i);
-    return backup_[k];
+    return data_[2 * i + 1];
   }
-  std::size_t size() const { return static_cast<std::size_t>(values_.size()); }
+  std::size_t size() const { return n_; }
   Metric metric() const { return Metric::L2; }
 
   // L2 distance from the state at the last backup. O(1). Infinite once untracked (not known).
@@ -167,15 +160,36 @@ class TrackedVector {
   double distance(const TrackedVector& other) const;
 
  private:
+  using View = Eigen::Map<Eigen::VectorXd, 0, Eigen::InnerStride<>>;
+  Eigen::InnerStride<> stride() const { return Eigen::InnerStride<>(Eigen::Index{1} << shift_); }
+  View weights() { return View(data_.data(), static_cast<Eigen::Index>(n_), stride()); }
+  // While tracking: the backed-up values.
+  ConstView backup() const {
+    return ConstView(data_.data() + 1, static_cast<Eigen::Index>(n_), Eigen::InnerStride<>(2));
+  }
+  View backup() { return View(data_.data() + 1, static_cast<Eigen::Index>(n_), Eigen::InnerStride<>(2)); }
+
   void update(std::size_t i, double now) {
-    const auto k = static_cast<Eigen::Index>(i);
-    const double old = values_[k];
-    values_[k] = now;
+    double* const slot = data_.data() + (i << shift_);
+    const double old = slot[0];
+    slot[0] = now;
     if (untracked_) return;
-    if (!dense_) note_changed(i);
-    div_.change(backup_[k], old, now);
+    if (!dense_) note_changed(static_cast<std::uint32_t>(i));
+    div_.change(slot[1], old, now);
     if (div_.drifted()) [[unlikely]]
       recompute();
+  }
+  // add_all's update in the sparse regime: w_i += d; returns the change of the squared distance (inlined: a call per
+  // entry cost a KDD-like learner's approx 4% of its time).
+  [[gnu::always_inline]] double add_tracked(std::uint32_t i, double d) {
+    assert(i < size());
+    double* const pair = data_.data() + 2 * std::size_t{i};  // the weight, then its backed-up value
+    const double old = pair[0];
+    const double now = old + d;
+    pair[0] = now;
+    const double base = pair[1];
+    note_changed(i);
+    return (now - base) * (now - base) - (old - base) * (old - base);
   }
   // Sparse regime: entry i joins the list of changed entries at its first change since the last backup.
   void note_changed(std::uint32_t i) {
@@ -188,11 +202,15 @@ class TrackedVector {
   }
   // The sparse regime's bookkeeping empty: no entry changed. O(changed), or O(n / 64) when many changed.
   void clear_changed();
+  void put_weights(ByteWriter& w) const;
   void recompute();
   void enter_dense();
 
-  Eigen::VectorXd values_;
-  Eigen::VectorXd backup_;  // the backed-up weights (while tracking)
+  std::size_t n_ = 0;
+  // The weights, each followed by its backed-up value while tracking (shift_ 1); the weights alone once untracked
+  // (shift_ 0).
+  std::vector<double> data_;
+  unsigned shift_ = 1;
   // Sparse regime: a bit per entry changed since the last backup, and those entries in the order of their first change.
   std::vector<std::uint64_t> changed_bits_;
   std::vector<std::uint32_t> changed_;

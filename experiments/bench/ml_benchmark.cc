@@ -7,6 +7,7 @@
 // every 5,000): the failure-time cost that the convergence delay of issue 5 pays once per failure.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -146,6 +147,48 @@ void BM_SgdLearnerProcess(benchmark::State& state) {
   state.SetLabel(std::string(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28") + (approx ? ", approx" : ", none"));
 }
 BENCHMARK(BM_SgdLearnerProcess)->ArgsProduct({{0, 1}, {0, 1}});
+
+// The same two learners as BM_SgdLearnerProcess/K/0 and /K/1 (argument: kdd 0/1) in one process, taking turns on
+// the same blocks of 4,096 examples (approx then writes its delta, as the learn job's ft.replay-items-max does), each
+// block timed on its own: the host's noise (a shared 2-core VM, whose neighbours' load moves separate runs by 30%)
+// then falls on both alike, and the counter approx_over_none is the ratio of their total times. Counters none_ns and
+// approx_ns: per example.
+void BM_SgdLearnerApproxOverNone(benchmark::State& state) {
+  const bool kdd = state.range(0) != 0;
+  afs::Params p = learn_job_params(kdd);
+  p.set("trace-every", std::int64_t{5000}).set("trace-clock", "off");
+  afs::ml::SgdLearnerOperator none(p, {}), approx(p, {});
+  none.stop_tracking();
+  DiscardingEmitter out;
+  afs::ByteWriter w;
+  constexpr std::uint64_t kBlock = 4096;
+  std::uint64_t first = 0;
+  double none_s = 0, approx_s = 0;
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    for (std::uint64_t n = first; n < first + kBlock; ++n)
+      none.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
+    auto t1 = Clock::now();
+    for (std::uint64_t n = first; n < first + kBlock; ++n) {
+      approx.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
+    }
+    w.buffer().clear();
+    approx.snapshot_delta(w);
+    approx.mark_backed_up();
+    auto t2 = Clock::now();
+    none_s += std::chrono::duration<double>(t1 - t0).count();
+    approx_s += std::chrono::duration<double>(t2 - t1).count();
+    first = (first + kBlock) & ((std::uint64_t{1} << 20) - 1);
+  }
+  const double examples = static_cast<double>(state.iterations() * kBlock);
+  state.counters["none_ns"] = none_s / examples * 1e9;
+  state.counters["approx_ns"] = approx_s / examples * 1e9;
+  state.counters["approx_over_none"] = approx_s / none_s;
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(2 * kBlock));
+  state.SetLabel(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28");
+}
+BENCHMARK(BM_SgdLearnerApproxOverNone)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Arguments: kdd (0/1), deltas after the full snapshot. The learn job's copy of 1e6 examples: trace-every 5000,
 // ft.replay-items-max 4096, a full snapshot once the deltas weigh 4 times one (12-16 records on the KDD-like set).

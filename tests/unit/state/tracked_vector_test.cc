@@ -396,7 +396,7 @@ TEST(TrackedVector, BitmapDeltaRoundTripsAndRejectsCorruption) {
   };
   TrackedVector small(100);
   small.add(1, 1.0);
-  const auto unchanged = small.values();
+  const Eigen::VectorXd unchanged = small.values();
   expect_rejected(small, craft(100, {1}, {1.0}), apply);                          // too few words
   expect_rejected(small, craft(100, {1, 0, 0}, {1.0}), apply);                    // too many words
   expect_rejected(small, craft(100, {3, 0}, {1.0}), apply);                       // more bits than values
