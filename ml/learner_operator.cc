@@ -243,12 +243,22 @@ void SgdLearnerOperator::take_trace_point() {
             .count();
     seconds = static_cast<double>(now_ns - trace_start_ns_) * 1e-9;
   }
-  // ||w - w_prev||_1 over the entries that moved since the previous point (the others add 0).
+  // ||w - w_prev||_1 over the entries that moved since the previous point (the others add 0), and ||w||_1 as the
+  // previous point's plus what those entries changed it by (the weights start at 0; O(moved) instead of a sweep
+  // over every weight, which a tracked vector stores with their backed-up values: 4 MB for 2^18).
   double l1 = 0;
+  double norm_change = 0;
   const auto& idx = trace_moved_.indices();
   const auto& base = trace_moved_.bases();
-  for (std::size_t k = 0; k < idx.size(); ++k) l1 += std::abs(w[static_cast<Eigen::Index>(idx[k])] - base[k]);
-  trace_.push_back({static_cast<double>(count_), seconds, l1, loss_sum_, static_cast<double>(correct_), w.lpNorm<1>()});
+  constexpr std::size_t kAhead = 16;  // scattered entries: start the misses ahead
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    if (k + kAhead < idx.size()) weights_.prefetch(std::size_t{idx[k + kAhead]});
+    const double now = w[static_cast<Eigen::Index>(idx[k])];
+    l1 += std::abs(now - base[k]);
+    norm_change += std::abs(now) - std::abs(base[k]);
+  }
+  const double norm = (trace_.empty() ? 0.0 : trace_.back().norm) + norm_change;
+  trace_.push_back({static_cast<double>(count_), seconds, l1, loss_sum_, static_cast<double>(correct_), norm});
   trace_moved_.clear();
   trace_backed_ = 0;  // the next delta starts the list again
 }
