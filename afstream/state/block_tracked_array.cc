@@ -16,7 +16,7 @@ constexpr std::size_t kMaxSlots = 0xFFFFFFFEu;  // indices in deltas are u32
 
 template <typename T>
 BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
-    : shift_(static_cast<unsigned>(std::countr_zero(block))) {
+    : n_(0), shift_(static_cast<unsigned>(std::countr_zero(block))) {
   if (block == 0 || !std::has_single_bit(block)) {
     throw ConfigError("BlockTrackedArray block size " + std::to_string(block) + " is not a power of two");
   }
@@ -24,25 +24,32 @@ BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
     throw ConfigError("BlockTrackedArray size " + std::to_string(n) + " exceeds the limit of " +
                       std::to_string(kMaxSlots) + " slots");
   }
-  values_.assign(n, T{});
+  n_ = n;
+  data_.assign(2 * n, T{});  // values and bounds all 0 (an int64 0 is a Mag 0; a double 0.0 likewise)
   base_.assign(n, T{});
-  bounds_.assign((n + block - 1) >> shift_, Mag{0});
-  crossed_.assign(bounds_.size() + 1, 0);  // each block at most once, and the slot a non-crossing update writes
+  crossed_.assign(blocks() + 1, 0);  // each block at most once, and the slot a non-crossing update writes
+}
+
+template <typename T>
+std::vector<T> BlockTrackedArray<T>::values() const {
+  std::vector<T> v(n_);
+  for (std::size_t i = 0; i < n_; ++i) v[i] = value(i);
+  return v;
 }
 
 template <typename T>
 bool BlockTrackedArray<T>::differs(std::size_t i) const {
   if constexpr (std::is_same_v<T, double>) {
-    return std::bit_cast<std::uint64_t>(values_[i]) != std::bit_cast<std::uint64_t>(base_[i]);
+    return std::bit_cast<std::uint64_t>(value(i)) != std::bit_cast<std::uint64_t>(base_[i]);
   } else {
-    return values_[i] != base_[i];
+    return value(i) != base_[i];
   }
 }
 
 template <typename T>
 template <typename F>
 void BlockTrackedArray<T>::for_each_changed(std::size_t b, F&& f) const {
-  const std::size_t end = std::min(values_.size(), (b + 1) << shift_);
+  const std::size_t end = std::min(n_, (b + 1) << shift_);
   for (std::size_t i = b << shift_; i < end; ++i) {
     if (differs(i)) f(static_cast<std::uint32_t>(i));
   }
@@ -55,21 +62,21 @@ void BlockTrackedArray<T>::for_each_moved_block(F&& f) const {
     for (std::size_t k = 0; k < ncrossed_; ++k) f(crossed_[k]);
     return;
   }
-  for (std::size_t b = 0; b < bounds_.size(); ++b) {
-    if (bounds_[b] != 0) f(static_cast<std::uint32_t>(b));
+  for (std::size_t b = 0; b < blocks(); ++b) {
+    if (bound(b) != 0) f(static_cast<std::uint32_t>(b));
   }
 }
 
 template <typename T>
 void BlockTrackedArray<T>::add_to_all(T delta) {
-  for (auto& v : values_) v += delta;
+  for (std::size_t i = 0; i < n_; ++i) value(i) += delta;
   if (untracked_) return;
-  for (std::size_t b = 0; b < bounds_.size(); ++b) grow(b, magnitude(delta));
+  for (std::size_t b = 0; b < blocks(); ++b) grow(b, magnitude(delta));
 }
 
 template <typename T>
 std::size_t BlockTrackedArray<T>::dirty_count() const {
-  if (untracked_) return values_.size();
+  if (untracked_) return n_;
   std::size_t n = 0;
   for_each_moved_block([&](std::uint32_t b) { for_each_changed(b, [&](std::uint32_t) { ++n; }); });
   return n;
@@ -77,9 +84,12 @@ std::size_t BlockTrackedArray<T>::dirty_count() const {
 
 template <typename T>
 void BlockTrackedArray<T>::stop_tracking() {
+  if (!untracked_) {  // the values alone from now on
+    data_ = values();
+    vshift_ = 0;
+  }
   untracked_ = true;
   base_ = std::vector<T>();
-  bounds_ = std::vector<Mag>();
   crossed_ = std::vector<std::uint32_t>();
   high_ = 0;
 }
@@ -88,8 +98,8 @@ template <typename T>
 void BlockTrackedArray<T>::mark_backed_up() {
   if (untracked_) return;
   for_each_moved_block([&](std::uint32_t b) {
-    for_each_changed(b, [&](std::uint32_t i) { base_[i] = values_[i]; });
-    bounds_[b] = 0;
+    for_each_changed(b, [&](std::uint32_t i) { base_[i] = value(i); });
+    bound(b) = 0;
   });
   high_ = 0;
   ncrossed_ = 0;  // every bound is 0, within any watched residual: the next partial delta looks at what crosses it
@@ -113,8 +123,8 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
   // past it, found by a pass over the bounds.
   if (keep < watch_) {
     ncrossed_ = 0;
-    for (std::size_t b = 0; b < bounds_.size(); ++b) {
-      if (bounds_[b] > keep) crossed_[ncrossed_++] = static_cast<std::uint32_t>(b);
+    for (std::size_t b = 0; b < blocks(); ++b) {
+      if (bound(b) > keep) crossed_[ncrossed_++] = static_cast<std::uint32_t>(b);
     }
   }
   const std::span<const std::uint32_t> look(crossed_.data(), ncrossed_);
@@ -126,29 +136,29 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
   // crossed it lately) the slots past half of it: one whose bound only summed small drifts is re-measured, not
   // written. (Half rather than a quarter, in hh_benchmark's BM_CountMinHhProcess/50000/8: 4.6 against 7.5 KB a
   // backup, a backup every 1,797 against 1,830 items; blocks of one: 2.8 KB every 1,942.)
-  auto settle = [&](std::uint32_t b) { return bounds_[b] > keep + keep / 2 ? Mag{0} : keep / 2; };
+  auto settle = [&](std::uint32_t b) { return bound(b) > keep + keep / 2 ? Mag{0} : keep / 2; };
   std::size_t k = 0;
   for (const std::uint32_t b : look) {
     const Mag s = settle(b);
-    for_each_changed(b, [&](std::uint32_t i) { k += detail::abs_diff(values_[i], base_[i]) > s ? 1 : 0; });
+    for_each_changed(b, [&](std::uint32_t i) { k += detail::abs_diff(value(i), base_[i]) > s ? 1 : 0; });
   }
   // Every block is now within the residual (looked at: within half of it) and within the old maximum (for
   // double, a re-measured block may exceed its old bound by rounding: the maximum takes it in).
   Mag left = std::min(high_, keep);
-  detail::write_array_delta<T>(w, values_, k, [&](auto&& f) {
+  detail::write_array_delta<T>(w, view(), k, [&](auto&& f) {
     for (const std::uint32_t b : look) {
       const Mag s = settle(b);
       Mag rest = 0;
       for_each_changed(b, [&](std::uint32_t i) {
-        const Mag d = detail::abs_diff(values_[i], base_[i]);
+        const Mag d = detail::abs_diff(value(i), base_[i]);
         if (d > s) {
           f(i);
-          base_[i] = values_[i];
+          base_[i] = value(i);
         } else {
           rest = std::max(rest, d);
         }
       });
-      bounds_[b] = rest;
+      bound(b) = rest;
       left = std::max(left, rest);
     }
   });
@@ -160,18 +170,22 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
 
 template <typename T>
 void BlockTrackedArray<T>::write_full(ByteWriter& w) const {
-  detail::write_array_full<T>(w, values_);
+  if (untracked_) {
+    detail::write_array_full<T>(w, std::span<const T>(data_));
+  } else {
+    detail::write_array_full_gathered<T>(w, view());
+  }
 }
 
 template <typename T>
 void BlockTrackedArray<T>::write_delta(ByteWriter& w) const {
   if (untracked_) {  // every slot
-    detail::write_array_delta<T>(w, values_, values_.size(), [&](auto&& f) {
-      for (std::uint32_t i = 0; i < values_.size(); ++i) f(i);
+    detail::write_array_delta<T>(w, view(), n_, [&](auto&& f) {
+      for (std::uint32_t i = 0; i < n_; ++i) f(i);
     });
     return;
   }
-  detail::write_array_delta<T>(w, values_, dirty_count(), [&](auto&& f) {
+  detail::write_array_delta<T>(w, view(), dirty_count(), [&](auto&& f) {
     for_each_moved_block([&](std::uint32_t b) { for_each_changed(b, f); });
   });
 }
@@ -183,31 +197,36 @@ void BlockTrackedArray<T>::read_full(ByteReader& r) {
 
 template <typename T>
 std::vector<T> BlockTrackedArray<T>::read_full_values(ByteReader& r) const {
-  return detail::read_array_full<T>(r, values_.size());
+  return detail::read_array_full<T>(r, n_);
 }
 
 template <typename T>
 void BlockTrackedArray<T>::apply_full(std::vector<T>&& values) {
-  assert(values.size() == values_.size());
-  values_.swap(values);
-  if (untracked_) return;
-  base_ = values_;
-  std::fill(bounds_.begin(), bounds_.end(), Mag{0});
+  assert(values.size() == n_);
+  if (untracked_) {
+    data_.swap(values);
+    return;
+  }
+  for (std::size_t i = 0; i < n_; ++i) {
+    data_[2 * i] = values[i];
+    data_[2 * i + 1] = T{};  // every bound 0
+  }
+  base_.swap(values);
   high_ = 0;
   ncrossed_ = 0;  // every bound is 0, within any watched residual: the next partial delta looks at what crosses it
 }
 
 template <typename T>
 typename BlockTrackedArray<T>::Delta BlockTrackedArray<T>::read_delta(ByteReader& r) const {
-  return detail::read_array_delta<T>(r, values_.size());
+  return detail::read_array_delta<T>(r, n_);
 }
 
 template <typename T>
 void BlockTrackedArray<T>::apply_delta(const Delta& d) {
   assert(d.indices.size() == d.values.size());
   for (std::size_t k = 0; k < d.indices.size(); ++k) {
-    assert(d.indices[k] < values_.size());
-    values_[d.indices[k]] = d.values[k];
+    assert(d.indices[k] < n_);
+    value(d.indices[k]) = d.values[k];
     if (!untracked_) base_[d.indices[k]] = d.values[k];
   }
   mark_backed_up();  // slots changed before the delta and not in it
@@ -225,7 +244,7 @@ double BlockTrackedArray<T>::distance(const BlockTrackedArray& other) const {
                                 std::to_string(other.size()) + ")");
   }
   detail::DivergenceTracker<T> acc(Metric::MaxAbs);
-  for (std::size_t i = 0; i < values_.size(); ++i) acc.accumulate(other.values_[i], values_[i]);
+  for (std::size_t i = 0; i < n_; ++i) acc.accumulate(other.value(i), value(i));
   return acc.value();
 }
 

@@ -38,9 +38,12 @@ namespace afs {
 // read. mark_backed_up and write_delta compare the slots of the blocks that moved with the backed-up copy and write
 // only the ones that differ: O(those slots) while no partial delta watches a residual (before the first, and after
 // one given residual 0), else also a pass over the n / block bounds. backup_partial_delta looks only at the blocks
-// that passed the residual. Memory: 2n*sizeof(T) plus
-// one bound per block. Sizes are limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none), an update only
-// writes the value and every delta holds every slot.
+// that passed the residual. Layout: while tracking, slot i's value is stored at word 2i and its block's bound at
+// word 2i + 1 of its first slot (the other slots' second words unused), so an update reads and writes one cache line
+// (a separate array of bounds cost Count-Min a second miss per counter: approx / none 1.8-1.9 on the operator's own
+// thread, hh_benchmark BM_CountMinHhApproxOverNone); the backed-up copy is separate. Memory: 3n*sizeof(T). Sizes are
+// limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none): the values alone, an update only writes the
+// value and every delta holds every slot.
 template <typename T>
 class BlockTrackedArray {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
@@ -57,36 +60,35 @@ class BlockTrackedArray {
 
   // v_i += delta. O(1).
   void add(std::size_t i, T delta) {
-    assert(i < values_.size());
-    values_[i] += delta;
+    assert(i < n_);
+    value(i) += delta;
     if (!untracked_) grow(i >> shift_, magnitude(delta));
   }
   // v_i = v. O(1).
   void set(std::size_t i, T v) {
-    assert(i < values_.size());
-    const Mag m = detail::abs_diff(v, values_[i]);
-    values_[i] = v;
+    assert(i < n_);
+    const Mag m = detail::abs_diff(v, value(i));
+    value(i) = v;
     if (!untracked_) grow(i >> shift_, m);
   }
   // v_i += delta for each i in slots, in order (a slot may repeat): what add() slot by slot gives, at less cost per
   // slot (Count-Min's depth counters of one item): the bookkeeping stays in registers for the whole call instead of
   // going through memory between slots. O(slots).
   void add_each(std::span<const std::uint32_t> slots, T delta) {
-    T* const v = values_.data();
+    T* const v = data_.data();
     if (untracked_) {
       for (const std::uint32_t i : slots) v[i] += delta;
       return;
     }
-    Mag* const bounds = bounds_.data();
     std::uint32_t* const crossed = crossed_.data();
     const Mag m = magnitude(delta), watch = watch_;
     const unsigned shift = shift_;
     Mag high = high_;
     std::size_t n = ncrossed_;
     for (const std::uint32_t i : slots) {
-      assert(i < values_.size());
-      v[i] += delta;
-      bump(bounds, crossed, n, high, watch, i >> shift, m);
+      assert(i < n_);
+      v[2 * std::size_t{i}] += delta;
+      bump(v, shift, crossed, n, high, watch, i >> shift, m);
     }
     high_ = high;
     ncrossed_ = n;
@@ -95,14 +97,15 @@ class BlockTrackedArray {
   void add_to_all(T delta);
 
   T get(std::size_t i) const {
-    assert(i < values_.size());
-    return values_[i];
+    assert(i < n_);
+    return data_[i << vshift_];
   }
   T operator[](std::size_t i) const { return get(i); }
-  std::size_t size() const { return values_.size(); }
+  std::size_t size() const { return n_; }
   std::size_t block() const { return std::size_t{1} << shift_; }
   Metric metric() const { return Metric::MaxAbs; }
-  std::span<const T> values() const { return values_; }
+  // A copy of the n values, in order. O(n).
+  std::vector<T> values() const;
 
   // An upper bound of max_i |v_i - b_i| (see the class comment); after a partial delta, at least the value it
   // returned until the next whole backup. O(1). Infinite once untracked (not known).
@@ -173,17 +176,37 @@ class BlockTrackedArray {
   // Block b's bound += m: the block is listed when its bound passes the watched residual (for partial deltas;
   // branch-free, at most once, as bounds only grow until a partial delta looks at the block and clears the list),
   // and high is raised to it. On the members (grow) or on add_each's copies of them, kept in registers.
-  static void bump(Mag* bounds, std::uint32_t* crossed, std::size_t& ncrossed, Mag& high, Mag watch, std::size_t b,
-                   Mag m) {
-    const Mag bound = bounds[b];
+  static void bump(T* data, unsigned shift, std::uint32_t* crossed, std::size_t& ncrossed, Mag& high, Mag watch,
+                   std::size_t b, Mag m) {
+    Mag& slot = bound_at(data, shift, b);
+    const Mag bound = slot;
     const Mag next = saturated_sum(bound, m);
     crossed[ncrossed] = static_cast<std::uint32_t>(b);
     ncrossed += static_cast<std::size_t>((bound <= watch) & (next > watch));
-    bounds[b] = next;
+    slot = next;
     if (next > high) [[unlikely]]
       high = next;
   }
-  void grow(std::size_t b, Mag m) { bump(bounds_.data(), crossed_.data(), ncrossed_, high_, watch_, b, m); }
+  // Block b's bound: the second word of its first slot (tracking). Mag is T, or for int64 its unsigned counterpart,
+  // which may alias it.
+  static Mag& bound_at(T* data, unsigned shift, std::size_t b) {
+    return *reinterpret_cast<Mag*>(data + (((b << shift) << 1) + 1));
+  }
+  Mag& bound(std::size_t b) { return bound_at(data_.data(), shift_, b); }
+  Mag bound(std::size_t b) const { return *reinterpret_cast<const Mag*>(data_.data() + (((b << shift_) << 1) + 1)); }
+  T& value(std::size_t i) { return data_[i << vshift_]; }
+  T value(std::size_t i) const { return data_[i << vshift_]; }
+  std::size_t blocks() const { return (n_ + (std::size_t{1} << shift_) - 1) >> shift_; }
+  // The values as write_array_delta and write_array_full_gathered read them.
+  struct ValueView {
+    const T* data;
+    unsigned vshift;
+    std::size_t n;
+    std::size_t size() const { return n; }
+    T operator[](std::size_t i) const { return data[i << vshift]; }
+  };
+  ValueView view() const { return {data_.data(), vshift_, n_}; }
+  void grow(std::size_t b, Mag m) { bump(data_.data(), shift_, crossed_.data(), ncrossed_, high_, watch_, b, m); }
   bool differs(std::size_t i) const;  // v_i is not b_i, bit for bit
   // f(block) for every block whose bound is not 0: from the list while it holds them all (watch_ 0), else a pass.
   template <typename F>
@@ -192,10 +215,13 @@ class BlockTrackedArray {
   template <typename F>
   void for_each_changed(std::size_t b, F&& f) const;
 
-  std::vector<T> values_;
-  std::vector<T> base_;      // the backed-up copy (only read and written at backups and restores)
-  std::vector<Mag> bounds_;  // per block: sum of |changes| since its slots last matched base_
-  Mag high_ = 0;             // >= every bound: their maximum, or since a partial delta at least what it returned
+  std::size_t n_;
+  // Tracking: slot i's value at word 2i; block b's bound (the sum of |changes| since its slots last matched base_) at
+  // the word after its first slot's value. Untracked: the values alone.
+  std::vector<T> data_;
+  unsigned vshift_ = 1;  // log2 of the values' stride in data_
+  std::vector<T> base_;  // the backed-up copy (only read and written at backups and restores)
+  Mag high_ = 0;         // >= every bound: their maximum, or since a partial delta at least what it returned
   // Every block not in crossed_[0, ncrossed_) is within watch_: the residual of the last partial delta (0 before the
   // first, and after a partial delta given none: the list then holds every block changed). A whole backup zeroes the
   // bounds and keeps it.

@@ -77,10 +77,26 @@ void write_array_full(ByteWriter& w, std::span<const T> values) {
   write_container_header(w, array_tag<T>() | kTagFull, values.size());
   w.put_array<T>(values);
 }
+// The same from values stored some other way: anything with size() and a T operator[](std::size_t).
+template <typename T, typename Values>
+void write_array_full_gathered(ByteWriter& w, const Values& values) {
+  const std::size_t n = values.size();
+  write_container_header(w, array_tag<T>() | kTagFull, n);
+  w.put<std::uint64_t>(n);
+  auto& buf = w.buffer();
+  const std::size_t off = buf.size();
+  buf.resize(off + n * sizeof(T));
+  std::uint8_t* out = buf.data() + off;
+  for (std::size_t i = 0; i < n; ++i, out += sizeof(T)) {
+    const T x = values[i];
+    std::memcpy(out, &x, sizeof(T));
+  }
+}
 
-// A delta of the k slots for_each_index(f) yields (f(u32 index), exactly k calls), written in one pass.
-template <typename T, typename F>
-void write_array_delta(ByteWriter& w, std::span<const T> values, std::size_t k, F&& for_each_index) {
+// A delta of the k slots for_each_index(f) yields (f(u32 index), exactly k calls), written in one pass. Values: a
+// span, or anything with size() and a T operator[](std::size_t).
+template <typename T, typename Values, typename F>
+void write_array_delta(ByteWriter& w, const Values& values, std::size_t k, F&& for_each_index) {
   write_container_header(w, array_tag<T>() | kTagDelta, values.size());
   auto& buf = w.buffer();
   const std::size_t off = buf.size();
@@ -95,7 +111,8 @@ void write_array_delta(ByteWriter& w, std::span<const T> values, std::size_t k, 
   for_each_index([&](std::uint32_t i) {
     std::memcpy(idx_out, &i, sizeof i);
     idx_out += sizeof i;
-    std::memcpy(val_out, &values[i], sizeof(T));
+    const T x = values[i];
+    std::memcpy(val_out, &x, sizeof(T));
     val_out += sizeof(T);
   });
 }

@@ -158,7 +158,7 @@ inline HhRun run_hh(const HhSetup& s, RunConfig config, std::shared_ptr<BackupSt
   std::vector<hh::CountMinHeavyHitters*> ops;
   for (int i = 0; i < s.parallelism; ++i) {
     auto& op = dynamic_cast<hh::CountMinHeavyHitters&>(*cluster.final_operator(first + i));
-    std::vector<std::int64_t> state(op.counters().begin(), op.counters().end());
+    std::vector<std::int64_t> state = op.counters();
     for (auto k : op.reported_keys()) state.push_back(static_cast<std::int64_t>(k));
     out.states.push_back(std::move(state));
     out.compensation.push_back(op.compensation());

@@ -51,7 +51,8 @@ TwoInputRun run_two_inputs(RunConfig config, std::shared_ptr<BackupStore> store)
   TwoInputRun out;
   out.result = cluster.run();
   auto& op = dynamic_cast<hh::CountMinHeavyHitters&>(*cluster.final_operator(2));
-  out.counters.assign(op.counters().begin(), op.counters().end());
+  const auto counters = op.counters();
+  out.counters.assign(counters.begin(), counters.end());
   out.reported = dynamic_cast<hh::HeavyHitterMerge&>(*cluster.final_operator(3)).results();
   return out;
 }

@@ -179,7 +179,8 @@ void check_random_run(std::size_t n, std::size_t block, bool one_way, std::uint6
   ByteWriter w;
   a.write_delta(w);
   apply_payload(s.stored, w.take(), false);
-  EXPECT_TRUE(std::equal(s.stored.begin(), s.stored.end(), a.values().begin(), a.values().end()));
+  const std::vector<T> values = a.values();
+  EXPECT_TRUE(std::equal(s.stored.begin(), s.stored.end(), values.begin(), values.end()));
 }
 
 TEST(BlockTrackedArray, DivergenceBoundsTheBruteForceDistanceAndDeltasRebuildTheState) {
@@ -333,7 +334,8 @@ TEST(BlockTrackedArray, PayloadsAreTrackedArrayPayloads) {
   const auto bytes = full_bytes(t);
   ByteReader r(bytes);
   b.read_full(r);
-  EXPECT_TRUE(std::equal(b.values().begin(), b.values().end(), t.values().begin(), t.values().end()));
+  const std::vector<double> read = b.values();
+  EXPECT_TRUE(std::equal(read.begin(), read.end(), t.values().begin(), t.values().end()));
   EXPECT_EQ(b.divergence(), 0);
 }
 
@@ -397,8 +399,8 @@ TEST(BlockTrackedArray, UntrackedHoldsTheSameValuesAndWritesFullCopies) {
   const auto bytes = w.take();
   ByteReader r(bytes);
   reader.apply_delta(r);
-  EXPECT_TRUE(
-      std::equal(reader.values().begin(), reader.values().end(), tracked.values().begin(), tracked.values().end()));
+  const std::vector<std::int64_t> values = tracked.values();
+  EXPECT_TRUE(std::equal(reader.values().begin(), reader.values().end(), values.begin(), values.end()));
 }
 
 TEST(BlockTrackedArray, NanAndSaturationStayUpperBounds) {

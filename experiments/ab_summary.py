@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Medians of per-round ratios from jobs_ab.txt (lines: job round binary mode seconds,backups,bytes,cpu,holdout accuracy),
-and medians per benchmark from bench.txt. Usage: summarize.py [DIR]"""
+"""Medians of per-round ratios from DIR/jobs_ab.txt, as experiments/ab_binaries.sh writes it (lines: job round
+before|after none|approx seconds,backups,bytes,cpu,score), and medians per benchmark from DIR/bench.txt if there is
+one (lines: round binary name value). Usage: /usr/bin/python3 experiments/ab_summary.py DIR"""
 import os
 import statistics as st
 import sys
@@ -13,7 +14,7 @@ for line in open(f"{d}/jobs_ab.txt"):
         continue
     job, rnd, binary, mode, vals = line.split()
     runs[(job, f"{binary} {mode}")][int(rnd)] = list(map(float, vals.split(",")))
-print("| job | run | throughput vs same binary's none | vs before's none | CPU vs same none | backups | MB | held-out accuracy |")
+print("| job | run | throughput vs same binary's none | vs before's none | CPU vs same none | backups | MB | score |")
 print("|---|---|---|---|---|---|---|---|")
 for job in sorted({j for j, _ in runs}):
     for run in ["before none", "after none", "before approx", "after approx"]:
