@@ -4,7 +4,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "algorithms/heavy_hitters/space_saving.h"
 #include "algorithms/heavy_hitters/space_saving_hh.h"
 #include "algorithms/heavy_hitters/zipf.h"
+#include "experiments/bench/turns.h"
 
 namespace {
 
@@ -222,29 +222,24 @@ void BM_CountMinHhApproxOverNone(benchmark::State& state) {
   afs::ByteWriter w;
   constexpr std::size_t kBlock = 4096;
   std::size_t first = 0;
-  double none_s = 0, approx_s = 0;
-  using Clock = std::chrono::steady_clock;
+  afs::bench::TurnTimer timer;
   for (auto _ : state) {
-    const auto t0 = Clock::now();
-    for (std::size_t i = first; i < first + kBlock; ++i) none.process(items[i & (kPacketItems - 1)], out);
-    const auto t1 = Clock::now();
-    for (std::size_t i = first; i < first + kBlock; ++i) {
-      approx.process(items[i & (kPacketItems - 1)], out);
-      if (approx.divergence() > kTrigger) {
-        w.buffer().clear();
-        approx.backup_partial_delta(w, residual);
-      }
-    }
-    const auto t2 = Clock::now();
-    none_s += std::chrono::duration<double>(t1 - t0).count();
-    approx_s += std::chrono::duration<double>(t2 - t1).count();
+    timer.turn(
+        [&] {
+          for (std::size_t i = first; i < first + kBlock; ++i) none.process(items[i & (kPacketItems - 1)], out);
+        },
+        [&] {
+          for (std::size_t i = first; i < first + kBlock; ++i) {
+            approx.process(items[i & (kPacketItems - 1)], out);
+            if (approx.divergence() > kTrigger) {
+              w.buffer().clear();
+              approx.backup_partial_delta(w, residual);
+            }
+          }
+        });
     first += kBlock;
   }
-  const double n = static_cast<double>(state.iterations() * kBlock);
-  state.counters["none_ns"] = none_s / n * 1e9;
-  state.counters["approx_ns"] = approx_s / n * 1e9;
-  state.counters["approx_over_none"] = approx_s / none_s;
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(2 * kBlock));
+  timer.report(state, kBlock);
 }
 BENCHMARK(BM_CountMinHhApproxOverNone)->Arg(1)->Arg(8);
 

@@ -7,7 +7,6 @@
 // every 5,000): the failure-time cost that the convergence delay of issue 5 pays once per failure.
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,6 +15,7 @@
 #include "afstream/core/bytes.h"
 #include "afstream/core/operator.h"
 #include "afstream/core/params.h"
+#include "experiments/bench/turns.h"
 #include "ml/generators.h"
 #include "ml/learner.h"
 #include "ml/learner_operator.h"
@@ -163,29 +163,22 @@ void BM_SgdLearnerApproxOverNone(benchmark::State& state) {
   afs::ByteWriter w;
   constexpr std::uint64_t kBlock = 4096;
   std::uint64_t first = 0;
-  double none_s = 0, approx_s = 0;
-  using Clock = std::chrono::steady_clock;
+  afs::bench::TurnTimer timer;
   for (auto _ : state) {
-    auto t0 = Clock::now();
-    for (std::uint64_t n = first; n < first + kBlock; ++n)
-      none.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
-    auto t1 = Clock::now();
-    for (std::uint64_t n = first; n < first + kBlock; ++n) {
-      approx.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
-    }
-    w.buffer().clear();
-    approx.snapshot_delta(w);
-    approx.mark_backed_up();
-    auto t2 = Clock::now();
-    none_s += std::chrono::duration<double>(t1 - t0).count();
-    approx_s += std::chrono::duration<double>(t2 - t1).count();
+    const auto feed = [&](afs::ml::SgdLearnerOperator& op) {
+      for (std::uint64_t n = first; n < first + kBlock; ++n)
+        op.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
+    };
+    timer.turn([&] { feed(none); },
+               [&] {
+                 feed(approx);
+                 w.buffer().clear();
+                 approx.snapshot_delta(w);
+                 approx.mark_backed_up();
+               });
     first = (first + kBlock) & ((std::uint64_t{1} << 20) - 1);
   }
-  const double examples = static_cast<double>(state.iterations() * kBlock);
-  state.counters["none_ns"] = none_s / examples * 1e9;
-  state.counters["approx_ns"] = approx_s / examples * 1e9;
-  state.counters["approx_over_none"] = approx_s / none_s;
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(2 * kBlock));
+  timer.report(state, kBlock);
   state.SetLabel(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28");
 }
 BENCHMARK(BM_SgdLearnerApproxOverNone)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
