@@ -1,10 +1,11 @@
-// DirtySlots: which slots of a fixed-size array changed since some point (a tracked container's last backup, a
-// learner's last trace point), with each one's value at that point.
+// DirtySlots: which slots of a fixed-size array changed since some point (the learner's last convergence-trace
+// point), with each one's value at that point.
 //
-// DESIGN.md section 3: a backup may be a delta of what changed, and divergence must be O(1) per update. Per slot we
-// keep one u32 (0 = clean, else 1 + position in the dirty list); the backed-up value of a slot is stored only while
-// the slot is dirty, in a list parallel to the dirty indices, written when the slot first changes. A clean container
-// of n slots costs 4n extra bytes instead of the 8n of a full shadow copy; clearing costs O(dirty).
+// Per slot we keep one u32 (0 = clean, else 1 + position in the dirty list); a slot's value at that point is stored
+// only while the slot is dirty, in a list parallel to the dirty indices, written when the slot first changes. A clean
+// array of n slots costs 4n extra bytes instead of the 8n of a full copy; clearing costs O(dirty). The price is two
+// dependent lookups per update (the table, then the list): TrackedVector, updated on every example, gave this up for
+// values stored next to their weights (tracked_vector.h); the trace, a measurement, keeps the smaller table.
 #pragma once
 
 #include <algorithm>
