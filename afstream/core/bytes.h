@@ -31,6 +31,14 @@ class ByteWriter {
     buf_.insert(buf_.end(), p, p + v.size_bytes());
   }
   void put_bytes(std::span<const std::uint8_t> b) { put_array<std::uint8_t>(b); }
+  // v in LEB128 (7 bits a byte, low first; 1 byte below 128, at most 10): for logs of small numbers.
+  void put_varint(std::uint64_t v) {
+    while (v >= 0x80) {
+      buf_.push_back(static_cast<std::uint8_t>(v | 0x80));
+      v >>= 7;
+    }
+    buf_.push_back(static_cast<std::uint8_t>(v));
+  }
   void put_string(std::string_view s) { put_array<char>(std::span<const char>(s.data(), s.size())); }
   std::vector<std::uint8_t>& buffer() { return buf_; }
   std::vector<std::uint8_t> take() { return std::move(buf_); }
@@ -97,6 +105,16 @@ class ByteReader {
   template <typename T>
   requires std::is_trivially_copyable_v<T> ArrayView<T> get_array_view(const char* what = "array") {
     return ArrayView<T>(get_array_bytes<T>(what));
+  }
+  // A put_varint value; FormatError if the buffer ends inside it or it runs past 10 bytes / 64 bits.
+  std::uint64_t get_varint(const char* what = "varint") {
+    std::uint64_t v = 0;
+    for (unsigned shift = 0;; shift += 7) {
+      const auto byte = get<std::uint8_t>(what);
+      if (shift == 63 && byte > 1) throw FormatError(std::string(what) + ": varint exceeds 64 bits");
+      v |= static_cast<std::uint64_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return v;
+    }
   }
   std::string get_string(const char* what = "string") {
     auto v = get_array<char>(what);

@@ -11,15 +11,14 @@
 // alpha = max-weight (the largest item weight; larger items are refused), beta = 0: it emits only at finish(), every
 // monitored key whose count exceeds phi, as (key, count).
 // Backups: full = the summary's versioned binary form, the compensation record and the count of items processed;
-// delta = the updates processed since the last backup, in order (key, weight: the summary is a deterministic function
-// of its entries and the updates, ties broken by key, so replaying them rebuilds the state exactly), or, once more
-// updates were logged than the capacity or a compensation was added, every entry (a replacing delta). A delta names
-// the item counts it goes from and to, so one stored twice is applied once, and one applied to a state it does not
-// follow is refused.
-// Compensation: after the k-th recovery, for every failure j not yet compensated, c_j = floor(theta_j) + l_j * alpha
-// (or the smaller measured loss) is added to every count, every error and the floor (SpaceSaving::add_to_all): every
-// count stays an upper bound of the true weight (no false negatives) and count - error stays a lower bound, i.e. the
-// reported error widens by the compensation (Theorem SS, proofs/space-saving.md).
+// delta = the updates processed since the last backup, in order (key, weight as varints: the summary is a deterministic
+// function of its entries and the updates, ties broken by key, so replaying them rebuilds the state exactly), or, once
+// more updates were logged than the capacity or a compensation was added, every entry (a replacing delta). A delta
+// names the item counts it goes from and to, so one stored twice is applied once, and one applied to a state it does
+// not follow is refused. Compensation: after the k-th recovery, for every failure j not yet compensated, c_j =
+// floor(theta_j) + l_j * alpha (or the smaller measured loss) is added to every count, every error and the floor
+// (SpaceSaving::add_to_all): every count stays an upper bound of the true weight (no false negatives) and count - error
+// stays a lower bound, i.e. the reported error widens by the compensation (Theorem SS, proofs/space-saving.md).
 // Parallel copies partitioned by key hold disjoint keys; their reports are unioned by the sink (hh-merge). Their
 // divergences combine by max: each copy fed by key uses all of Theta (Corollary SS-P).
 #pragma once

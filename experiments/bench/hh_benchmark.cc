@@ -163,6 +163,52 @@ void BM_SpaceSavingHhProcess(benchmark::State& state) {
 }
 BENCHMARK(BM_SpaceSavingHhProcess)->Arg(0)->Arg(700);
 
+// BM_SpaceSavingHhProcess/0 and /700's operators in one process, taking turns on the same blocks of 4,096 items
+// (experiments/bench/turns.h): approx writes a delta whenever its divergence passes the job's trigger (Theta 1e5
+// for two copies, 2.5e4 each), and a full snapshot once the deltas weigh four times one.
+void BM_SpaceSavingHhApproxOverNone(benchmark::State& state) {
+  const auto& items = packet_items();
+  afs::Params p;
+  p.set("capacity", 8000).set("phi", 1e12).set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
+  afs::hh::SpaceSavingHeavyHitters none(p), approx(p);
+  none.stop_tracking();
+  constexpr double kTrigger = 25000;
+  struct : afs::Emitter {
+    void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
+  } out;
+  afs::ByteWriter w;
+  std::size_t full_bytes = 0, delta_bytes = 0;
+  constexpr std::size_t kBlock = 4096;
+  std::size_t first = 0;
+  afs::bench::TurnTimer timer;
+  for (auto _ : state) {
+    timer.turn(
+        [&] {
+          for (std::size_t i = first; i < first + kBlock; ++i) none.process(items[i & (kPacketItems - 1)], out);
+        },
+        [&] {
+          for (std::size_t i = first; i < first + kBlock; ++i) {
+            approx.process(items[i & (kPacketItems - 1)], out);
+            if (approx.divergence() > kTrigger) {
+              w.buffer().clear();
+              if (delta_bytes >= 4 * full_bytes) {
+                approx.snapshot_full(w);
+                full_bytes = w.size();
+                delta_bytes = 0;
+              } else {
+                approx.snapshot_delta(w);
+                delta_bytes += w.size();
+              }
+              approx.mark_backed_up();
+            }
+          }
+        });
+    first += kBlock;
+  }
+  timer.report(state, kBlock);
+}
+BENCHMARK(BM_SpaceSavingHhApproxOverNone);
+
 // The operator count-min-hh as the heavy-hitter job runs it (4 x 8000, the same Zipf keys and packet weights), per
 // item. range(0) = 0: as in mode none, the operator told to stop tracking. Otherwise tracked, and backed up as an
 // approx worker does it at that trigger (Theta 1e5 gives each of the job's two copies 5e4): once divergence() passes

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <set>
@@ -160,7 +161,7 @@ TEST(SpaceSavingHh, ALogDeltaAppliesOnceAndOnlyToTheStateItFollows) {
   ByteWriter w;
   op.snapshot_delta(w);
   const auto delta = w.take();
-  EXPECT_LT(delta.size(), 41 * 16 + 64u);
+  EXPECT_LT(delta.size(), 40 * 9 + 64u);  // packed: the key's 8 bytes and a unit weight's 1
   for (int twice = 0; twice < 2; ++twice) {
     ByteReader r(delta);
     copy.apply_delta(r);
@@ -171,6 +172,66 @@ TEST(SpaceSavingHh, ALogDeltaAppliesOnceAndOnlyToTheStateItFollows) {
   ByteReader r(delta);
   EXPECT_THROW(behind.apply_delta(r), FormatError);
   EXPECT_EQ(full_of(behind), before);
+}
+
+// The log as it was written before it was packed (kind 0: key, weight as 16 bytes each) still applies, and a packed
+// log with a weight above max-weight, a count the bytes cannot hold or a truncated varint is refused, the state as
+// it was.
+TEST(SpaceSavingHh, UnpackedLogDeltasStillApplyAndBadPackedOnesAreRefused) {
+  const auto items = zipf_items(5, Weights::Unit, 300);
+  const Params p = ss_params(Weights::Unit, 1e12, 64);
+  SpaceSavingHeavyHitters op(p), copy(p);
+  NullEmitter out;
+  for (std::size_t i = 0; i < 100; ++i) op.process(items[i], out);
+  const auto full = full_of(op);
+  {
+    ByteReader r(full);
+    copy.restore_full(r);
+  }
+  op.mark_backed_up();
+  for (std::size_t i = 100; i < 110; ++i) op.process(items[i], out);
+  ByteWriter w;
+  op.snapshot_delta(w);
+  const auto packed = w.take();
+  const std::size_t header = 4 + 4 * 8 + 1;  // tag, from, to, compensation, failures, kind
+  ASSERT_EQ(packed.at(header - 1), 2);       // packed log
+  // The same delta, unpacked.
+  ByteWriter u;
+  u.buffer().assign(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(header));
+  u.buffer().back() = 0;
+  u.put<std::uint64_t>(10);
+  for (std::size_t i = 100; i < 110; ++i) {
+    u.put<std::uint64_t>(items[i].key);
+    u.put<std::int64_t>(items[i].value);
+  }
+  const auto unpacked = u.take();
+  {
+    SpaceSavingHeavyHitters a(p);
+    ByteReader rf(full);
+    a.restore_full(rf);
+    ByteReader r(unpacked);
+    a.apply_delta(r);
+    EXPECT_EQ(full_of(a), full_of(op));
+  }
+  const auto refused = [&](std::vector<std::uint8_t> bytes, const char* what) {
+    const auto before = full_of(copy);
+    ByteReader r(bytes);
+    EXPECT_THROW(copy.apply_delta(r), FormatError) << what;
+    EXPECT_EQ(full_of(copy), before) << what;
+  };
+  auto heavy = packed;
+  heavy.back() = 2;  // the last update's weight (unit weights: one byte, the last): 2 > max-weight 1
+  refused(heavy, "weight above max-weight");
+  auto count = packed;
+  const std::uint64_t many = 1000;
+  std::memcpy(count.data() + header, &many, sizeof many);
+  refused(count, "more updates than the bytes hold");
+  auto cut = packed;
+  cut.back() = 0x81;  // the last byte now says another follows
+  refused(cut, "truncated varint");
+  ByteReader r(packed);
+  copy.apply_delta(r);
+  EXPECT_EQ(full_of(copy), full_of(op));
 }
 
 // A recovery whose measured loss is 0 adds nothing but counts its failure as compensated; the log delta after it

@@ -77,4 +77,40 @@ TEST(Bytes, TruncatedBuffersNameWhatWasRead) {
 }
 
 }  // namespace
+// Varints (LEB128): one byte below 128, ten for the largest u64; a buffer that ends inside one, or an eleventh byte,
+// is a FormatError naming what was read.
+TEST(Bytes, VarintsRoundTripAndRejectTruncatedOrOverlongOnes) {
+  const std::vector<std::uint64_t> values{
+      0, 1, 127, 128, 300, 16383, 16384, std::uint64_t{1} << 35, std::uint64_t{1} << 63, UINT64_MAX};
+  ByteWriter w;
+  for (const auto v : values) w.put_varint(v);
+  const auto b = w.take();
+  ByteReader r(b);
+  for (const auto v : values) EXPECT_EQ(r.get_varint("v"), v);
+  EXPECT_TRUE(r.at_end());
+
+  ByteWriter small;
+  small.put_varint(127);
+  EXPECT_EQ(small.size(), 1u);
+  ByteWriter largest;
+  largest.put_varint(UINT64_MAX);
+  EXPECT_EQ(largest.size(), 10u);
+
+  auto truncated = largest.take();
+  truncated.pop_back();
+  ByteReader rt(truncated);
+  try {
+    (void)rt.get_varint("the key");
+    FAIL() << "a truncated varint was read";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("the key"), std::string::npos) << e.what();
+  }
+  const std::vector<std::uint8_t> overlong(11, 0x80);
+  ByteReader ro(overlong);
+  EXPECT_THROW((void)ro.get_varint("the key"), FormatError);
+  const std::vector<std::uint8_t> past64{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};  // bit 64 set
+  ByteReader rp(past64);
+  EXPECT_THROW((void)rp.get_varint("the key"), FormatError);
+}
+
 }  // namespace afs
