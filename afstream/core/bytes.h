@@ -31,13 +31,21 @@ class ByteWriter {
     buf_.insert(buf_.end(), p, p + v.size_bytes());
   }
   void put_bytes(std::span<const std::uint8_t> b) { put_array<std::uint8_t>(b); }
-  // v in LEB128 (7 bits a byte, low first; 1 byte below 128, at most 10): for logs of small numbers.
+  // v in LEB128 (7 bits a byte, low first; 1 byte below 128, at most kMaxVarint): for logs of small numbers.
+  static constexpr std::size_t kMaxVarint = 10;
   void put_varint(std::uint64_t v) {
+    std::uint8_t bytes[kMaxVarint];
+    buf_.insert(buf_.end(), bytes, encode_varint(bytes, v));
+  }
+  // The same into memory the caller sized (kMaxVarint bytes free at out, e.g. a buffer() resized for a whole log);
+  // returns the end of what it wrote.
+  static std::uint8_t* encode_varint(std::uint8_t* out, std::uint64_t v) {
     while (v >= 0x80) {
-      buf_.push_back(static_cast<std::uint8_t>(v | 0x80));
+      *out++ = static_cast<std::uint8_t>(v | 0x80);
       v >>= 7;
     }
-    buf_.push_back(static_cast<std::uint8_t>(v));
+    *out++ = static_cast<std::uint8_t>(v);
+    return out;
   }
   void put_string(std::string_view s) { put_array<char>(std::span<const char>(s.data(), s.size())); }
   std::vector<std::uint8_t>& buffer() { return buf_; }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <unordered_set>
@@ -129,13 +130,19 @@ void SpaceSavingHeavyHitters::snapshot_delta(ByteWriter& out) const {
     // Packed: the key whole (keys are 64-bit hashes or mixed ranks: a varint would take 9-10 bytes), the weight as
     // a varint (packet sizes take 2 bytes instead of 8). The job's deltas, an update per item, were 583 MB for 3e7
     // items.
+    // Written through a pointer into room for the longest form, then trimmed: a push per byte made the backups cost
+    // the operator 5% of its time (hh_benchmark BM_SpaceSavingHhApproxOverNone).
     out.put<std::uint8_t>(kPackedLogDelta);
     out.put<std::uint64_t>(log_.size());
-    out.buffer().reserve(out.size() + 11 * log_.size());
+    auto& buf = out.buffer();
+    const std::size_t at = buf.size();
+    buf.resize(at + log_.size() * (sizeof(std::uint64_t) + ByteWriter::kMaxVarint));
+    std::uint8_t* p = buf.data() + at;
     for (const Logged& u : log_) {
-      out.put<std::uint64_t>(u.key);
-      out.put_varint(static_cast<std::uint64_t>(u.weight));  // in [0, max-weight]: process refuses others
+      std::memcpy(p, &u.key, sizeof u.key);
+      p = ByteWriter::encode_varint(p + sizeof u.key, static_cast<std::uint64_t>(u.weight));  // in [0, max-weight]
     }
+    buf.resize(static_cast<std::size_t>(p - buf.data()));
   }
 }
 

@@ -163,21 +163,16 @@ void BM_SpaceSavingHhProcess(benchmark::State& state) {
 }
 BENCHMARK(BM_SpaceSavingHhProcess)->Arg(0)->Arg(700);
 
-// BM_SpaceSavingHhProcess/0 and /700's operators in one process, taking turns on the same blocks of 4,096 items
-// (experiments/bench/turns.h): approx writes a delta whenever its divergence passes the job's trigger (Theta 1e5
-// for two copies, 2.5e4 each), and a full snapshot once the deltas weigh four times one.
-void BM_SpaceSavingHhApproxOverNone(benchmark::State& state) {
+// A none and an approx operator taking turns on the same blocks of 4,096 packet items, each block timed on its own
+// (experiments/bench/turns.h: the host's noise, a shared 2-core VM, then falls on both alike); after each of
+// approx's items, backup(approx) once its divergence passes trigger. Counters: approx_over_none, the ratio of their
+// total times; none_ns and approx_ns per item.
+template <typename Op, typename Backup>
+void approx_over_none(benchmark::State& state, Op& none, Op& approx, double trigger, Backup&& backup) {
   const auto& items = packet_items();
-  afs::Params p;
-  p.set("capacity", 8000).set("phi", 1e12).set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
-  afs::hh::SpaceSavingHeavyHitters none(p), approx(p);
-  none.stop_tracking();
-  constexpr double kTrigger = 25000;
   struct : afs::Emitter {
     void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
   } out;
-  afs::ByteWriter w;
-  std::size_t full_bytes = 0, delta_bytes = 0;
   constexpr std::size_t kBlock = 4096;
   std::size_t first = 0;
   afs::bench::TurnTimer timer;
@@ -189,23 +184,35 @@ void BM_SpaceSavingHhApproxOverNone(benchmark::State& state) {
         [&] {
           for (std::size_t i = first; i < first + kBlock; ++i) {
             approx.process(items[i & (kPacketItems - 1)], out);
-            if (approx.divergence() > kTrigger) {
-              w.buffer().clear();
-              if (delta_bytes >= 4 * full_bytes) {
-                approx.snapshot_full(w);
-                full_bytes = w.size();
-                delta_bytes = 0;
-              } else {
-                approx.snapshot_delta(w);
-                delta_bytes += w.size();
-              }
-              approx.mark_backed_up();
-            }
+            if (approx.divergence() > trigger) backup(approx);
           }
         });
     first += kBlock;
   }
   timer.report(state, kBlock);
+}
+
+// BM_SpaceSavingHhProcess/0 and /700's operators taking turns (approx_over_none): approx backs up at the job's
+// trigger (Theta 1e5 for two copies, 2.5e4 each), a full snapshot once the deltas weigh four times one.
+void BM_SpaceSavingHhApproxOverNone(benchmark::State& state) {
+  afs::Params p;
+  p.set("capacity", 8000).set("phi", 1e12).set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
+  afs::hh::SpaceSavingHeavyHitters none(p), approx(p);
+  none.stop_tracking();
+  afs::ByteWriter w;
+  std::size_t full_bytes = 0, delta_bytes = 0;
+  approx_over_none(state, none, approx, 25000, [&](afs::hh::SpaceSavingHeavyHitters& op) {
+    w.buffer().clear();
+    if (delta_bytes >= 4 * full_bytes) {
+      op.snapshot_full(w);
+      full_bytes = w.size();
+      delta_bytes = 0;
+    } else {
+      op.snapshot_delta(w);
+      delta_bytes += w.size();
+    }
+    op.mark_backed_up();
+  });
 }
 BENCHMARK(BM_SpaceSavingHhApproxOverNone);
 
@@ -248,12 +255,9 @@ void BM_CountMinHhProcess(benchmark::State& state) {
 }
 BENCHMARK(BM_CountMinHhProcess)->Args({0, 8})->ArgsProduct({{50000, 1'000'000'000'000'000'000}, {1, 2, 4, 8, 16}});
 
-// The two count-min-hh operators of BM_CountMinHhProcess/0/B and /50000/B (argument: B, the divergence block) in
-// one process, taking turns on the same blocks of 4,096 items, each block timed on its own: the host's noise (a
-// shared 2-core VM) then falls on both alike. Counter approx_over_none: the ratio of their total times (approx
-// with its partial deltas at the job's trigger); none_ns and approx_ns per item.
+// The two count-min-hh operators of BM_CountMinHhProcess/0/B and /50000/B taking turns (approx_over_none; argument:
+// B, the divergence block): approx writes the job's partial deltas at a trigger of 5e4.
 void BM_CountMinHhApproxOverNone(benchmark::State& state) {
-  const auto& items = packet_items();
   const auto alpha = afs::hh::max_weight(afs::hh::Weights::Packet);
   afs::Params p;
   p.set("width", 8000).set("depth", 4).set("phi", 1e12).set("max-weight", alpha);
@@ -262,30 +266,11 @@ void BM_CountMinHhApproxOverNone(benchmark::State& state) {
   none.stop_tracking();
   constexpr double kTrigger = 50000;
   const double residual = std::min(kTrigger / 2, kTrigger - 4 * static_cast<double>(alpha));
-  struct : afs::Emitter {
-    void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
-  } out;
   afs::ByteWriter w;
-  constexpr std::size_t kBlock = 4096;
-  std::size_t first = 0;
-  afs::bench::TurnTimer timer;
-  for (auto _ : state) {
-    timer.turn(
-        [&] {
-          for (std::size_t i = first; i < first + kBlock; ++i) none.process(items[i & (kPacketItems - 1)], out);
-        },
-        [&] {
-          for (std::size_t i = first; i < first + kBlock; ++i) {
-            approx.process(items[i & (kPacketItems - 1)], out);
-            if (approx.divergence() > kTrigger) {
-              w.buffer().clear();
-              approx.backup_partial_delta(w, residual);
-            }
-          }
-        });
-    first += kBlock;
-  }
-  timer.report(state, kBlock);
+  approx_over_none(state, none, approx, kTrigger, [&](afs::hh::CountMinHeavyHitters& op) {
+    w.buffer().clear();
+    op.backup_partial_delta(w, residual);
+  });
 }
 BENCHMARK(BM_CountMinHhApproxOverNone)->Arg(1)->Arg(8);
 
