@@ -16,7 +16,7 @@ constexpr std::size_t kMaxSlots = 0xFFFFFFFEu;  // indices in deltas are u32
 
 template <typename T>
 BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
-    : n_(0), shift_(static_cast<unsigned>(std::countr_zero(block))) {
+    : n_(n), shift_(static_cast<unsigned>(std::countr_zero(block))) {
   if (block == 0 || !std::has_single_bit(block)) {
     throw ConfigError("BlockTrackedArray block size " + std::to_string(block) + " is not a power of two");
   }
@@ -24,7 +24,6 @@ BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
     throw ConfigError("BlockTrackedArray size " + std::to_string(n) + " exceeds the limit of " +
                       std::to_string(kMaxSlots) + " slots");
   }
-  n_ = n;
   data_.assign(2 * n, T{});  // values and bounds all 0 (an int64 0 is a Mag 0; a double 0.0 likewise)
   base_.assign(n, T{});
   crossed_.assign(blocks() + 1, 0);  // each block at most once, and the slot a non-crossing update writes

@@ -189,11 +189,12 @@ class BlockTrackedArray {
   }
   // Block b's bound: the second word of its first slot (tracking). Mag is T, or for int64 its unsigned counterpart,
   // which may alias it.
+  static std::size_t bound_word(unsigned shift, std::size_t b) { return ((b << shift) << 1) + 1; }
   static Mag& bound_at(T* data, unsigned shift, std::size_t b) {
-    return *reinterpret_cast<Mag*>(data + (((b << shift) << 1) + 1));
+    return *reinterpret_cast<Mag*>(data + bound_word(shift, b));
   }
   Mag& bound(std::size_t b) { return bound_at(data_.data(), shift_, b); }
-  Mag bound(std::size_t b) const { return *reinterpret_cast<const Mag*>(data_.data() + (((b << shift_) << 1) + 1)); }
+  Mag bound(std::size_t b) const { return *reinterpret_cast<const Mag*>(data_.data() + bound_word(shift_, b)); }
   T& value(std::size_t i) { return data_[i << vshift_]; }
   T value(std::size_t i) const { return data_[i << vshift_]; }
   std::size_t blocks() const { return (n_ + (std::size_t{1} << shift_) - 1) >> shift_; }

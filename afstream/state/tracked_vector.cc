@@ -175,13 +175,7 @@ void TrackedVector::write_delta(ByteWriter& w) const {
     auto& buf = w.buffer();
     std::size_t at = buf.size();
     buf.resize(at + changed_.size() * sizeof(double));
-    constexpr std::size_t kWordsAhead = 8;  // the changed entries of a word 8 ahead: about 60 at a learner's density
     for (std::size_t k = 0; k < words; ++k) {
-      if (k + kWordsAhead < words) {
-        for (std::uint64_t b = changed_bits_[k + kWordsAhead]; b != 0; b &= b - 1) {
-          afs::prefetch(data_.data() + 2 * ((k + kWordsAhead) * 64 + static_cast<std::size_t>(std::countr_zero(b))));
-        }
-      }
       for (std::uint64_t b = changed_bits_[k]; b != 0; b &= b - 1) {
         const double x = data_[2 * (k * 64 + static_cast<std::size_t>(std::countr_zero(b)))];
         std::memcpy(buf.data() + at, &x, sizeof x);

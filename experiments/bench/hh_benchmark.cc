@@ -121,6 +121,24 @@ const std::vector<afs::Item>& packet_items() {
   return items;
 }
 
+// A worker's backup of a space-saving-hh copy without a compacting store: a delta, or a full snapshot once the deltas
+// since the last weigh four times one. take() writes it into w (cleared first) and marks the copy backed up.
+struct SpaceSavingBackups {
+  std::size_t full_bytes = 0, delta_bytes = 0;
+  void take(afs::hh::SpaceSavingHeavyHitters& op, afs::ByteWriter& w) {
+    w.buffer().clear();
+    if (delta_bytes >= 4 * full_bytes) {
+      op.snapshot_full(w);
+      full_bytes = w.size();
+      delta_bytes = 0;
+    } else {
+      op.snapshot_delta(w);
+      delta_bytes += w.size();
+    }
+    op.mark_backed_up();
+  }
+};
+
 // The operator space-saving-hh as the heavy-hitter job runs it (capacity 8000, Zipf(1e6, 0.9) keys, packet weights),
 // per item, with a delta written every range(0) items (0: never, as in mode none; 700: about what Theta 1e5 gives
 // each of the job's two copies) and a full snapshot once the deltas since the last weigh four times one (the
@@ -135,23 +153,15 @@ void BM_SpaceSavingHhProcess(benchmark::State& state) {
   struct : afs::Emitter {
     void emit(std::uint64_t, std::int64_t, std::int64_t) override {}
   } out;
-  std::size_t i = 0, since = 0, full_bytes = 0, delta_bytes = 0;
+  std::size_t i = 0, since = 0;
   std::uint64_t backup_bytes = 0;
+  SpaceSavingBackups backups;
+  afs::ByteWriter w;
   for (auto _ : state) {
     op.process(items[i++ & (kPacketItems - 1)], out);
     if (every != 0 && ++since == every) {
       since = 0;
-      afs::ByteWriter w;
-      const bool full = delta_bytes >= 4 * full_bytes;
-      if (full) {
-        op.snapshot_full(w);
-        full_bytes = w.size();
-        delta_bytes = 0;
-      } else {
-        op.snapshot_delta(w);
-        delta_bytes += w.size();
-      }
-      op.mark_backed_up();
+      backups.take(op, w);
       backup_bytes += w.size();
       benchmark::DoNotOptimize(w.buffer().data());
     }
@@ -200,19 +210,8 @@ void BM_SpaceSavingHhApproxOverNone(benchmark::State& state) {
   afs::hh::SpaceSavingHeavyHitters none(p), approx(p);
   none.stop_tracking();
   afs::ByteWriter w;
-  std::size_t full_bytes = 0, delta_bytes = 0;
-  approx_over_none(state, none, approx, 25000, [&](afs::hh::SpaceSavingHeavyHitters& op) {
-    w.buffer().clear();
-    if (delta_bytes >= 4 * full_bytes) {
-      op.snapshot_full(w);
-      full_bytes = w.size();
-      delta_bytes = 0;
-    } else {
-      op.snapshot_delta(w);
-      delta_bytes += w.size();
-    }
-    op.mark_backed_up();
-  });
+  SpaceSavingBackups backups;
+  approx_over_none(state, none, approx, 25000, [&](afs::hh::SpaceSavingHeavyHitters& op) { backups.take(op, w); });
 }
 BENCHMARK(BM_SpaceSavingHhApproxOverNone);
 

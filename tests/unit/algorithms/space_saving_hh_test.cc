@@ -143,6 +143,18 @@ TEST(SpaceSavingHh, DivergenceBoundsTheLargestWeightOneKeyReceivedSinceTheBackup
   }
 }
 
+// op after `first` unit-weight Zipf items, backed up, and copy restored from that backup: the two states a log delta
+// of op's next items goes from.
+void backed_up_pair(const std::vector<Item>& items, std::size_t first, SpaceSavingHeavyHitters& op,
+                    SpaceSavingHeavyHitters& copy) {
+  NullEmitter out;
+  for (std::size_t i = 0; i < first; ++i) op.process(items[i], out);
+  const auto full = full_of(op);
+  ByteReader r(full);
+  copy.restore_full(r);
+  op.mark_backed_up();
+}
+
 // A log delta names the state it follows: stored twice, it is applied once; applied to a state it does not follow,
 // it is refused with the state left as it was.
 TEST(SpaceSavingHh, ALogDeltaAppliesOnceAndOnlyToTheStateItFollows) {
@@ -150,13 +162,7 @@ TEST(SpaceSavingHh, ALogDeltaAppliesOnceAndOnlyToTheStateItFollows) {
   const Params p = ss_params(Weights::Unit, 1e12, 64);
   SpaceSavingHeavyHitters op(p), copy(p), behind(p);
   NullEmitter out;
-  for (std::size_t i = 0; i < 100; ++i) op.process(items[i], out);
-  {
-    const auto full = full_of(op);
-    ByteReader r(full);
-    copy.restore_full(r);
-    op.mark_backed_up();
-  }
+  backed_up_pair(items, 100, op, copy);
   for (std::size_t i = 100; i < 140; ++i) op.process(items[i], out);  // 40 updates: a log, not a replacing delta
   ByteWriter w;
   op.snapshot_delta(w);
@@ -182,13 +188,8 @@ TEST(SpaceSavingHh, UnpackedLogDeltasStillApplyAndBadPackedOnesAreRefused) {
   const Params p = ss_params(Weights::Unit, 1e12, 64);
   SpaceSavingHeavyHitters op(p), copy(p);
   NullEmitter out;
-  for (std::size_t i = 0; i < 100; ++i) op.process(items[i], out);
-  const auto full = full_of(op);
-  {
-    ByteReader r(full);
-    copy.restore_full(r);
-  }
-  op.mark_backed_up();
+  backed_up_pair(items, 100, op, copy);
+  const auto full = full_of(copy);  // the state the deltas below go from
   for (std::size_t i = 100; i < 110; ++i) op.process(items[i], out);
   ByteWriter w;
   op.snapshot_delta(w);
