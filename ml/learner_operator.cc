@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -260,6 +261,7 @@ void SgdLearnerOperator::take_trace_point() {
   const double norm = (trace_.empty() ? 0.0 : trace_.back().norm) + norm_change;
   trace_.push_back({static_cast<double>(count_), seconds, l1, loss_sum_, static_cast<double>(correct_), norm});
   trace_moved_.clear();
+  trace_derived_.clear();
   trace_backed_ = 0;  // the next delta starts the list again
 }
 
@@ -319,8 +321,17 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
   make_step(config_, opt_, step_);
   clip_step();
   if (trace_every_ > 0) {  // the trace remembers each entry's value at the last point before its first move
-    trace_moved_.prefetch_bases(step_.index);
-    for (const auto i : step_.index) (void)trace_moved_.base_for(i, w[static_cast<Eigen::Index>(i)]);
+    if (weights_.tracking()) {
+      for (const auto i : step_.index) {
+        const double now = w[static_cast<Eigen::Index>(i)];
+        if (trace_moved_.remember(i, now)) {
+          trace_derived_.push_back(std::bit_cast<std::uint64_t>(weights_.backed_up(i)) ==
+                                   std::bit_cast<std::uint64_t>(now));
+        }
+      }
+    } else {
+      for (const auto i : step_.index) (void)trace_moved_.remember(i, w[static_cast<Eigen::Index>(i)]);
+    }
   }
   apply_step(step_, weights_);
   if (config_.optimizer == OptimizerKind::kAdaGrad) {
@@ -402,6 +413,16 @@ void SgdLearnerOperator::mark_backed_up() {
   trace_backed_ = trace_moved_.count();
 }
 
+// snapshot_delta's bytes, then mark_backed_up's state, with one visit per changed weight: the trace's entries no
+// longer read the backed-up values (trace_derived_), so the vectors may take their new ones as they are written.
+void SgdLearnerOperator::backup_delta(ByteWriter& out) {
+  write_scalars(out);
+  weights_.backup_delta(out);
+  sum_sq_.backup_delta(out);
+  write_trace_bases(out, trace_backed_, true);
+  trace_backed_ = trace_moved_.count();
+}
+
 // The trace's moved entries as a backup carries them: `kept`, how many of the entries the state it applies to holds
 // stay (0: the list starts again, as in a full snapshot or after a trace point), then the entries after those. The
 // list only grows between trace points, so a delta carries the entries that first moved since the last backup, not
@@ -428,12 +449,12 @@ void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept, bo
   const std::size_t bits = buf.size();
   buf.resize(bits + (idx.size() + 7) / 8, 0);
   std::size_t explicit_count = 0;
-  const bool derive = delta && weights_.tracking();  // untracked weights do not know their backed-up values
-  constexpr std::size_t kAhead = 16;  // the entries are scattered over the weights: start the misses ahead
+  // Untracked weights do not know their backed-up values. Bit-equal values (a -0.0 stays -0.0) are derived: the
+  // restored state is this one, byte for byte.
+  const bool derive = delta && weights_.tracking();
+  assert(!derive || trace_derived_.size() == trace_moved_.count());
   for (std::size_t k = 0; k < idx.size(); ++k) {
-    if (derive && k + kAhead < idx.size()) weights_.prefetch(std::size_t{idx[k + kAhead]});
-    // Bit-equal (a -0.0 stays -0.0): the restored state is this one, byte for byte.
-    if (derive && std::bit_cast<std::uint64_t>(weights_.backed_up(idx[k])) == std::bit_cast<std::uint64_t>(base[k])) {
+    if (derive && trace_derived_[kept + k] != 0) {
       buf[bits + k / 8] |= static_cast<std::uint8_t>(1u << (k % 8));
     } else {
       ++explicit_count;
@@ -502,7 +523,12 @@ void SgdLearnerOperator::adopt_trace(TraceBases& trace) {
   std::pair<std::vector<std::uint32_t>, std::vector<double>> old;  // the list that starts again, to put back
   if (trace.kept == 0) old = trace_moved_.take_all();
   const std::size_t bad = trace_moved_.insert_clean(trace.indices, bases);
-  if (bad == trace.indices.size()) return;
+  if (bad == trace.indices.size()) {
+    if (trace.kept == 0) trace_derived_.clear();
+    if (weights_.tracking())
+      trace_derived_.resize(trace_moved_.count(), 0);  // held by the backup: no delta carries them
+    return;
+  }
   (void)trace_moved_.insert_clean(old.first, old.second);
   throw FormatError("sgd-learner: trace entry " + std::to_string(trace.indices[bad]) +
                     (trace.kept == 0 ? " repeated" : " repeated or already held"));

@@ -127,6 +127,7 @@ class SgdLearnerOperator final : public Operator {
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;
+  void backup_delta(ByteWriter& out) override;  // one pass over the changed weights (TrackedVector::backup_delta)
   void restore_full(ByteReader& in) override;
   void apply_delta(ByteReader& in) override;
   double distance(const Operator& other) const override;  // L2 distance of the weights
@@ -179,6 +180,12 @@ class SgdLearnerOperator final : public Operator {
   // was half of every KDD-like backup.
   DirtySlots<double> trace_moved_{0};
   std::size_t trace_backed_ = 0;  // how many of trace_moved_'s entries the last backup holds
+  // While the weights are tracked, a byte per entry of trace_moved_, in its order: 1 when its value at the last trace
+  // point is its backed-up value (the delta that carries the entry derives it; write_trace_bases). Found when the
+  // entry first moves, from the cache line its update is about to write: the backed-up value cannot change before
+  // the next backup, the first to carry the entry. (Read at the backup instead, it cost a scattered pass over the
+  // entries.) Entries restored from a backup have 0: no later delta carries them.
+  std::vector<std::uint8_t> trace_derived_;
   // Scratch (not state).
   Example x_;
   SparseVector step_;

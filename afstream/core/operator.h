@@ -100,9 +100,10 @@ class Operator {
   // Distance from the state at the last mark_backed_up() (or construction). O(1).
   virtual double divergence() const = 0;
   // The runtime will never back this operator up nor restore it (mode none): from now on it calls neither
-  // divergence() nor snapshot_delta(), mark_backed_up(), backup_partial_delta(), restore_full() or apply_delta(). An
-  // operator may stop the bookkeeping that exists only for them (its tracked containers' stop_tracking()), so that
-  // mode none costs nothing for backups (DESIGN 3). Called at most once, before the first item. Default: nothing.
+  // divergence() nor snapshot_delta(), mark_backed_up(), backup_delta(), backup_partial_delta(), restore_full() or
+  // apply_delta(). An operator may stop the bookkeeping that exists only for them (its tracked containers'
+  // stop_tracking()), so that mode none costs nothing for backups (DESIGN 3). Called at most once, before the first
+  // item. Default: nothing.
   virtual void stop_tracking() {}
   // True when a process() call that emits nothing never moves divergence() by more than alpha() (a tracked
   // container whose metric obeys the triangle inequality, fed at most alpha per item). The runtime then compares
@@ -127,15 +128,22 @@ class Operator {
   virtual void snapshot_delta(ByteWriter& out) const = 0;
   // The current state is now the backed-up state: divergence() becomes 0 and the delta empty.
   virtual void mark_backed_up() = 0;
+  // A whole delta, as the runtime takes it: snapshot_delta(out), then mark_backed_up(). The default makes the two
+  // calls; an operator may do both in one pass over what changed (sgd-learner: each changed weight is read once,
+  // written to the delta and made its own backed-up value, instead of one scattered pass for each call). What it
+  // writes must apply as snapshot_delta's would (the conformance kit's check (b) applies it).
+  virtual void backup_delta(ByteWriter& out) {
+    snapshot_delta(out);
+    mark_backed_up();
+  }
   // A partial backup (proofs/general-bounds.md §3.6): write a delta of only part of what changed, so that the
   // state the store holds after it is within `residual` of the current state in divergence()'s metric, and mark
   // that part backed up. divergence() then restarts from the value returned (at most `residual`; 0 if the delta
   // was whole) and keeps measuring the distance to what the store holds, so every bound stays as it is. The
   // runtime uses it in approximate mode, where a few fast-moving counters would otherwise drag thousands of
-  // slow ones into every delta. The default writes a whole delta: snapshot_delta, mark_backed_up, returns 0.
+  // slow ones into every delta. The default writes a whole delta (backup_delta) and returns 0.
   virtual double backup_partial_delta(ByteWriter& out, double /*residual*/) {
-    snapshot_delta(out);
-    mark_backed_up();
+    backup_delta(out);
     return 0;
   }
   // False for an operator whose apply_delta costs about as much as processing the delta's items again (a log of

@@ -1911,8 +1911,7 @@ void Worker::capture_snapshot(StateRecord& rec, bool full, double residual) {
   } else if (residual > 0) {
     rec.residual = op_->backup_partial_delta(w, residual);
   } else {
-    op_->snapshot_delta(w);
-    op_->mark_backed_up();
+    op_->backup_delta(w);
   }
   rec.snapshot = w.take();
   seal_snapshot_in_place(rec.snapshot, op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta);

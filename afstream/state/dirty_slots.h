@@ -3,9 +3,11 @@
 //
 // Per slot we keep one u32 (0 = clean, else 1 + position in the dirty list); a slot's value at that point is stored
 // only while the slot is dirty, in a list parallel to the dirty indices, written when the slot first changes. A clean
-// array of n slots costs 4n extra bytes instead of the 8n of a full copy; clearing costs O(dirty). The price is two
-// dependent lookups per update (the table, then the list): TrackedVector, updated on every example, gave this up for
-// values stored next to their weights (tracked_vector.h); the trace, a measurement, keeps the smaller table.
+// array of n slots costs 4n extra bytes instead of the 8n of a full copy; clearing costs O(dirty). The price is a
+// lookup in the table per update, and a second, dependent one in the list to read a dirty slot's value by slot
+// (base_for): TrackedVector, updated on every example and reading that value each time, gave this up for values
+// stored next to their weights (tracked_vector.h); the trace, a measurement that reads its values in list order
+// (remember), keeps the smaller table.
 #pragma once
 
 #include <algorithm>
@@ -27,16 +29,17 @@ class DirtySlots {
 
   explicit DirtySlots(std::size_t n) : pos_(n, 0) {}
 
-  // The backed-up value of slot i, whose value before the current change is `current`. A clean slot becomes dirty
-  // and `current` is remembered as its backed-up value.
-  T base_for(std::size_t i, T current) {
-    const std::uint32_t p = pos_[i];
-    if (p != 0) return base_[p - 1];
+  // A clean slot i becomes dirty with `current` (its value before the current change) remembered as its backed-up
+  // value (true); a dirty one stays as it is (false). One lookup in the table; the list is only appended to.
+  [[gnu::always_inline]] bool remember(std::size_t i, T current) {  // inlined: a call per moved entry
+    if (pos_[i] != 0) return false;
     idx_.push_back(static_cast<std::uint32_t>(i));
     base_.push_back(current);
     pos_[i] = static_cast<std::uint32_t>(idx_.size());
-    return current;
+    return true;
   }
+  // remember(i, current), then slot i's backed-up value (a second lookup, in the list, for a dirty slot).
+  T base_for(std::size_t i, T current) { return remember(i, current) ? current : base_of(i); }
 
   // Makes the slots indices[k] dirty with backed-up values bases[k] (a restored list of entries), all or none: every
   // index must be below slots() (not checked), clean, and given once. Returns indices.size() when all were made
@@ -62,20 +65,11 @@ class DirtySlots {
     return indices.size();
   }
 
-  // Asks the CPU to bring the table entries of the given slots (each < slots()) into the cache: base_for's lookup
+  // Asks the CPU to bring the table entries of the given slots (each < slots()) into the cache: remember's lookup
   // of a scattered slot otherwise waits on memory, one slot after the other, as its branch on the entry is
   // unpredictable. For a caller that knows an update's slots ahead of it (a learner's example, before it predicts).
   void prefetch(std::span<const std::uint32_t> slots) const {
     for (const std::uint32_t i : slots) afs::prefetch(&pos_[i]);
-  }
-  // The same for the backed-up values that base_for will read for these slots: those of the dirty ones among them.
-  // Reads the slots' table entries, so it pays once prefetch() has brought them in.
-  void prefetch_bases(std::span<const std::uint32_t> slots) const {
-    if (base_.empty()) return;
-    for (const std::uint32_t i : slots) {
-      const std::uint32_t p = pos_[i];
-      afs::prefetch(base_.data() + (p != 0 ? p - 1 : 0));
-    }
   }
 
   bool is_dirty(std::size_t i) const { return pos_[i] != 0; }

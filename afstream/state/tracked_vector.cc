@@ -46,6 +46,48 @@ Eigen::VectorXd get_vector(ByteReader& r, std::uint64_t n, const char* what) {
   return v;
 }
 
+// The sparse regime's delta after its header. When the indices of the changed entries would take more room than a
+// bit per entry, the bitmap and the values in index order (gathered in one sweep over the vector instead of at
+// scattered places); else the indices, in the order of their first change, and their values. `pairs` is the stored
+// layout (each weight followed by its backed-up value); visit(pair) follows each entry's write (backup_delta: the
+// backed-up value becomes the weight, while the line is in the cache).
+template <typename Double, typename Visit>
+void put_changed(ByteWriter& w, Double* pairs, const std::vector<std::uint64_t>& bits,
+                 const std::vector<std::uint32_t>& changed, Visit visit) {
+  auto& buf = w.buffer();
+  const std::size_t words = bits.size();
+  const bool bitmap = changed.size() * sizeof(std::uint32_t) > words * sizeof(std::uint64_t);
+  buf.reserve(buf.size() + 17 + (bitmap ? words * sizeof(std::uint64_t) : changed.size() * sizeof(std::uint32_t)) +
+              changed.size() * sizeof(double));
+  w.put<std::uint8_t>(bitmap ? kDeltaBitmap : kDeltaSparse);
+  if (bitmap) {
+    w.put_array<std::uint64_t>(bits);
+  } else {
+    w.put_array<std::uint32_t>(changed);
+  }
+  w.put<std::uint64_t>(changed.size());
+  const std::size_t at = buf.size();
+  buf.resize(at + changed.size() * sizeof(double));
+  std::uint8_t* out = buf.data() + at;
+  const auto put = [&](Double* pair) {
+    const double x = pair[0];
+    std::memcpy(out, &x, sizeof x);
+    out += sizeof x;
+    visit(pair);
+  };
+  if (bitmap) {
+    for (std::size_t k = 0; k < words; ++k) {
+      for (std::uint64_t b = bits[k]; b != 0; b &= b - 1) put(pairs + 2 * (k * 64 + std::countr_zero(b)));
+    }
+    return;
+  }
+  constexpr std::size_t kAhead = 16;  // scattered entries: start the misses well ahead of the reads
+  for (std::size_t k = 0; k < changed.size(); ++k) {
+    if (k + kAhead < changed.size()) afs::prefetch(pairs + 2 * std::size_t{changed[k + kAhead]});
+    put(pairs + 2 * std::size_t{changed[k]});
+  }
+}
+
 }  // namespace
 
 TrackedVector::TrackedVector(std::size_t n, Metric m)
@@ -164,30 +206,19 @@ void TrackedVector::write_delta(ByteWriter& w) const {
     put_weights(w);
     return;
   }
-  const std::size_t words = changed_bits_.size();
-  if (changed_.size() * sizeof(std::uint32_t) > words * sizeof(std::uint64_t)) {
-    // Many changed entries: a bit per entry is smaller than their indices, and the values, written in index order,
-    // are gathered in one sweep over the vector instead of at scattered places.
-    w.buffer().reserve(w.size() + 17 + words * sizeof(std::uint64_t) + changed_.size() * sizeof(double));
-    w.put<std::uint8_t>(kDeltaBitmap);
-    w.put_array<std::uint64_t>(changed_bits_);
-    w.put<std::uint64_t>(changed_.size());
-    auto& buf = w.buffer();
-    std::size_t at = buf.size();
-    buf.resize(at + changed_.size() * sizeof(double));
-    for (std::size_t k = 0; k < words; ++k) {
-      for (std::uint64_t b = changed_bits_[k]; b != 0; b &= b - 1) {
-        const double x = data_[2 * (k * 64 + static_cast<std::size_t>(std::countr_zero(b)))];
-        std::memcpy(buf.data() + at, &x, sizeof x);
-        at += sizeof x;
-      }
-    }
+  put_changed(w, data_.data(), changed_bits_, changed_, [](const double*) {});
+}
+
+void TrackedVector::backup_delta(ByteWriter& w) {
+  if (dense_ || untracked_ || 2 * changed_.size() > size()) {
+    write_delta(w);
+    mark_backed_up();
     return;
   }
-  w.buffer().reserve(w.size() + 17 + changed_.size() * (sizeof(std::uint32_t) + sizeof(double)));
-  w.put<std::uint8_t>(kDeltaSparse);
-  w.put_array<std::uint32_t>(changed_);
-  detail::put_gathered<double>(w, values(), changed_);
+  detail::write_container_header(w, kDeltaTag, size());
+  put_changed(w, data_.data(), changed_bits_, changed_, [](double* pair) { pair[1] = pair[0]; });
+  clear_changed();
+  div_.reset();
 }
 
 void TrackedVector::read_full(ByteReader& r) { apply_delta(read_full_values(r)); }

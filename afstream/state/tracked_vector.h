@@ -129,6 +129,10 @@ class TrackedVector {
   // changed weights in 2^18 take 32 KB of bits instead of 144 KB of indices). Applied to the backed-up state it
   // reproduces the current state exactly.
   void write_delta(ByteWriter& w) const;
+  // write_delta(w), then mark_backed_up(), in one pass: each changed entry is read once, written and made its own
+  // backed-up value (two scattered passes over a KDD-like learner's ~30,000 changed weights cost it about 2% of a
+  // job's time). The same bytes as write_delta.
+  void backup_delta(ByteWriter& w);
   // Replace the weights by a write_full payload of the same size; all-or-nothing (unchanged on FormatError).
   // Afterwards the vector counts as backed up.
   void read_full(ByteReader& r);

@@ -243,17 +243,29 @@ class Kit {
     check_chain(*op, *chain, full_of(*op), "after the last item (final delta, not marked backed up)");
   }
 
+  // Every other backup point takes the whole delta with backup_delta (as the runtime does) instead of
+  // snapshot_delta and mark_backed_up: the chain (b) then applies what backup_delta wrote.
   void backup_point(Operator& op, Operator& backup, Operator& chain, std::size_t i) {
     const std::string when = "at the backup after " + at_item(items_, i);
     where_ = "(a) " + when;
-    const Bytes delta = delta_of(op);
+    const bool fused = backups_++ % 2 == 1;
     const Bytes full = full_of(op);
-    op.mark_backed_up();
+    const Bytes delta = [&] {
+      if (!fused) {
+        Bytes d = delta_of(op);
+        op.mark_backed_up();
+        return d;
+      }
+      ByteWriter w;
+      op.backup_delta(w);
+      return w.take();
+    }();
+    const char* marked = fused ? "backup_delta()" : "mark_backed_up()";
     if (op.divergence() != 0) {
-      fail("(a) " + when + ": divergence() = " + num(op.divergence()) + " right after mark_backed_up(), expected 0");
+      fail("(a) " + when + ": divergence() = " + num(op.divergence()) + " right after " + marked + ", expected 0");
     }
     if (const auto d = state_difference(full, full_of(op)); !d.empty()) {
-      fail("(a) " + when + ": mark_backed_up() changed snapshot_full (" + d + ")");
+      fail("(a) " + when + ": " + marked + " changed snapshot_full (" + d + ")");
     }
     restore(backup, full);
     if (backup.divergence() != 0) {
@@ -479,10 +491,11 @@ class Kit {
   std::span<const Item> items_;
   const ConformanceOptions& o_;
   std::string where_;
-  Bytes last_full_;   // the full snapshot of the last backup in (a)
-  Bytes delta_;       // the largest delta seen in (b) ...
-  Bytes delta_base_;  // ... and the full snapshot of the state it applies to
-  Bytes final_full_;  // the uninterrupted run's final snapshot_full in (c)
+  Bytes last_full_;          // the full snapshot of the last backup in (a)
+  Bytes delta_;              // the largest delta seen in (b) ...
+  Bytes delta_base_;         // ... and the full snapshot of the state it applies to
+  Bytes final_full_;         // the uninterrupted run's final snapshot_full in (c)
+  std::size_t backups_ = 0;  // backup points in (a): every other one uses backup_delta
 };
 
 }  // namespace

@@ -12,8 +12,9 @@
 //       operator). After every item divergence() must equal distance(backup copy) (exact_divergence) or at least
 //       bound it from above. +infinity on both sides (a change that must be backed up at once) agrees.
 //       Right after mark_backed_up and restore_full, divergence() is 0.
-//   (b) delta chain: restoring the first full snapshot and applying every later snapshot_delta in order gives a
-//       state at distance 0 from the operator whose snapshot_full bytes equal the operator's.
+//   (b) delta chain: restoring the first full snapshot and applying every later delta in order gives a state at
+//       distance 0 from the operator whose snapshot_full bytes equal the operator's. Every other backup point takes
+//       its delta with backup_delta (as the runtime does), the others with snapshot_delta and mark_backed_up.
 //   (c) snapshot/restore/continue equals an uninterrupted run, for several cut points: same final snapshot_full
 //       bytes, distance 0, and the same emitted items (key, value, time, in order, including finish()). Equal
 //       bytes are required unless canonical_snapshots is off: an operator whose snapshot (and iteration) order

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -132,14 +133,19 @@ TEST(ConvergenceTrace, SurvivesSnapshotAndRestore) {
 }
 
 // A backup of op as a worker takes it (the snapshot, then mark_backed_up), and a full snapshot alone.
+// A backup as the runtime takes it: snapshot_full and mark_backed_up, or backup_delta, whose bytes must be
+// snapshot_delta's.
 std::vector<std::uint8_t> backup_of(SgdLearnerOperator& op, bool full) {
   ByteWriter w;
   if (full) {
     op.snapshot_full(w);
-  } else {
-    op.snapshot_delta(w);
+    op.mark_backed_up();
+    return w.take();
   }
-  op.mark_backed_up();
+  op.snapshot_delta(w);
+  ByteWriter fused;
+  op.backup_delta(fused);
+  EXPECT_EQ(fused.buffer(), w.buffer()) << "backup_delta wrote other bytes than snapshot_delta";
   return w.take();
 }
 std::vector<std::uint8_t> full_snapshot(const SgdLearnerOperator& op) {
@@ -373,6 +379,46 @@ TEST(ConvergenceTrace, DeltasCarryTheEntriesMovedSinceTheLastBackup) {
     c.apply_delta(r);
   }
   EXPECT_EQ(c.trace().size(), 1u);
+}
+
+// backup_delta writes snapshot_delta's bytes (its trace entries' derived bits were found as the entries first moved,
+// not read at the backup) and leaves mark_backed_up's state, through random backups, trace points and restores:
+// the restored copy goes on from the chain and takes its own backups.
+TEST(ConvergenceTrace, BackupDeltaWritesTheBytesOfSnapshotDelta) {
+  for (const char* optimizer : {"sgd", "adagrad"}) {
+    for (const char* data : {"kdd", "higgs"}) {
+      const Params p = traced(data, optimizer, 97);
+      SgdLearnerOperator a(p, {});
+      RecordingEmitter out;
+      std::mt19937_64 rng(5);
+      std::vector<std::vector<std::uint8_t>> chain{backup_of(a, true)};
+      std::unique_ptr<SgdLearnerOperator> b;
+      std::uint64_t n = 0;
+      for (int round = 0; round < 60; ++round) {
+        for (const auto& item : indices(n, n + 1 + rng() % 150)) {
+          a.process(item, out);
+          if (b) b->process(item, out);
+        }
+        n = a.count();
+        const bool full = rng() % 8 == 0;
+        chain.push_back(backup_of(a, full));
+        if (full) chain.erase(chain.begin(), chain.end() - 1);
+        if (b) (void)backup_of(*b, rng() % 8 == 0);
+        if (round == 20) {  // a copy restored from the chain, which then runs alongside
+          b = std::make_unique<SgdLearnerOperator>(p, InstanceInfo{});
+          for (std::size_t k = 0; k < chain.size(); ++k) {
+            ByteReader r(chain[k]);
+            k == 0 ? b->restore_full(r) : b->apply_delta(r);
+          }
+        }
+        ASSERT_EQ(a.divergence(), 0.0);
+        if (HasFailure()) return;
+      }
+      ASSERT_TRUE(b);
+      EXPECT_EQ(full_snapshot(*b), full_snapshot(a)) << data << "/" << optimizer;
+      EXPECT_GT(a.trace().size(), 20u);
+    }
+  }
 }
 
 // A delta's trace entries are inserted all or none: one that repeats an entry the state holds (a delta that keeps

@@ -1,6 +1,6 @@
-// Unit tests of DirtySlots (afstream/state/dirty_slots.h): base_for remembers a slot's value at its first change,
-// clear makes every slot clean in either regime, and insert_clean restores a list of entries all or none (an index
-// already dirty or given twice leaves the slots as they were), against a brute-force map.
+// Unit tests of DirtySlots (afstream/state/dirty_slots.h): remember and base_for keep a slot's value at its first
+// change, clear makes every slot clean in either regime, and insert_clean restores a list of entries all or none (an
+// index already dirty or given twice leaves the slots as they were), against a brute-force map.
 #include "afstream/state/dirty_slots.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +32,17 @@ TEST(DirtySlots, BaseForRemembersTheValueAtTheFirstChange) {
   EXPECT_EQ(d.count(), 0u);
   EXPECT_FALSE(d.is_dirty(3));
   EXPECT_EQ(d.base_for(3, 4.0), 4.0);
+}
+
+TEST(DirtySlots, RememberTellsWhetherTheSlotWasClean) {
+  DirtySlots<double> d(10);
+  EXPECT_TRUE(d.remember(3, 1.5));
+  EXPECT_FALSE(d.remember(3, 9.0));  // keeps 1.5
+  EXPECT_TRUE(d.remember(7, -2.0));
+  EXPECT_EQ(listed(d), (std::vector<std::pair<std::uint32_t, double>>{{3, 1.5}, {7, -2.0}}));
+  EXPECT_EQ(d.base_of(3), 1.5);
+  d.clear();
+  EXPECT_TRUE(d.remember(3, 4.0));
 }
 
 TEST(DirtySlots, ClearCleansEverySlotInBothRegimes) {

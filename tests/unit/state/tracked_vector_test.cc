@@ -95,11 +95,19 @@ TEST(TrackedVector, DivergenceMatchesBruteForce) {
   TrackedVector a(n);
   TrackedVector backed_up = a;
   VectorModel model{Eigen::VectorXd::Zero(n), Eigen::VectorXd::Zero(n), {}, false};
-  int dense_deltas = 0, sparse_deltas = 0, bitmap_deltas = 0;
+  int dense_deltas = 0, sparse_deltas = 0, bitmap_deltas = 0, fused = 0;
   for (int step = 0; step < 6000; ++step) {
     const auto r = rng() % 100;
     if (r < 3) {
-      a.mark_backed_up();
+      if (r == 0) {  // backup_delta: write_delta's bytes, then mark_backed_up's state (checked below)
+        const auto want = delta_bytes(a);
+        ByteWriter w;
+        a.backup_delta(w);
+        ASSERT_EQ(w.take(), want) << "step " << step;
+        ++fused;
+      } else {
+        a.mark_backed_up();
+      }
       backed_up = a;
       model.base = model.cur;
       model.touched.clear();
@@ -135,6 +143,7 @@ TEST(TrackedVector, DivergenceMatchesBruteForce) {
   EXPECT_GT(dense_deltas, 10);
   EXPECT_GT(sparse_deltas, 10);
   EXPECT_GT(bitmap_deltas, 10);
+  EXPECT_GT(fused, 20);
 }
 
 // A delta applied over changes that were never backed up (a restore into a live vector): afterwards everything
@@ -254,6 +263,10 @@ TEST(TrackedVector, UntrackedHoldsTheSameValuesAndWritesFullCopies) {
   untracked.mark_backed_up();  // changes nothing: still untracked
   EXPECT_EQ(untracked.divergence(), std::numeric_limits<double>::infinity());
   const auto d = delta_bytes(untracked);
+  ByteWriter fused;
+  untracked.backup_delta(fused);  // the same full copy, and still untracked
+  EXPECT_EQ(fused.take(), d);
+  EXPECT_EQ(untracked.divergence(), std::numeric_limits<double>::infinity());
   EXPECT_EQ(d.at(kDeltaModeOffset), 1);  // a full copy, whatever changed
   TrackedVector restored(500);
   restored.add(3, 1.0);
