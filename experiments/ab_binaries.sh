@@ -5,7 +5,9 @@
 #   job round before|after none|approx seconds,state_backups,backup_bytes,cpu_s,score
 # score: holdout_accuracy for the learners, else the job's first score column (precision for heavy hitters).
 # Usage: BEFORE=/path/afstream AFTER=/path/afstream [ROUNDS=10] [JOBS="hh nexmark"] [ITEMS=3e7] \
-#          experiments/ab_binaries.sh OUT
+#          [BEFORE_ARGS=...] [AFTER_ARGS=...] experiments/ab_binaries.sh OUT
+# BEFORE_ARGS / AFTER_ARGS: more arguments for that side's approx runs, so that one binary can be compared with
+# itself under two settings (BEFORE=AFTER, AFTER_ARGS="--ft.replay-items-max 0 --ft.replay-overhead-max 0").
 # (the learners run 1e6 examples whatever ITEMS says). Each run: afstream run --runtime threads --seed ROUND --quiet.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,11 +25,11 @@ for r in $(seq "$ROUNDS"); do
     score=""
     case "$job" in learn-*) items=1000000 score=holdout_accuracy ;; esac
     for bin in before after; do
-      exe=$BEFORE
-      [ "$bin" = after ] && exe=$AFTER
+      exe=$BEFORE side_args=${BEFORE_ARGS:-}
+      [ "$bin" = after ] && exe=$AFTER side_args=${AFTER_ARGS:-}
       for mode in none approx; do
         extra=""
-        [ "$mode" = approx ] && extra="$approx_a --ft.gamma 1e3"
+        [ "$mode" = approx ] && extra="$approx_a --ft.gamma 1e3 $side_args"
         rm -rf "$tmp/run"
         # shellcheck disable=SC2086  # job arguments are words
         "$exe" run $args --items "$items" --seed "$r" --ft.mode "$mode" $extra --runtime threads --quiet \

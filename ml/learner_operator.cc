@@ -321,16 +321,13 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
   make_step(config_, opt_, step_);
   clip_step();
   if (trace_every_ > 0) {  // the trace remembers each entry's value at the last point before its first move
-    if (weights_.tracking()) {
-      for (const auto i : step_.index) {
-        const double now = w[static_cast<Eigen::Index>(i)];
-        if (trace_moved_.remember(i, now)) {
-          trace_derived_.push_back(std::bit_cast<std::uint64_t>(weights_.backed_up(i)) ==
-                                   std::bit_cast<std::uint64_t>(now));
-        }
+    const bool tracking = weights_.tracking();
+    for (const auto i : step_.index) {
+      const double now = w[static_cast<Eigen::Index>(i)];
+      if (trace_moved_.remember(i, now) && tracking) [[unlikely]] {
+        trace_derived_.push_back(std::bit_cast<std::uint64_t>(weights_.backed_up(i)) ==
+                                 std::bit_cast<std::uint64_t>(now));
       }
-    } else {
-      for (const auto i : step_.index) (void)trace_moved_.remember(i, w[static_cast<Eigen::Index>(i)]);
     }
   }
   apply_step(step_, weights_);

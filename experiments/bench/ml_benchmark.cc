@@ -139,8 +139,7 @@ void BM_SgdLearnerProcess(benchmark::State& state) {
     n = (n + 1) & ((std::uint64_t{1} << 20) - 1);
     if (approx && n % 4096 == 0) {
       w.buffer().clear();
-      op.snapshot_delta(w);
-      op.mark_backed_up();
+      op.backup_delta(w);
     }
   }
   state.SetItemsProcessed(state.iterations());
@@ -148,13 +147,17 @@ void BM_SgdLearnerProcess(benchmark::State& state) {
 }
 BENCHMARK(BM_SgdLearnerProcess)->ArgsProduct({{0, 1}, {0, 1}});
 
-// The same two learners as BM_SgdLearnerProcess/K/0 and /K/1 (argument: kdd 0/1) in one process, taking turns on
-// the same blocks of 4,096 examples (approx then writes its delta, as the learn job's ft.replay-items-max does), each
-// block timed on its own: the host's noise (a shared 2-core VM, whose neighbours' load moves separate runs by 30%)
-// then falls on both alike, and the counter approx_over_none is the ratio of their total times. Counters none_ns and
-// approx_ns: per example.
+// The same two learners as BM_SgdLearnerProcess/K/0 and /K/1 (first argument: kdd 0/1) in one process, taking
+// turns on the same blocks of 4,096 examples, each block timed on its own: the host's noise (a shared 2-core VM,
+// whose neighbours' load moves separate runs by 30%) then falls on both alike, and the counter approx_over_none is
+// the ratio of their total times. Counters none_ns and approx_ns: per example. Second argument: when approx backs
+// up. 0: a whole delta after every block, as the learn job's ft.replay-items-max 4096 makes it; else the Theta rule
+// alone (the paper's setting, ft.replay-items-max 0): a delta whenever the divergence passes this theta in
+// thousandths after an example (2500: the runtime theta of each of the job's two copies at Theta 10, 10 / (2 x 2)).
+// Counter backups: per block.
 void BM_SgdLearnerApproxOverNone(benchmark::State& state) {
   const bool kdd = state.range(0) != 0;
+  const double theta = static_cast<double>(state.range(1)) / 1000;
   afs::Params p = learn_job_params(kdd);
   p.set("trace-every", std::int64_t{5000}).set("trace-clock", "off");
   afs::ml::SgdLearnerOperator none(p, {}), approx(p, {});
@@ -162,25 +165,34 @@ void BM_SgdLearnerApproxOverNone(benchmark::State& state) {
   DiscardingEmitter out;
   afs::ByteWriter w;
   constexpr std::uint64_t kBlock = 4096;
-  std::uint64_t first = 0;
+  std::uint64_t first = 0, backups = 0;
+  const auto backup = [&] {
+    w.buffer().clear();
+    approx.backup_delta(w);  // as the runtime takes a whole delta
+    ++backups;
+  };
+  // One loop for both learners (the same code around each), checking the divergence only for approx's Theta rule.
+  const auto feed = [&](afs::ml::SgdLearnerOperator& op, bool theta_rule) {
+    for (std::uint64_t n = first; n < first + kBlock; ++n) {
+      op.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
+      if (theta_rule && op.divergence() > theta) backup();
+    }
+  };
   afs::bench::TurnTimer timer;
   for (auto _ : state) {
-    const auto feed = [&](afs::ml::SgdLearnerOperator& op) {
-      for (std::uint64_t n = first; n < first + kBlock; ++n)
-        op.process(afs::Item{n, static_cast<std::int64_t>(n), 0, 0}, out);
-    };
-    timer.turn([&] { feed(none); },
+    timer.turn([&] { feed(none, false); },
                [&] {
-                 feed(approx);
-                 w.buffer().clear();
-                 approx.backup_delta(w);  // as the runtime takes a whole delta
+                 feed(approx, theta > 0);
+                 if (theta == 0) backup();
                });
     first = (first + kBlock) & ((std::uint64_t{1} << 20) - 1);
   }
   timer.report(state, kBlock);
-  state.SetLabel(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28");
+  state.counters["backups"] = static_cast<double>(backups) / static_cast<double>(state.iterations());
+  state.SetLabel(std::string(kdd ? "kdd-like sparse 2^18" : "higgs-like dense 28") +
+                 (theta > 0 ? ", Theta rule alone" : ", a delta every 4096"));
 }
-BENCHMARK(BM_SgdLearnerApproxOverNone)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SgdLearnerApproxOverNone)->ArgsProduct({{0, 1}, {0, 2500}})->Unit(benchmark::kMillisecond);
 
 // Arguments: kdd (0/1), deltas after the full snapshot. The learn job's copy of 1e6 examples: trace-every 5000,
 // ft.replay-items-max 4096, a full snapshot once the deltas weigh 4 times one (12-16 records on the KDD-like set).
