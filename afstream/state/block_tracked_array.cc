@@ -25,7 +25,7 @@ BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
                       std::to_string(kMaxSlots) + " slots");
   }
   data_.assign(2 * n, T{});  // values and bounds all 0 (an int64 0 is a Mag 0; a double 0.0 likewise)
-  base_.assign(n, T{});
+  if (!per_slot()) base_.assign(n, T{});
   crossed_.assign(blocks() + 1, 0);  // each block at most once, and the slot a non-crossing update writes
 }
 
@@ -48,6 +48,10 @@ bool BlockTrackedArray<T>::differs(std::size_t i) const {
 template <typename T>
 template <typename F>
 void BlockTrackedArray<T>::for_each_changed(std::size_t b, F&& f) const {
+  if (per_slot()) {  // the slot's bound is its distance from the backed-up value (or more, for two-way changes)
+    if (bound(b) != 0) f(static_cast<std::uint32_t>(b));
+    return;
+  }
   const std::size_t end = std::min(n_, (b + 1) << shift_);
   for (std::size_t i = b << shift_; i < end; ++i) {
     if (differs(i)) f(static_cast<std::uint32_t>(i));
@@ -97,7 +101,7 @@ template <typename T>
 void BlockTrackedArray<T>::mark_backed_up() {
   if (untracked_) return;
   for_each_moved_block([&](std::uint32_t b) {
-    for_each_changed(b, [&](std::uint32_t i) { base_[i] = value(i); });
+    if (!per_slot()) for_each_changed(b, [&](std::uint32_t i) { base_[i] = value(i); });
     bound(b) = 0;
   });
   high_ = 0;
@@ -139,7 +143,7 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
   std::size_t k = 0;
   for (const std::uint32_t b : look) {
     const Mag s = settle(b);
-    for_each_changed(b, [&](std::uint32_t i) { k += detail::abs_diff(value(i), base_[i]) > s ? 1 : 0; });
+    for_each_changed(b, [&](std::uint32_t i) { k += distance_of(i) > s ? 1 : 0; });
   }
   // Every block is now within the residual (looked at: within half of it) and within the old maximum (for
   // double, a re-measured block may exceed its old bound by rounding: the maximum takes it in).
@@ -149,10 +153,10 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
       const Mag s = settle(b);
       Mag rest = 0;
       for_each_changed(b, [&](std::uint32_t i) {
-        const Mag d = detail::abs_diff(value(i), base_[i]);
+        const Mag d = distance_of(i);
         if (d > s) {
           f(i);
-          base_[i] = value(i);
+          if (!per_slot()) base_[i] = value(i);
         } else {
           rest = std::max(rest, d);
         }
@@ -210,7 +214,7 @@ void BlockTrackedArray<T>::apply_full(std::vector<T>&& values) {
     data_[2 * i] = values[i];
     data_[2 * i + 1] = T{};  // every bound 0
   }
-  base_.swap(values);
+  if (!per_slot()) base_.swap(values);
   high_ = 0;
   ncrossed_ = 0;  // every bound is 0, within any watched residual: the next partial delta looks at what crosses it
 }
@@ -226,7 +230,7 @@ void BlockTrackedArray<T>::apply_delta(const Delta& d) {
   for (std::size_t k = 0; k < d.indices.size(); ++k) {
     assert(d.indices[k] < n_);
     value(d.indices[k]) = d.values[k];
-    if (!untracked_) base_[d.indices[k]] = d.values[k];
+    if (!untracked_ && !per_slot()) base_[d.indices[k]] = d.values[k];
   }
   mark_backed_up();  // slots changed before the delta and not in it
 }
