@@ -39,22 +39,6 @@ void write_container_header(ByteWriter& w, std::uint16_t tag, std::uint64_t size
 // Reads and checks the tag and version; returns the size. Throws FormatError naming what was expected and found.
 std::uint64_t read_container_header(ByteReader& r, std::uint16_t expected_tag);
 
-// Appends a u64 count and then the values v[idx[0]], v[idx[1]], ... in ByteWriter::put_array's layout, so that
-// ByteReader::get_array<T> reads them back.
-template <typename T, typename Values, typename Index>
-void put_gathered(ByteWriter& w, const Values& v, const Index& idx) {
-  w.put<std::uint64_t>(idx.size());
-  auto& buf = w.buffer();
-  const std::size_t off = buf.size();
-  buf.resize(off + idx.size() * sizeof(T));
-  std::uint8_t* out = buf.data() + off;
-  for (const auto i : idx) {
-    const T x = v[i];
-    std::memcpy(out, &x, sizeof(T));
-    out += sizeof(T);
-  }
-}
-
 // --- fixed-size arrays (TrackedArray, BlockTrackedArray: the same payloads) ----------------------------------------
 // full:  header (tag, version, n), then put_array<T>(the n values).
 // delta: header (tag, version, n), then put_array<u32>(indices) and put_array<T>(their values), in the same order.
