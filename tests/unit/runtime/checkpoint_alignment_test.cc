@@ -69,13 +69,21 @@ TEST(CheckpointAlignment, TwoInputsAreAlignedIntoConsistentCuts) {
   RunConfig none;
   none.mode = FtMode::None;
   const auto reference = run_two_inputs(none, nullptr);
-  auto store = std::make_shared<MemoryStore>();
-  const auto run = run_two_inputs(checkpoint_config(), store);
-  EXPECT_EQ(run.counters, reference.counters);
-  EXPECT_EQ(run.reported, reference.reported);
-  EXPECT_GT(run.result.items_held, 0u) << "no channel was ever blocked at a barrier";
-  EXPECT_GE(run.result.checkpoints, 10u);  // sources a and b each see theirs complete
-  EXPECT_EQ(run.result.checkpoints_abandoned, 0u);
+  // A channel is blocked only when its barrier arrives before the other channel's: the scheduler decides that, and on
+  // a loaded machine both may come in the same receive for every checkpoint of a run (4% of runs beside a busy job).
+  // So up to five runs, each checked in full, until one has held items.
+  std::shared_ptr<MemoryStore> store;
+  TwoInputRun run;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    store = std::make_shared<MemoryStore>();
+    run = run_two_inputs(checkpoint_config(), store);
+    EXPECT_EQ(run.counters, reference.counters) << "run " << attempt;
+    EXPECT_EQ(run.reported, reference.reported) << "run " << attempt;
+    EXPECT_GE(run.result.checkpoints, 10u) << "run " << attempt;  // sources a and b each see theirs complete
+    EXPECT_EQ(run.result.checkpoints_abandoned, 0u) << "run " << attempt;
+    if (run.result.items_held > 0) break;
+  }
+  EXPECT_GT(run.result.items_held, 0u) << "no channel was ever blocked at a barrier in five runs";
 
   // Every worker's records by checkpoint (no failure: each chain holds all of them).
   const Topology t = two_input_topology();
