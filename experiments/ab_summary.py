@@ -30,8 +30,9 @@ bench = defaultdict(list)
 for line in open(f"{d}/bench.txt") if os.path.exists(f"{d}/bench.txt") else []:
     f = line.split()
     bench[(f[1], f[2].replace("_median", ""))].append(float(f[3]))
-print()
-print("| binary | benchmark | ns an item (median of rounds) |")
-print("|---|---|---|")
+if bench:
+    print()
+    print("| binary | benchmark | ns an item (median of rounds) |")
+    print("|---|---|---|")
 for (binary, name), v in sorted(bench.items()):
     print(f"| {binary} | {name} | {st.median(v):.1f} |")

@@ -48,7 +48,8 @@ namespace afs {
 // int64 blocks of one slot (Count-Min's default) keep no backed-up copy (memory 2n*8): a slot's bound is then its own
 // distance from the backed-up value, exactly for one-way counters (else an upper bound), and the backups decide what
 // to write from it, in the cache line of the value, where reading a cold copy cost Count-Min's operator a tenth of
-// approx's time (hh_benchmark BM_CountMinHhApproxOverNone 1.59-1.82 -> 1.44-1.66; the same bytes a backup). A slot
+// approx's time (hh_benchmark BM_CountMinHhApproxOverNone 1.75-1.78 -> 1.65-1.69 in
+// experiments/results/count-min-no-copy/bench.txt; the same bytes a backup). A slot
 // whose changes cancelled out (bound > 0, value as backed up) is written again; a slot that moved both ways keeps its
 // bound, not its distance, after a partial delta that leaves it.
 template <typename T>
@@ -206,14 +207,7 @@ class BlockTrackedArray {
   T value(std::size_t i) const { return data_[i << vshift_]; }
   std::size_t blocks() const { return (n_ + (std::size_t{1} << shift_) - 1) >> shift_; }
   // The values as write_array_delta and write_array_full_gathered read them.
-  struct ValueView {
-    const T* data;
-    unsigned vshift;
-    std::size_t n;
-    std::size_t size() const { return n; }
-    T operator[](std::size_t i) const { return data[i << vshift]; }
-  };
-  ValueView view() const { return {data_.data(), vshift_, n_}; }
+  detail::StridedValues<T> view() const { return {data_.data(), vshift_, n_}; }
   void grow(std::size_t b, Mag m) { bump(data_.data(), shift_, crossed_.data(), ncrossed_, high_, watch_, b, m); }
   bool differs(std::size_t i) const;  // v_i is not b_i, bit for bit (blocks of several slots)
   // Blocks of one slot keep no backed-up copy: a slot's bound, the sum of its |changes| since its last backup, is at

@@ -61,11 +61,20 @@ void write_array_full(ByteWriter& w, std::span<const T> values) {
   write_container_header(w, array_tag<T>() | kTagFull, values.size());
   w.put_array<T>(values);
 }
-// The same from values stored some other way: anything with size() and a T operator[](std::size_t).
+// n values stored every 2^shift elements from data (a tracked container's values interleaved with its bookkeeping).
+template <typename T>
+struct StridedValues {
+  const T* data;
+  unsigned shift;
+  std::size_t n;
+  std::size_t size() const { return n; }
+  T operator[](std::size_t i) const { return data[i << shift]; }
+};
+// put_array<T>'s layout (u64 count, then the values) from values stored some other way: anything with size() and a
+// T operator[](std::size_t).
 template <typename T, typename Values>
-void write_array_full_gathered(ByteWriter& w, const Values& values) {
+void put_array_gathered(ByteWriter& w, const Values& values) {
   const std::size_t n = values.size();
-  write_container_header(w, array_tag<T>() | kTagFull, n);
   w.put<std::uint64_t>(n);
   auto& buf = w.buffer();
   const std::size_t off = buf.size();
@@ -75,6 +84,12 @@ void write_array_full_gathered(ByteWriter& w, const Values& values) {
     const T x = values[i];
     std::memcpy(out, &x, sizeof(T));
   }
+}
+// write_array_full from values stored some other way (as put_array_gathered takes them).
+template <typename T, typename Values>
+void write_array_full_gathered(ByteWriter& w, const Values& values) {
+  write_container_header(w, array_tag<T>() | kTagFull, values.size());
+  put_array_gathered<T>(w, values);
 }
 
 // A delta of the k slots for_each_index(f) yields (f(u32 index), exactly k calls), written in one pass. Values: a

@@ -184,14 +184,9 @@ void TrackedVector::mark_backed_up() {
 void TrackedVector::put_weights(ByteWriter& w) const {
   if (shift_ == 0) {
     w.put_array<double>(std::span<const double>(data_.data(), n_));
-    return;
+  } else {
+    detail::put_array_gathered<double>(w, detail::StridedValues<double>{data_.data(), shift_, n_});
   }
-  w.put<std::uint64_t>(n_);
-  auto& buf = w.buffer();
-  const std::size_t at = buf.size();
-  buf.resize(at + n_ * sizeof(double));
-  std::uint8_t* out = buf.data() + at;
-  for (std::size_t i = 0; i < n_; ++i, out += sizeof(double)) std::memcpy(out, &data_[2 * i], sizeof(double));
 }
 
 void TrackedVector::write_full(ByteWriter& w) const {
@@ -201,7 +196,7 @@ void TrackedVector::write_full(ByteWriter& w) const {
 
 void TrackedVector::write_delta(ByteWriter& w) const {
   detail::write_container_header(w, kDeltaTag, size());
-  if (dense_ || untracked_ || 2 * changed_.size() > size()) {
+  if (full_copy_delta()) {
     w.put<std::uint8_t>(kDeltaFullCopy);
     put_weights(w);
     return;
@@ -210,7 +205,7 @@ void TrackedVector::write_delta(ByteWriter& w) const {
 }
 
 void TrackedVector::backup_delta(ByteWriter& w) {
-  if (dense_ || untracked_ || 2 * changed_.size() > size()) {
+  if (full_copy_delta()) {
     write_delta(w);
     mark_backed_up();
     return;

@@ -207,6 +207,8 @@ class TrackedVector {
   // The sparse regime's bookkeeping empty: no entry changed. O(changed), or O(n / 64) when many changed.
   void clear_changed();
   void put_weights(ByteWriter& w) const;
+  // A delta is a flagged full copy: dense regime, untracked, or more than half the entries changed.
+  bool full_copy_delta() const { return dense_ || untracked_ || 2 * changed_.size() > size(); }
   void recompute();
   void enter_dense();
 

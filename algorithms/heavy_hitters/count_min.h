@@ -67,7 +67,9 @@ class CountMinHash {
 
   // Count-Min point query over an external counter array with this layout (counters.size() must equal size()):
   // the minimum of the key's depth counters.
-  std::int64_t estimate(std::span<const std::int64_t> counters, std::uint64_t key) const {
+  // Counters: a span, or anything with an int64 operator[](std::size_t) (a tracked counter array).
+  template <typename Counters = std::span<const std::int64_t>>
+  std::int64_t estimate(const Counters& counters, std::uint64_t key) const {
     std::int64_t best = INT64_MAX;
     for_each_bucket(key, [&](std::size_t i) { best = counters[i] < best ? counters[i] : best; });
     return best;

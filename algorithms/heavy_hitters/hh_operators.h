@@ -12,7 +12,6 @@
 //   hh-merge        the sink: the latest estimate of every reported key, merged over the parallel instances.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <unordered_map>
@@ -109,11 +108,7 @@ class CountMinHeavyHitters final : public Operator {
   void on_recovered(const RecoveryInfo& info) override;
   double distance(const Operator& other) const override;
 
-  std::int64_t estimate(std::uint64_t key) const {  // the minimum of the key's depth counters
-    std::int64_t best = INT64_MAX;
-    hash_.for_each_bucket(key, [&](std::size_t i) { best = std::min(best, counters_[i]); });
-    return best;
-  }
+  std::int64_t estimate(std::uint64_t key) const { return hash_.estimate(counters_, key); }
   const CountMinHash& hash() const { return hash_; }
   std::size_t divergence_block() const { return counters_.block(); }         // as used: divergence-block, lowered
   std::vector<std::int64_t> counters() const { return counters_.values(); }  // a copy, row-major
