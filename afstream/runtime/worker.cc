@@ -1734,6 +1734,7 @@ void Worker::flush(bool force) {
   for (auto& o : outs_) {
     if (checkpoint_mode() && !send_notices(o)) continue;  // no item goes ahead of a barrier notice
     if (!keeps_sent_items()) {
+      const std::uint64_t rewinds = rewinds_;
       std::size_t from = o.pending_head;
       while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
         const std::size_t n = std::min(batch, o.pending.size() - from);
@@ -1753,7 +1754,13 @@ void Worker::flush(bool force) {
         }
         const std::span<const std::uint64_t> roots =
             o.pending_roots.empty() ? std::span<const std::uint64_t>() : std::span(o.pending_roots.data() + from, n);
-        if (!send_batch(o, o.pending[from].seq, {o.pending.data() + from, n}, false, roots)) break;
+        if (!send_batch(o, o.pending[from].seq, {o.pending.data() + from, n}, false, roots)) {
+          // Its peer_ready may have learned a restart and rewound this source: the pending items (and `from` into
+          // them) are gone, every channel starts again from the committed position. (A stale `from` past the cleared
+          // items made the erase below corrupt the heap, FtBoundsProperty.TotalLoss under AddressSanitizer.)
+          if (rewinds_ != rewinds) from = o.pending_head;
+          break;
+        }
         from += n;
       }
       if (from > o.pending_head) o.sent = o.pending[from - 1].seq;
@@ -2086,6 +2093,7 @@ void Worker::advance_committed_mark() {
 // Produce again from the committed position, with the same sequence numbers: receivers that hold an item drop it,
 // a restarted one gets everything after its restored state.
 void Worker::rewind_source() {
+  ++rewinds_;
   advance_committed_mark();
   source_offset_ = committed_mark_.offset;
   for (std::size_t i = 0; i < outs_.size(); ++i) {

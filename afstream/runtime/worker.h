@@ -475,6 +475,9 @@ class Worker {
   // on). A window over what was sent would couple its receivers: one slower receiver (a hotter key range) would
   // hold the whole window and leave the others starved.
   bool resends_by_rewind_ = false;
+  // rewind_source() calls so far: a flush whose send learned a restart (peer_ready) and so rewound the source knows
+  // that its position in the pending items is gone.
+  std::uint64_t rewinds_ = 0;
   // Approximate mode, every input from a replayable source (which rewinds for a restarted receiver): acknowledged
   // items cannot be lost (Proposition S), so admission is not limited by l. Unbacked items are still counted: a
   // punctuation logs them with it, as restore() expects.
