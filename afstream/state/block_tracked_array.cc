@@ -24,7 +24,8 @@ BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
     throw ConfigError("BlockTrackedArray size " + std::to_string(n) + " exceeds the limit of " +
                       std::to_string(kMaxSlots) + " slots");
   }
-  data_.assign(2 * n, T{});  // values and bounds all 0 (an int64 0 is a Mag 0; a double 0.0 likewise)
+  data_.assign(n, T{});
+  bounds_.assign(blocks(), Bound{});
   if (!per_slot()) base_.assign(n, T{});
   crossed_.assign(blocks() + 1, 0);  // each block at most once, and the slot a non-crossing update writes
 }
@@ -87,12 +88,9 @@ std::size_t BlockTrackedArray<T>::dirty_count() const {
 
 template <typename T>
 void BlockTrackedArray<T>::stop_tracking() {
-  if (!untracked_) {  // the values alone from now on
-    data_ = values();
-    vshift_ = 0;
-  }
-  untracked_ = true;
+  untracked_ = true;  // the values alone from now on
   base_ = std::vector<T>();
+  bounds_ = std::vector<Bound>();
   crossed_ = std::vector<std::uint32_t>();
   high_ = 0;
 }
@@ -102,7 +100,7 @@ void BlockTrackedArray<T>::mark_backed_up() {
   if (untracked_) return;
   for_each_moved_block([&](std::uint32_t b) {
     if (!per_slot()) for_each_changed(b, [&](std::uint32_t i) { base_[i] = value(i); });
-    bound(b) = 0;
+    bound_ref(b) = 0;
   });
   high_ = 0;
   ncrossed_ = 0;  // every bound is 0, within any watched residual: the next partial delta looks at what crosses it
@@ -118,9 +116,11 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
     watch_ = 0;
     return 0;
   }
-  const Mag keep = std::is_same_v<T, double> ? static_cast<Mag>(residual)
-                   : residual >= 0x1p64      ? std::numeric_limits<Mag>::max()
-                                             : static_cast<Mag>(residual);  // rounds down
+  // Rounded down for int64, and kept below kSaturated so that a saturating bound is always listed (a residual that
+  // large only writes more than it had to).
+  const Mag keep = std::is_same_v<T, double>                     ? static_cast<Mag>(residual)
+                   : residual >= static_cast<double>(kSaturated) ? kSaturated - 1
+                                                                 : static_cast<Mag>(residual);
   // The blocks to look at: those whose bound passed the residual watched since the previous partial delta (listed
   // as they crossed it); every other block is within that residual. A smaller residual than that one: every block
   // past it, found by a pass over the bounds.
@@ -161,7 +161,7 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
           rest = std::max(rest, d);
         }
       });
-      bound(b) = rest;
+      bound_ref(b) = static_cast<Bound>(rest);  // rest <= keep / 2, below kSaturated
       left = std::max(left, rest);
     }
   });
@@ -173,11 +173,7 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
 
 template <typename T>
 void BlockTrackedArray<T>::write_full(ByteWriter& w) const {
-  if (untracked_) {
-    detail::write_array_full<T>(w, std::span<const T>(data_));
-  } else {
-    detail::write_array_full_gathered<T>(w, view());
-  }
+  detail::write_array_full<T>(w, std::span<const T>(data_));
 }
 
 template <typename T>
@@ -210,11 +206,9 @@ void BlockTrackedArray<T>::apply_full(std::vector<T>&& values) {
     data_.swap(values);
     return;
   }
-  for (std::size_t i = 0; i < n_; ++i) {
-    data_[2 * i] = values[i];
-    data_[2 * i + 1] = T{};  // every bound 0
-  }
-  if (!per_slot()) base_.swap(values);
+  if (!per_slot()) base_ = values;
+  data_.swap(values);
+  std::fill(bounds_.begin(), bounds_.end(), Bound{});
   high_ = 0;
   ncrossed_ = 0;  // every bound is 0, within any watched residual: the next partial delta looks at what crosses it
 }

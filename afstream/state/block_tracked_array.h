@@ -9,6 +9,7 @@
 // (one bound per block of slots).
 #pragma once
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <limits>
@@ -35,28 +36,33 @@ namespace afs {
 //    updates several slots keeps them in different blocks to keep divergence_bounded_by_alpha (Count-Min: a block
 //    that divides the width, so rows never share a block).
 //  - Payloads are TrackedArray<T>'s (same tag and layout): either container reads the other's backups.
-// Cost: add/set are O(1), branch-free but for a rarely taken one (a new highest bound); the backed-up copy is not
-// read. mark_backed_up and write_delta compare the slots of the blocks that moved with the backed-up copy and write
-// only the ones that differ: O(those slots) while no partial delta watches a residual (before the first, and after
-// one given residual 0), else also a pass over the n / block bounds. backup_partial_delta looks only at the blocks
-// that passed the residual. Layout: while tracking, slot i's value is stored at word 2i and its block's bound at
-// word 2i + 1 of its first slot (the other slots' second words unused), so an update reads and writes one cache line
-// (a separate array of bounds cost Count-Min a second miss per counter: approx / none 1.8-1.9 on the operator's own
-// thread, hh_benchmark BM_CountMinHhApproxOverNone); the backed-up copy is separate. Memory: 3n*sizeof(T). Sizes are
-// limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none): the values alone, an update only writes the
-// value and every delta holds every slot.
-// int64 blocks of one slot (Count-Min's default) keep no backed-up copy (memory 2n*8): a slot's bound is then its own
-// distance from the backed-up value, exactly for one-way counters (else an upper bound), and the backups decide what
-// to write from it, in the cache line of the value, where reading a cold copy cost Count-Min's operator a tenth of
-// approx's time (hh_benchmark BM_CountMinHhApproxOverNone 1.75-1.78 -> 1.65-1.69 in
-// experiments/results/count-min-no-copy/bench.txt; the same bytes a backup). A slot
-// whose changes cancelled out (bound > 0, value as backed up) is written again; a slot that moved both ways keeps its
-// bound, not its distance, after a partial delta that leaves it.
+// Cost: add/set are O(1), with rarely taken branches (a new highest bound, a block passing the residual); the
+// backed-up copy is not read. mark_backed_up and write_delta compare the slots of the blocks that moved with the
+// backed-up copy and write only the ones that differ: O(those slots) while no partial delta watches a residual (before
+// the first, and after one given residual 0), else also a pass over the n / block bounds. backup_partial_delta looks
+// only at the blocks that passed the residual. Layout: the values as in mode none (one array, so that reading them
+// costs what it costs untracked), the bounds in an array of their own (32 bits each for int64: Count-Min's 128 KB
+// beside 256 KB of counters), the backed-up copy in a third; see experiments/results/count-min-bounds for what this
+// layout saved against 64-bit bounds interleaved with the values. Memory: 2n*sizeof(T) + (n / block) * 4 bytes for
+// int64 (8 for double). Sizes are limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none): the values
+// alone, an update only writes the value and every delta holds every slot.
+// int64 blocks of one slot (Count-Min's default) keep no backed-up copy (memory n*12 bytes): a slot's bound is then
+// its own distance from the backed-up value, exactly for one-way counters (else an upper bound), and the backups
+// decide what to write from it instead of reading a cold copy, which cost Count-Min's operator a tenth of approx's
+// time (hh_benchmark BM_CountMinHhApproxOverNone 1.75-1.78 -> 1.65-1.69 in
+// experiments/results/count-min-no-copy/bench.txt; the same bytes a backup). A slot whose changes cancelled out
+// (bound > 0, value as backed up) is written again; a slot that moved both ways keeps its bound, not its distance,
+// after a partial delta that leaves it.
 template <typename T>
 class BlockTrackedArray {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
                 "BlockTrackedArray holds std::int64_t or double counters");
   using Mag = typename detail::DivergenceTraits<T>::Mag;
+  // A stored bound: 32 bits for int64 counters (an update touches half the memory a 64-bit bound did), saturating at
+  // kSaturated, which stands for "at least that" (its slot's distance counts as infinite until its next backup).
+  using Bound = std::conditional_t<std::is_same_v<T, double>, double, std::uint32_t>;
+  static constexpr Mag kSaturated =
+      std::is_same_v<T, double> ? std::numeric_limits<Mag>::infinity() : Mag{std::numeric_limits<std::uint32_t>::max()};
 
  public:
   using value_type = T;
@@ -88,6 +94,7 @@ class BlockTrackedArray {
       for (const std::uint32_t i : slots) v[i] += delta;
       return;
     }
+    Bound* const bounds = bounds_.data();
     std::uint32_t* const crossed = crossed_.data();
     const Mag m = magnitude(delta), watch = watch_;
     const unsigned shift = shift_;
@@ -95,8 +102,8 @@ class BlockTrackedArray {
     std::size_t n = ncrossed_;
     for (const std::uint32_t i : slots) {
       assert(i < n_);
-      v[2 * std::size_t{i}] += delta;
-      bump(v, shift, crossed, n, high, watch, i >> shift, m);
+      v[i] += delta;
+      bump(bounds, crossed, n, high, watch, i >> shift, m);
     }
     high_ = high;
     ncrossed_ = n;
@@ -106,7 +113,7 @@ class BlockTrackedArray {
 
   T get(std::size_t i) const {
     assert(i < n_);
-    return data_[i << vshift_];
+    return data_[i];
   }
   T operator[](std::size_t i) const { return get(i); }
   std::size_t size() const { return n_; }
@@ -169,46 +176,44 @@ class BlockTrackedArray {
       return d < 0 ? Mag{0} - static_cast<Mag>(d) : static_cast<Mag>(d);
     }
   }
-  // bound + m, saturated for int64 (still an upper bound); +infinity for a NaN change of a double.
-  static Mag saturated_sum(Mag bound, Mag m) {
-    Mag next = bound + m;
+  // Block b's bound += m: the block is listed when its bound passes the watched residual (for partial deltas; at
+  // most once, as bounds only grow until a partial delta looks at the block and clears the list; a rarely taken
+  // branch, cheaper than an unconditional store to the list), and high is raised to it. An int64 bound that reaches
+  // kSaturated stays there and makes high the largest Mag (divergence() then forces a backup; watch_ is always below
+  // kSaturated, so the block is listed); a NaN change of a double makes the bound +infinity. On the members (grow) or
+  // on add_each's copies of them, kept in registers.
+  static void bump(Bound* bounds, std::uint32_t* crossed, std::size_t& ncrossed, Mag& high, Mag watch, std::size_t b,
+                   Mag m) {
+    Bound& slot = bounds[b];
+    const Mag bound = slot;
+    Mag next = bound + m;  // int64: bound < 2^32 and m <= 2^63, no wrap
     if constexpr (std::is_same_v<T, std::int64_t>) {
-      if (next < m) [[unlikely]]
+      slot = static_cast<Bound>(std::min(next, kSaturated));
+      if (next >= kSaturated) [[unlikely]]
         next = std::numeric_limits<Mag>::max();
     } else {
       if (!(next >= 0)) [[unlikely]]
         next = std::numeric_limits<Mag>::infinity();
+      slot = next;
     }
-    return next;
-  }
-  // Block b's bound += m: the block is listed when its bound passes the watched residual (for partial deltas;
-  // branch-free, at most once, as bounds only grow until a partial delta looks at the block and clears the list),
-  // and high is raised to it. On the members (grow) or on add_each's copies of them, kept in registers.
-  static void bump(T* data, unsigned shift, std::uint32_t* crossed, std::size_t& ncrossed, Mag& high, Mag watch,
-                   std::size_t b, Mag m) {
-    Mag& slot = bound_at(data, shift, b);
-    const Mag bound = slot;
-    const Mag next = saturated_sum(bound, m);
-    crossed[ncrossed] = static_cast<std::uint32_t>(b);
-    ncrossed += static_cast<std::size_t>((bound <= watch) & (next > watch));
-    slot = next;
+    if ((bound <= watch) & (next > watch)) [[unlikely]]
+      crossed[ncrossed++] = static_cast<std::uint32_t>(b);
     if (next > high) [[unlikely]]
       high = next;
   }
-  // Block b's bound: the second word of its first slot (tracking). Mag is T, or for int64 its unsigned counterpart,
-  // which may alias it.
-  static std::size_t bound_word(unsigned shift, std::size_t b) { return ((b << shift) << 1) + 1; }
-  static Mag& bound_at(T* data, unsigned shift, std::size_t b) {
-    return *reinterpret_cast<Mag*>(data + bound_word(shift, b));
+  Bound& bound_ref(std::size_t b) { return bounds_[b]; }
+  // Block b's bound as a Mag: a saturated one is the largest Mag (+infinity for double).
+  Mag bound(std::size_t b) const {
+    const Mag v = bounds_[b];
+    if constexpr (std::is_same_v<T, std::int64_t>) return v >= kSaturated ? std::numeric_limits<Mag>::max() : v;
+    return v;
   }
-  Mag& bound(std::size_t b) { return bound_at(data_.data(), shift_, b); }
-  Mag bound(std::size_t b) const { return *reinterpret_cast<const Mag*>(data_.data() + bound_word(shift_, b)); }
-  T& value(std::size_t i) { return data_[i << vshift_]; }
-  T value(std::size_t i) const { return data_[i << vshift_]; }
+  T& value(std::size_t i) { return data_[i]; }
+  T value(std::size_t i) const { return data_[i]; }
   std::size_t blocks() const { return (n_ + (std::size_t{1} << shift_) - 1) >> shift_; }
   // The values as write_array_delta and write_array_full_gathered read them.
-  detail::StridedValues<T> view() const { return {data_.data(), vshift_, n_}; }
-  void grow(std::size_t b, Mag m) { bump(data_.data(), shift_, crossed_.data(), ncrossed_, high_, watch_, b, m); }
+  detail::StridedValues<T> view() const { return {data_.data(), 0, n_}; }
+  void grow(std::size_t b, Mag m) { bump(bounds_.data(), crossed_.data(), ncrossed_, high_, watch_, b, m); }
   bool differs(std::size_t i) const;  // v_i is not b_i, bit for bit (blocks of several slots)
   // Blocks of one slot keep no backed-up copy: a slot's bound, the sum of its |changes| since its last backup, is at
   // least its distance from the backed-up value (equal for counters that move one way, as Count-Min's), and a backup
@@ -225,12 +230,10 @@ class BlockTrackedArray {
   void for_each_changed(std::size_t b, F&& f) const;
 
   std::size_t n_;
-  // Tracking: slot i's value at word 2i; block b's bound (the sum of |changes| since its slots last matched base_) at
-  // the word after its first slot's value. Untracked: the values alone.
-  std::vector<T> data_;
-  unsigned vshift_ = 1;  // log2 of the values' stride in data_
-  std::vector<T> base_;  // the backed-up copy (only read and written at backups and restores)
-  Mag high_ = 0;         // >= every bound: their maximum, or since a partial delta at least what it returned
+  std::vector<T> data_;        // the values
+  std::vector<Bound> bounds_;  // block b's bound (the sum of |changes| since its slots last matched base_)
+  std::vector<T> base_;        // the backed-up copy (only read and written at backups and restores)
+  Mag high_ = 0;               // >= every bound: their maximum, or since a partial delta at least what it returned
   // Every block not in crossed_[0, ncrossed_) is within watch_: the residual of the last partial delta (0 before the
   // first, and after a partial delta given none: the list then holds every block changed). A whole backup zeroes the
   // bounds and keeps it.

@@ -417,6 +417,52 @@ TEST(BlockTrackedArray, NanAndSaturationStayUpperBounds) {
   EXPECT_EQ(b.divergence(), static_cast<double>(std::numeric_limits<std::uint64_t>::max()));
 }
 
+// int64 bounds are stored in 32 bits: one that passes 2^32 - 1 saturates, the divergence becomes the largest value
+// (a backup is forced), and every backup still writes the slot, whatever residual it leaves (a residual that large
+// is lowered below the saturation, so that a saturating slot is always looked at).
+TEST(BlockTrackedArray, BoundsPastThirtyTwoBitsSaturateAndTheirSlotsAreWritten) {
+  for (const std::size_t block : {std::size_t{1}, std::size_t{4}}) {
+    SCOPED_TRACE(::testing::Message() << "block " << block);
+    BlockTrackedArray<std::int64_t> a(16, block);
+    std::vector<std::int64_t> stored(16);
+    auto partial = [&](double residual) {
+      ByteWriter w;
+      const double left = a.backup_partial_delta(w, residual);
+      apply_payload(stored, w.take(), false);
+      EXPECT_LE(brute_max_abs<std::int64_t>(a.values(), stored), left);
+      EXPECT_EQ(a.divergence(), left);
+      return left;
+    };
+    a.add(0, 3'000'000'000);
+    EXPECT_EQ(a.divergence(), 3e9);  // exact below the saturation
+    a.add(8, 1'500'000'000);
+    EXPECT_EQ(partial(4e9), 3e9);  // watches 4e9; slot 0 past half of it is written (per slot) or left (blocks)
+    a.add(8, 3'000'000'000);       // slot 8's bound: 4.5e9 > 2^32 - 1
+    EXPECT_EQ(a.divergence(), static_cast<double>(std::numeric_limits<std::uint64_t>::max()));
+    a.add(8, 5);  // stays saturated
+    EXPECT_EQ(a.divergence(), static_cast<double>(std::numeric_limits<std::uint64_t>::max()));
+    EXPECT_LT(partial(4e9), 4.3e9);  // slot 8 written
+    EXPECT_EQ(stored[8], 4'500'000'005);
+    a.add(3, 5'000'000'000);  // saturates a bound under a residual above the saturation
+    EXPECT_GT(a.divergence(), 1e19);
+    EXPECT_LT(partial(1e19), 4.3e9);
+    EXPECT_EQ(stored[3], 5'000'000'000);
+    for (int k = 0; k < 3; ++k) a.add(5, 5'000'000'000);  // saturated, then moved again: listed once
+    ByteWriter once;
+    a.backup_partial_delta(once, 1e19);
+    ByteReader r(once.buffer());
+    const auto d = a.read_delta(r);
+    EXPECT_EQ(d.indices, (std::vector<std::uint32_t>{5}));
+    stored[5] = d.values.at(0);
+    ByteWriter w;
+    a.write_delta(w);
+    a.mark_backed_up();
+    apply_payload(stored, w.take(), false);
+    EXPECT_EQ(stored, a.values());
+    EXPECT_EQ(a.divergence(), 0);
+  }
+}
+
 TEST(BlockTrackedArray, RejectsBadSizesAndBlocks) {
   EXPECT_THROW(BlockTrackedArray<std::int64_t>(10, 0), ConfigError);
   EXPECT_THROW(BlockTrackedArray<std::int64_t>(10, 6), ConfigError);
