@@ -211,8 +211,7 @@ class BlockTrackedArray {
   T& value(std::size_t i) { return data_[i]; }
   T value(std::size_t i) const { return data_[i]; }
   std::size_t blocks() const { return (n_ + (std::size_t{1} << shift_) - 1) >> shift_; }
-  // The values as write_array_delta and write_array_full_gathered read them.
-  detail::StridedValues<T> view() const { return {data_.data(), 0, n_}; }
+  std::span<const T> view() const { return {data_.data(), n_}; }  // as write_array_delta reads them
   void grow(std::size_t b, Mag m) { bump(bounds_.data(), crossed_.data(), ncrossed_, high_, watch_, b, m); }
   bool differs(std::size_t i) const;  // v_i is not b_i, bit for bit (blocks of several slots)
   // Blocks of one slot keep no backed-up copy: a slot's bound, the sum of its |changes| since its last backup, is at

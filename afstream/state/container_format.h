@@ -85,13 +85,6 @@ void put_array_gathered(ByteWriter& w, const Values& values) {
     std::memcpy(out, &x, sizeof(T));
   }
 }
-// write_array_full from values stored some other way (as put_array_gathered takes them).
-template <typename T, typename Values>
-void write_array_full_gathered(ByteWriter& w, const Values& values) {
-  write_container_header(w, array_tag<T>() | kTagFull, values.size());
-  put_array_gathered<T>(w, values);
-}
-
 // A delta of the k slots for_each_index(f) yields (f(u32 index), exactly k calls), written in one pass. Values: a
 // span, or anything with size() and a T operator[](std::size_t).
 template <typename T, typename Values, typename F>
