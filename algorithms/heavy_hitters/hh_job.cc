@@ -43,11 +43,13 @@ class HeavyHittersJob final : public Job {
         "item weights: packet (40..1500 bytes, as the paper's packet trace) or unit")(
         "hh.phi", po::value<double>()->default_value(1e-3),
         "heavy-hitter threshold: a key is heavy if its total weight exceeds phi (a fraction of the expected total "
-        "weight if < 1)")("hh.divergence-block", po::value<std::uint64_t>()->default_value(kCountMinDivergenceBlock),
-                          "Count-Min counters per divergence block (a power of two; 1: every counter's drift "
-                          "measured exactly, more work per update; lowered to divide hh.width)")(
-        "hh.parallelism", po::value<int>()->default_value(2), "parallel count-min-hh workers (keyed)")(
-        "hh.sources", po::value<int>()->default_value(1), "parallel source instances");
+        "weight if < 1)")(
+        "hh.divergence-block", po::value<std::uint64_t>()->default_value(kCountMinDivergenceBlock),
+        "Count-Min counters per divergence block (a power of two; 1: every counter's drift "
+        "measured exactly, the cheapest; larger blocks bound runs of counters: more backups; lowered to "
+        "divide hh.width)")("hh.parallelism", po::value<int>()->default_value(2),
+                            "parallel count-min-hh workers (keyed)")("hh.sources", po::value<int>()->default_value(1),
+                                                                     "parallel source instances");
   }
 
   Topology topology(const po::variables_map& vm, const RunConfig& run) override {
