@@ -67,10 +67,10 @@ double count_min_watch_margin(double theta, double l, double alpha, int copies, 
                               bool behind_replayable_sources);
 
 // The default divergence-block of count-min-hh: counters per block of its BlockTrackedArray. One: each counter's
-// drift exactly, the same backups as per-counter tracking. Bigger blocks make an update cheaper (a smaller bound
-// array) but backups more frequent and larger; on the heavy-hitter job's sketch (4 x 8,000, Zipf 0.9, packet
-// weights, hh_benchmark BM_CountMinHhProcess/50000/B) blocks of 1, 2 and 4 cost the same within noise with
-// backups, 8 more (experiments/results/count-min-blocks).
+// drift exactly, the same backups as per-counter tracking, and no backed-up copy. Bigger blocks make the bound
+// array smaller but backups more frequent and larger, each comparing the blocks' slots with a backed-up copy; on the
+// heavy-hitter job's sketch (4 x 8,000, Zipf 0.9, packet weights, hh_benchmark BM_CountMinHhProcess/50000/B) every
+// block above 1 costs more (experiments/results/count-min-blocks, count-min-bounds).
 inline constexpr std::uint64_t kCountMinDivergenceBlock = 1;
 
 // Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight
