@@ -642,7 +642,7 @@ void Worker::restore() {
     // 0.01 ms before restore_ms on a loaded machine).
     if (caught_up_at_restore)
       crash_in_->record.caught_up_ms = std::chrono::duration<double, std::milli>(now - crash_in_->killed_at).count();
-    restored_at_ = Clock::now();
+    restored_at_ = now;
     awaiting_first_item_ = true;
     awaiting_live_item_ = true;
   }
