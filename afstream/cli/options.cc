@@ -95,11 +95,12 @@ po::options_description run_options() {
       "exact mode: items between state backups")(
       "ft.replay-items-max", po::value<std::uint64_t>()->default_value(RunConfig{}.replay_items_max),
       "approx mode, behind replayable sources: the most items a recovery processes again (a state backup at least "
-      "every so many items; 0: backups by Theta only)")(
+      "every so many items; 0: no such backups, except those of ft.replay-overhead-max)")(
       "ft.replay-overhead-max", po::value<double>()->default_value(RunConfig{}.replay_overhead_max),
       "approx mode, behind replayable sources: back up the state as often as costs at most this share of the "
       "processing time (measured), bounding the items a recovery processes again by the state's size: every few "
-      "hundred items for a small state, rarely for a large one (0: off; ft.replay-items-max caps the interval)")(
+      "hundred items for a small state, rarely for a large one (0: off, except 0.01 for a worker whose store is "
+      "remote, which backs up by this rule instead of Theta; ft.replay-items-max caps the interval)")(
       "ft.microbatch-interval", po::value<std::string>()->default_value("1s"),
       "microbatch mode: a batch closes (state checkpoint, outputs released) after this long (500ms, 2s, ...)")(
       "ft.microbatch-items", po::value<std::uint64_t>()->default_value(0),

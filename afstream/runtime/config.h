@@ -58,10 +58,11 @@ struct RunConfig {
   // back up their position at least as often.
   std::uint64_t replay_items_max = 0;
   // approx, workers fed only by replayable sources: take those backups as often as keeps their cost (measured: the
-  // compute thread's CPU time in backup_state plus the backup thread's CPU time writing them) at most this share of the
-  // compute thread's time between backups, so that a small state is backed up every few hundred items and a large
-  // one rarely (0: off). The interval is at least 256 items and at most replay_items_max (when set) or
-  // exact_state_every.
+  // compute thread's CPU time in backup_state plus the backup thread's CPU time writing them, or its wall time for a
+  // remote store) at most this share of the compute thread's time between backups, so that a small state is backed
+  // up every few hundred items and a large one rarely (0: off, except 0.01 for a worker with a remote store, which
+  // backs up by this rule instead of theta: Worker::after_update_checked). The interval is at least 256 items and at
+  // most replay_items_max (when set) or exact_state_every.
   double replay_overhead_max = 0;
   std::vector<FailureEvent> failures;
   bool measure_losses = false;  // tests: keep the state at each crash to measure what it lost

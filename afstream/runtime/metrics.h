@@ -48,6 +48,9 @@ struct alignas(64) WorkerCounters {
   std::atomic<std::uint64_t> item_backups{0};
   std::atomic<std::uint64_t> backup_bytes{0};
   std::atomic<std::uint64_t> state_backup_ns{0};  // CPU time the backup thread spent encoding and storing state backups
+  // A remote store: the wall time of those writes, round trips included (most of their cost is spent by both
+  // processes' ZeroMQ I/O threads and the server, which the backup thread's CPU time does not see).
+  std::atomic<std::uint64_t> state_backup_wall_ns{0};
   std::atomic<std::uint64_t> duplicates_dropped{0};
   std::array<std::atomic<std::uint64_t>, kLatencyBuckets> latency{};  // batches by latency bucket
   std::atomic<std::uint64_t> trees_replayed{0};  // ack mode (sources): items emitted again (a tree timed out, or

@@ -47,6 +47,9 @@ constexpr std::size_t kMaxSourceMarks = 8192;
 // measurements (exponential smoothing; the machine's noise moves single backups by a factor of two).
 constexpr std::uint64_t kReplayIntervalMin = 256;
 constexpr double kCostSmoothing = 0.25;
+// The share ft.replay-overhead-max takes when it is 0 for a worker behind replayable sources with a remote store,
+// which backs up by the cost rule alone (experiments/results/process-runtime).
+constexpr double kRemoteReplayOverheadMax = 0.01;
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -225,7 +228,12 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
                        std::all_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.from_source; });
   never_wait_for_store_ = inputs_replayable_ && ctx_.store != nullptr && ctx_.store->remote();
   replay_items_max_ = inputs_replayable_ ? ctx_.config.replay_items_max : 0;
-  if (inputs_replayable_ && ctx_.config.replay_overhead_max > 0) {
+  // Behind replayable sources with a remote store, the cost rule always chooses when to back up (at 1% unless set):
+  // Theta's triggers would each cost a round trip to the server and protect nothing (after_update_checked).
+  replay_overhead_max_ = ctx_.config.replay_overhead_max > 0 ? ctx_.config.replay_overhead_max
+                         : never_wait_for_store_             ? kRemoteReplayOverheadMax
+                                                             : 0;
+  if (inputs_replayable_ && replay_overhead_max_ > 0) {
     // Adaptive (adapt_replay_interval): it starts at the smallest interval and grows once backups are measured.
     replay_interval_max_ = replay_items_max_ > 0 ? replay_items_max_ : ctx_.config.exact_state_every;
     replay_interval_min_ = std::min<std::uint64_t>(kReplayIntervalMin, replay_interval_max_);
@@ -1292,6 +1300,15 @@ void Worker::after_update_checked() {
         }
         return;
       }
+      // Behind replayable sources with a remote store the cost rule alone paces the state backups (replay_due): a
+      // failure there loses nothing whatever the drift (Proposition S), so a backup at each Theta trigger would only
+      // shorten what a recovery repeats, at a round trip to the backup server each (on worker processes about 300 us
+      // of the machine's CPU: heavy hitters ran at 74% of mode none; experiments/results/process-runtime). The
+      // items before the next one skip the check.
+      if (never_wait_for_store_ && !replay_due) {
+        if (replay_limit_ > since_state_backup_ + 1) unchecked_items_ = replay_limit_ - since_state_backup_ - 1;
+        return;
+      }
       // DESIGN 3, Theta, with asynchronous backups: a state backup is taken once the divergence passes
       // (1 - headroom) * theta, so it can be written while the state drifts by the headroom; the compute thread
       // waits for the store only if that is used up first. The state never drifts more than theta (plus the item
@@ -1306,15 +1323,9 @@ void Worker::after_update_checked() {
         if (room >= op_alpha_) unchecked_items_ = static_cast<std::uint64_t>(room / op_alpha_);
       }
       if (d > trigger || replay_due) {
-        // Behind replayable sources a failure loses nothing whatever the state's drift (Proposition S): a backup
-        // only bounds the work a recovery repeats. So with a remote store the compute thread never waits for a
-        // round trip there: backups are written asynchronously, and while one is in flight the next is taken as
-        // soon as it is confirmed (checked again at the next item). An in-process store is written inline, as ever.
-        // (ft.replay-items-max's forced backups still wait: they bound the work a recovery repeats.)
-        if (pending_state_ticket_ && never_wait_for_store_ && !replay_due &&
-            !writer_->is_confirmed(pending_state_ticket_)) {
-          return;
-        }
+        // (The forced backups of the replay interval wait for the one in flight: they bound the work a recovery
+        // repeats. Behind replayable sources with a remote store they are the only ones, and a new one is not
+        // waited for.)
         if (pending_state_ticket_) writer_->wait(pending_state_ticket_);
         pending_state_ticket_ = 0;
         // A partial backup may leave part of the divergence unwritten, well below the trigger (general-bounds §3.6),
@@ -1957,7 +1968,10 @@ void Worker::backup_state(bool wait, double residual) {
 // recovery loses nothing whatever the interval (Proposition S); only the work it repeats does.
 void Worker::adapt_replay_interval(Clock::time_point started, std::int64_t cpu_ns, std::uint64_t items) {
   const auto ended = Clock::now();
-  const std::uint64_t task_ns = counters_.state_backup_ns.load(std::memory_order_relaxed);
+  // A remote store's writes are measured by their round trips' wall time (metrics.h, state_backup_wall_ns).
+  const std::uint64_t task_ns =
+      (ctx_.store != nullptr && ctx_.store->remote() ? counters_.state_backup_wall_ns : counters_.state_backup_ns)
+          .load(std::memory_order_relaxed);
   const double cost = static_cast<double>(cpu_ns) + static_cast<double>(task_ns - backup_task_ns_seen_);
   backup_task_ns_seen_ = task_ns;
   if (last_backup_end_ != Clock::time_point{} && items > 0) {
@@ -1968,7 +1982,7 @@ void Worker::adapt_replay_interval(Clock::time_point started, std::int64_t cpu_n
   backup_cost_ns_ = backup_cost_ns_ > 0 ? backup_cost_ns_ + kCostSmoothing * (cost - backup_cost_ns_) : cost;
   last_backup_end_ = ended;
   if (item_cost_ns_ > 0) {
-    const double n = backup_cost_ns_ / (ctx_.config.replay_overhead_max * item_cost_ns_);
+    const double n = backup_cost_ns_ / (replay_overhead_max_ * item_cost_ns_);
     replay_items_max_ = n >= static_cast<double>(replay_interval_max_)
                             ? replay_interval_max_
                             : std::max(replay_interval_min_, static_cast<std::uint64_t>(n));
@@ -2043,6 +2057,7 @@ void Worker::backup_state_now(bool wait, double residual) {
     // (about 0.5 us here, a tenth of one of Count-Min's inline backups), so it is read only on the backup thread.
     const bool on_backup_thread = std::this_thread::get_id() != compute_thread;
     const std::int64_t started = on_backup_thread ? thread_cpu_ns() : 0;
+    const std::int64_t started_wall = on_backup_thread && store->remote() ? now_ns() : 0;
     auto bytes = rec.encode();
     counters.backup_bytes.fetch_add(bytes.size(), std::memory_order_relaxed);
     counters.state_backups.fetch_add(1, std::memory_order_relaxed);
@@ -2051,6 +2066,10 @@ void Worker::backup_state_now(bool wait, double residual) {
     if (on_backup_thread) {
       counters.state_backup_ns.fetch_add(static_cast<std::uint64_t>(thread_cpu_ns() - started),
                                          std::memory_order_relaxed);
+      if (started_wall != 0) {
+        counters.state_backup_wall_ns.fetch_add(static_cast<std::uint64_t>(now_ns() - started_wall),
+                                                std::memory_order_relaxed);
+      }
     }
     std::lock_guard lock(seen.mu);
     seen.info = info;

@@ -482,9 +482,12 @@ class Worker {
   // items cannot be lost (Proposition S), so admission is not limited by l. Unbacked items are still counted: a
   // punctuation logs them with it, as restore() expects.
   bool inputs_replayable_ = false;
-  // Behind replayable sources with a remote store: the Theta rule's backups are asynchronous and coalesced, never
-  // waited for (after_update_checked).
+  // Behind replayable sources with a remote store: the state is backed up by the cost rule (ft.replay-overhead-max)
+  // alone, not by Theta, and a new backup is never waited for (after_update_checked).
   bool never_wait_for_store_ = false;
+  // ft.replay-overhead-max, or for a never_wait_for_store_ worker 1% when that is 0 (its only backups are the cost
+  // rule's).
+  double replay_overhead_max_ = 0;
   // Whether sent items are kept until acknowledged (OutChannel::unacked) rather than dropped once sent (pending).
   bool keeps_sent_items() const { return acks_enabled() && !resends_by_rewind_; }
 
