@@ -8,13 +8,15 @@
 #          [BEFORE_ARGS=...] [AFTER_ARGS=...] experiments/ab_binaries.sh OUT
 # BEFORE_ARGS / AFTER_ARGS: more arguments for that side's approx runs, so that one binary can be compared with
 # itself under two settings (BEFORE=AFTER, AFTER_ARGS="--ft.replay-items-max 0 --ft.replay-overhead-max 0").
-# (the learners run 1e6 examples whatever ITEMS says). Each run: afstream run --runtime threads --seed ROUND --quiet.
+# (the learners run 1e6 examples whatever ITEMS says). Each run: afstream run --runtime RUNTIME --seed ROUND --quiet,
+# RUNTIME=threads unless set (processes: one process per worker and a backup server).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/job_specs.sh"
 OUT=${1:?usage: BEFORE=... AFTER=... ab_binaries.sh OUT}
 : "${BEFORE:?set BEFORE to the first afstream binary}" "${AFTER:?set AFTER to the second afstream binary}"
 ROUNDS=${ROUNDS:-10}
+RUNTIME=${RUNTIME:-threads}
 JOBS=${JOBS:-"hh nexmark"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -32,7 +34,7 @@ for r in $(seq "$ROUNDS"); do
         [ "$mode" = approx ] && extra="$approx_a --ft.gamma 1e3 $side_args"
         rm -rf "$tmp/run"
         # shellcheck disable=SC2086  # job arguments are words
-        "$exe" run $args --items "$items" --seed "$r" --ft.mode "$mode" $extra --runtime threads --quiet \
+        "$exe" run $args --items "$items" --seed "$r" --ft.mode "$mode" $extra --runtime "$RUNTIME" --quiet \
           --out "$tmp/run" >/dev/null 2>&1
         vals=$(/usr/bin/python3 - "$tmp/run/summary.csv" "$score" <<'PY'
 import csv, sys

@@ -109,7 +109,7 @@ struct FailureRecord {
   // replayable sources, with a deterministic operator, it is then in the very state it had). What a failure of all
   // workers delays the job by, measured inside the run, where run-to-run noise does not reach it
   // (experiments/convergence_summary.py). -1: not known (a source, a crash whose positions nobody saw, as on worker
-  // processes, or the run ended first).
+  // processes, the run ended first, or the worker failed again first).
   double caught_up_ms = -1;
   std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known
   double residual = 0;              // what the restored backup left unwritten (a partial delta's residual)

@@ -3,6 +3,8 @@
 // points are measured in input processed, and the work a recovery repeats is measured.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "afstream/core/errors.h"
 #include "afstream/store/memory_store.h"
 #include "tests/property/hh_harness.h"
@@ -36,17 +38,25 @@ TEST(Recovery, EveryFailureHasARecoveryTime) {
   cfg.bounds = {400, 100, 100};
   cfg.failures = {{100000, {0, 1, 2, 3}, std::nullopt}, {250000, {1}, std::nullopt}};
   const auto run = run_hh(s, cfg);
-  ASSERT_EQ(run.result.failures.size(), 5u);
-  for (const auto& f : run.result.failures) {
+  const auto& failures = run.result.failures;
+  // Four, and worker 1 a second time unless the second point came while it was still down from the first (the
+  // failure plan does not kill a worker that is not running; seen on a loaded machine).
+  ASSERT_GE(failures.size(), 4u);
+  ASSERT_LE(failures.size(), 5u);
+  for (const auto& f : failures) {
     EXPECT_GT(f.recovery_ms, 0.0);
     EXPECT_LT(f.recovery_ms, 10000.0);
     EXPECT_GE(f.recovery_ms, f.restore_ms);
-    // Back where it was: known for every worker but the source (worker 0), never before its restore.
-    if (f.worker == 0) {
-      EXPECT_EQ(f.caught_up_ms, -1);
+    // Back where it was: known for every worker but the source (worker 0), never before its restore, unless the
+    // worker failed again before it got there (then it never did).
+    const bool failed_again = std::any_of(failures.begin(), failures.end(), [&](const FailureRecord& g) {
+      return g.worker == f.worker && g.failure_count > f.failure_count;
+    });
+    if (f.worker == 0 || (f.caught_up_ms == -1 && failed_again)) {
+      EXPECT_EQ(f.caught_up_ms, -1) << "worker " << f.worker << ", failure " << f.failure_count;
     } else {
-      EXPECT_GE(f.caught_up_ms, f.restore_ms) << "worker " << f.worker;
-      EXPECT_LT(f.caught_up_ms, 10000.0) << "worker " << f.worker;
+      EXPECT_GE(f.caught_up_ms, f.restore_ms) << "worker " << f.worker << ", failure " << f.failure_count;
+      EXPECT_LT(f.caught_up_ms, 10000.0) << "worker " << f.worker << ", failure " << f.failure_count;
     }
   }
 }
