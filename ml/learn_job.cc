@@ -73,7 +73,7 @@ class LearnJob final : public Job {
         "convergence: for this many consecutive trace points (>= 1)");
   }
 
-  Topology topology(const po::variables_map& vm, const RunConfig&) override {
+  Topology topology(const po::variables_map& vm, const RunConfig& run) override {
     const int par = vm["learn.parallelism"].as<int>();
     if (par < 1 || par > 1024) throw ConfigError("learn.parallelism: expected [1, 1024], got " + std::to_string(par));
     TrainingData t = training_data_from(vm);
@@ -99,9 +99,10 @@ class LearnJob final : public Job {
                         " training examples, got " + std::to_string(every));
     }
     params_.set("trace-every", static_cast<std::int64_t>(std::max<std::uint64_t>(1, every / par)))
-        .set("trace-start-ns", static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                             std::chrono::system_clock::now().time_since_epoch())
-                                                             .count()));
+        .set("trace-start-ns", run.started_ns > 0 ? run.started_ns
+                                                  : std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                        std::chrono::system_clock::now().time_since_epoch())
+                                                        .count());
     holdout_begin_ = items_;
     holdout_end_ = t.holdout_end;
     return TopologyBuilder()

@@ -371,6 +371,11 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
         std::cerr << std::flush;
       };
     }
+    // One origin for the times workers measure from the start, restarted incarnations included (RunConfig::
+    // started_ns): every worker process gets this process's.
+    if (vm["run.started-ns"].defaulted()) {
+      popts.worker_args.push_back("--run.started-ns=" + std::to_string(cfg.started_ns));
+    }
     cluster_ptr = std::make_unique<afs::ProcessCluster>(topology, reg, cfg, popts);
   } else {
     cluster_ptr = std::make_unique<afs::LocalCluster>(topology, reg, cfg);

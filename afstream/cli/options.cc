@@ -76,6 +76,9 @@ po::options_description run_options() {
       "same job and results without the processes")("items", po::value<std::uint64_t>()->default_value(2000000),
                                                     "items the sources produce in all")(
       "seed", po::value<std::uint64_t>()->default_value(1), "seed of every generator")(
+      "run.started-ns", po::value<std::int64_t>()->default_value(0),
+      "wall-clock origin of the run's times, ns since the Unix epoch (0: now); `afstream run` passes its own to its "
+      "worker processes, so that a restarted worker's times count from the same start")(
       "out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")(
       "quiet,q", po::bool_switch(), "no progress lines")("ft.mode", po::value<std::string>()->default_value("approx"),
                                                          ("fault tolerance: " + ft_mode_names()).c_str())(
@@ -299,6 +302,16 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   }
   r.items = vm["items"].as<std::uint64_t>();
   r.seed = vm["seed"].as<std::uint64_t>();
+  r.config.started_ns = vm["run.started-ns"].as<std::int64_t>();
+  if (r.config.started_ns < 0) {
+    throw ConfigError("run.started-ns: expected ns since the Unix epoch (0: now), got " +
+                      std::to_string(r.config.started_ns));
+  }
+  if (r.config.started_ns == 0) {
+    r.config.started_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+  }
   r.quiet = vm["quiet"].as<bool>();
   auto& c = r.config;
   c.mode = parse_ft_mode(vm["ft.mode"].as<std::string>());

@@ -67,6 +67,10 @@ struct RunConfig {
   std::vector<FailureEvent> failures;
   bool measure_losses = false;  // tests: keep the state at each crash to measure what it lost
   std::string job_id = "job";
+  // The wall-clock origin of the run's times (ns since the Unix epoch; 0: not set): `afstream run` takes it at its
+  // start and passes it to its worker processes (--run.started-ns), so that times an operator measures from the
+  // start (the learners' trace) agree across processes and restarted incarnations.
+  std::int64_t started_ns = 0;
 };
 
 }  // namespace afs

@@ -14,6 +14,8 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/run_output.h"
 #include "tests/temp_dir.h"
@@ -105,6 +107,47 @@ TEST(LearnCli, FailuresKeepThePredictionRate) {
     for (std::string l; std::getline(f, l);) ++lines;
     EXPECT_GE(lines, 5) << runtime << ": the failures happened";
   }
+}
+
+// On worker processes a killed worker comes back as a new process: its trace points (seconds since the run's
+// start) must count from the start of the run (`--run.started-ns`, which `afstream run` passes to every worker it
+// starts), not from the new process's own start, or the trace goes back in time at every failure and the
+// convergence time measured on it comes out shorter with failures than without. So in each learner copy the trace
+// points, in the order of their items, never go back in time. A negative origin is refused, naming the option.
+TEST(LearnCli, TraceTimesOnProcessesCountFromTheRunsStartAcrossRestarts) {
+  TempDir scratch, d;
+  auto r =
+      run("run --job learn --items 200000 --learn.holdout 5000 --quiet --runtime processes --ft.mode approx "
+          "--ft.theta 10 --ft.l 1000 --fail.at 0.3,0.6 --fail.target all --out " +
+              d.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream f(slurp(d.path() / "failures.csv"));
+  int failures = -1;  // the header
+  for (std::string l; std::getline(f, l);) ++failures;
+  ASSERT_GE(failures, 2) << "the failures happened";
+  std::istringstream t(slurp(d.path() / "trace_copies.csv"));
+  std::string line;
+  std::getline(t, line);
+  ASSERT_EQ(line.rfind("copy,items,seconds,", 0), 0u) << line;
+  std::map<int, std::vector<std::pair<double, double>>> points;  // copy -> (items, seconds)
+  while (std::getline(t, line)) {
+    const auto v = afs::testing::split_csv(line);
+    ASSERT_GE(v.size(), 3u) << line;
+    points[std::stoi(v[0])].emplace_back(std::stod(v[1]), std::stod(v[2]));
+  }
+  ASSERT_EQ(points.size(), 2u);
+  for (auto& [copy, p] : points) {
+    ASSERT_GE(p.size(), 50u) << "copy " << copy;
+    std::sort(p.begin(), p.end());
+    for (std::size_t i = 1; i < p.size(); ++i) {
+      EXPECT_GE(p[i].second, p[i - 1].second) << "copy " << copy << ": the point at " << p[i].first
+                                              << " items is earlier than the one at " << p[i - 1].first;
+    }
+  }
+  r = run("run --job learn --items 2000 --quiet --runtime threads --run.started-ns -1", scratch.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("run.started-ns"), std::string::npos) << r.err;
 }
 
 // The sink (model-merge) holds the final model: 2 x 2^16 weight items from the KDD-like learners at their end. Its
