@@ -235,6 +235,8 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
                                                              : 0;
   if (inputs_replayable_ && replay_overhead_max_ > 0) {
     // Adaptive (adapt_replay_interval): it starts at the smallest interval and grows once backups are measured.
+    // The in-process cluster keeps a worker's counters across incarnations: only this one's writes count.
+    backup_task_ns_seen_ = backup_task_ns();
     replay_interval_max_ = replay_items_max_ > 0 ? replay_items_max_ : ctx_.config.exact_state_every;
     replay_interval_min_ = std::min<std::uint64_t>(kReplayIntervalMin, replay_interval_max_);
     replay_items_max_ = replay_interval_min_;
@@ -1957,21 +1959,27 @@ void Worker::backup_state(bool wait, double residual) {
   if (adaptive) adapt_replay_interval(started, thread_cpu_ns() - started_cpu, items);
 }
 
+// What the backup thread has spent writing state backups so far: CPU time, or for a remote store the round trips'
+// wall time (metrics.h, state_backup_wall_ns: most of a remote write's CPU is spent by both processes' ZeroMQ I/O
+// threads and the server, out of this thread's measure).
+std::uint64_t Worker::backup_task_ns() const {
+  return (ctx_.store != nullptr && ctx_.store->remote() ? counters_.state_backup_wall_ns : counters_.state_backup_ns)
+      .load(std::memory_order_relaxed);
+}
+
 // ft.replay-overhead-max: after each state backup, the interval to the next forced one is chosen so that backing up
 // costs at most that share of the compute thread's time: interval = cost of a backup / (share * cost of an item),
-// both smoothed. A backup's cost is CPU time: the compute thread's in backup_state (capture, and the write when it
-// is done inline) plus the backup thread's writing it (counted when it is done: usually the previous backup's). Wall
-// time made it jump whenever the scheduler interrupted a backup (a loaded machine then backed up several times less
-// often than asked); a synchronous wait for a remote store is latency, not cost, and is not counted either. An
-// item's cost is the compute thread's wall time between backups over the items processed (waiting for input
-// included: idle time is cheap to spend on backups). Results do not depend on it: behind replayable sources a
-// recovery loses nothing whatever the interval (Proposition S); only the work it repeats does.
+// both smoothed. A backup's cost: the compute thread's CPU time in backup_state (capture, and the write when it is
+// done there) plus the backup thread's writing it (counted when it is done: usually the previous backup's), which
+// is CPU time for an in-process store (wall time made the cost jump whenever the scheduler interrupted a backup: a
+// loaded machine then backed up several times less often than asked) and the round trip's wall time for a remote
+// one (backup_task_ns). A write on the compute thread counts its CPU time only (for a remote store, not the round
+// trip). An item's cost is the compute thread's wall time between backups over the items processed (waiting for
+// input included: idle time is cheap to spend on backups). Results do not depend on it: behind replayable sources
+// a recovery loses nothing whatever the interval (Proposition S); only the work it repeats does.
 void Worker::adapt_replay_interval(Clock::time_point started, std::int64_t cpu_ns, std::uint64_t items) {
   const auto ended = Clock::now();
-  // A remote store's writes are measured by their round trips' wall time (metrics.h, state_backup_wall_ns).
-  const std::uint64_t task_ns =
-      (ctx_.store != nullptr && ctx_.store->remote() ? counters_.state_backup_wall_ns : counters_.state_backup_ns)
-          .load(std::memory_order_relaxed);
+  const std::uint64_t task_ns = backup_task_ns();
   const double cost = static_cast<double>(cpu_ns) + static_cast<double>(task_ns - backup_task_ns_seen_);
   backup_task_ns_seen_ = task_ns;
   if (last_backup_end_ != Clock::time_point{} && items > 0) {

@@ -502,7 +502,8 @@ class Worker {
   // ft.replay-overhead-max (adapt_replay_interval): the interval's bounds, and the smoothed costs it is chosen from.
   std::uint64_t replay_interval_min_ = 0, replay_interval_max_ = 0;
   double backup_cost_ns_ = 0, item_cost_ns_ = 0;
-  std::uint64_t backup_task_ns_seen_ = 0;  // counters_.state_backup_ns already counted
+  std::uint64_t backup_task_ns_seen_ = 0;  // backup_task_ns() already counted
+  std::uint64_t backup_task_ns() const;
   Clock::time_point last_backup_end_{};
   void adapt_replay_interval(Clock::time_point started, std::int64_t cpu_ns, std::uint64_t items);
   std::uint64_t source_backup_every_ = 0;  // sources: items between backups of the position (set by the constructor)

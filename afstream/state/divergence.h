@@ -59,7 +59,9 @@ struct DivergenceTraits<double> {
 //    negative. Its absolute error is about eps * (sum of |changes of the contributions| since the last backup);
 //    under Theta-driven backups the contributions stay below (theta + alpha)^2, so the error is negligible next to
 //    theta. A single excursion many orders of magnitude above theta between two backups (which the runtime backs up
-//    at once) is the only way to lose precision. Compensated (Neumaier/TwoSum) summation was measured to cost
+//    at once) is the only way to lose precision. (Workers behind replayable sources with a remote store back up by
+//    the cost rule instead, and may drift far past theta; their recoveries lose nothing whatever the divergence
+//    says, Proposition S, so its precision decides nothing there.) Compensated (Neumaier/TwoSum) summation was measured to cost
 //    1-2 ns per update in cache and 5-7 ns on a 1e6-entry vector, so it is not used.
 template <typename T>
 class RunningSum;
