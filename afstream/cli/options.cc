@@ -636,6 +636,8 @@ std::vector<std::string> effective_args(const po::variables_map& vm, const std::
       out.push_back(key + "=" + std::to_string(*u));
     } else if (auto* i = boost::any_cast<int>(&a)) {
       out.push_back(key + "=" + std::to_string(*i));
+    } else if (auto* i64 = boost::any_cast<std::int64_t>(&a)) {
+      out.push_back(key + "=" + std::to_string(*i64));
     } else if (auto* u32 = boost::any_cast<std::uint32_t>(&a)) {
       out.push_back(key + "=" + std::to_string(*u32));
     } else if (auto* b = boost::any_cast<bool>(&a)) {
@@ -663,6 +665,8 @@ std::string effective_config(const po::variables_map& vm) {
       s << *u;
     } else if (auto* i = boost::any_cast<int>(&a)) {
       s << *i;
+    } else if (auto* i64 = boost::any_cast<std::int64_t>(&a)) {
+      s << *i64;
     } else if (auto* z = boost::any_cast<std::size_t>(&a)) {
       s << *z;
     } else if (auto* b = boost::any_cast<bool>(&a)) {

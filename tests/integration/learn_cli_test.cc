@@ -126,6 +126,9 @@ TEST(LearnCli, TraceTimesOnProcessesCountFromTheRunsStartAcrossRestarts) {
   int failures = -1;  // the header
   for (std::string l; std::getline(f, l);) ++failures;
   ASSERT_GE(failures, 2) << "the failures happened";
+  const auto config = slurp(d.path() / "config.ini");
+  EXPECT_NE(config.find("run.started-ns = 0\n"), std::string::npos) << config;  // 0: taken at the start
+  EXPECT_EQ(config.find("= ?"), std::string::npos) << config;                   // every value printable
   std::istringstream t(slurp(d.path() / "trace_copies.csv"));
   std::string line;
   std::getline(t, line);
