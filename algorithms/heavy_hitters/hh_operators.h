@@ -124,7 +124,9 @@ class CountMinHeavyHitters final : public Operator {
   BlockTrackedArray<std::int64_t> counters_;
   // Watched (1) and reported (2) keys. Both are part of every backup; a new report is backed up at once
   // (divergence() is infinite until then), a new watched key with the next backup (proofs/theorem2-count-min.md,
-  // Proposition CM-R': the watch set only has to follow the state's own history).
+  // Proposition CM-R': the watch set only has to follow the state's own history). Behind replayable sources with a
+  // remote store the runtime backs up by its cost rule instead, and a restore before a report makes the replay
+  // report the key again (Proposition CM-R, the exception in the proof of (1)).
   TrackedMap<std::int64_t> candidates_;
   bool reported_since_backup_ = false;
   // [0]: total added to every counter by on_recovered; [1]: how many failures that covers. Part of the state, so
