@@ -61,8 +61,8 @@ struct DivergenceTraits<double> {
 //    theta. A single excursion many orders of magnitude above theta between two backups (which the runtime backs up
 //    at once) is the only way to lose precision. (Workers behind replayable sources with a remote store back up by
 //    the cost rule instead, and may drift far past theta; their recoveries lose nothing whatever the divergence
-//    says, Proposition S, so its precision decides nothing there.) Compensated (Neumaier/TwoSum) summation was measured to cost
-//    1-2 ns per update in cache and 5-7 ns on a 1e6-entry vector, so it is not used.
+//    says, Proposition S, so its precision decides nothing there.) Compensated (Neumaier/TwoSum) summation was
+//    measured to cost 1-2 ns per update in cache and 5-7 ns on a 1e6-entry vector, so it is not used.
 template <typename T>
 class RunningSum;
 template <>
