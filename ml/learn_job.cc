@@ -46,7 +46,7 @@ class LearnJob final : public Job {
   // examples: +1.3% and +1.5% over mode none) and repeats about 2,000 examples per failure instead of 35,000.
   // On worker processes those 4096-example deltas (about 400 KB each) made the backup server compact a learner's
   // chain every five deltas (a restore and a 2 MB snapshot each); at 4x the state, as the in-process runtime's
-  // workers do it themselves, the KDD-like job used 15% less CPU (ml/README.md, "Fourteenth session").
+  // workers do it themselves, the KDD-like job used 15% less CPU (experiments/results/README.md, "Fourteenth session").
   std::vector<std::pair<std::string, std::string>> run_defaults() const override {
     return {{"ft.replay-overhead-max", "0.01"},
             {"ft.replay-items-max", "4096"},

@@ -299,7 +299,7 @@ void Worker::run() {
         // A restarted worker numbers its outputs after what each receiver holds (continue_output_numbering), so it
         // processes nothing until every receiver has answered, unless processing cannot emit: a learner behind a
         // restarting sink then starts on its input as soon as it arrives (on worker processes, one run: its first
-        // example 4-6 ms after its restore instead of 7-19; ml/README.md, "Sixteenth session").
+        // example 4-6 ms after its restore instead of 7-19; experiments/results/README.md, "Sixteenth session").
         if ((numbering_pending_ == 0 || silent_process_) && unacked_total() < window()) {
           process_some(4 * ctx_.config.batch_items);
         }
