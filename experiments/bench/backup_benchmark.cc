@@ -1,8 +1,9 @@
 // What one state backup of the heavy-hitter job's Count-Min worker costs in approximate mode, piece by piece, as the
 // worker takes it (Worker::backup_state_now): the operator's partial delta, the snapshot's seal, the state record's
 // encoding and the in-process store's put. The job (3e7 Zipf(1e6, 0.9) items with packet weights, Theta 1e5 bytes,
-// two copies) backs each copy up about every 690 items with a delta of about 2.5 KB, and those 21,800 backups are
-// most of what approx costs it over none (experiments/results/README.md, "The work each mode adds").
+// two copies) backs each copy up about every 690 items with a delta of about 2.5 KB (experiments/results/README.md,
+// "The work each mode adds", put most of approx's cost there; a perf record of 2026-12-03 put most of it in the
+// counters' tracking instead: experiments/results/approx-cost-anatomy).
 //
 // Each iteration processes 690 items (untimed) and then takes the backup up to the stage range(0) names: 0 none (the
 // timer's own pause and resume), 1 the operator's delta, 2 and its seal, 3 and the record, 4 and the store's put. A

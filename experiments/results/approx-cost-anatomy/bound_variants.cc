@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
             } else if (v == 2) {
               const __m128i idx = _mm_load_si128(reinterpret_cast<const __m128i*>(sl));
               const __m128i before = _mm_i32gather_epi32(reinterpret_cast<const int*>(b.data()), idx, 4);
-              const __m128i next = _mm_max_epu32(_mm_add_epi32(before, _mm_set1_epi32(static_cast<int>(it.w))), before);
+              const __m128i sum = _mm_add_epi32(before, _mm_set1_epi32(static_cast<int>(it.w)));
+              const __m128i next = _mm_mask_mov_epi32(sum, _mm_cmplt_epu32_mask(sum, before), _mm_set1_epi32(-1));
               _mm_i32scatter_epi32(b.data(), idx, next, 4);
               const __m128i watch = _mm_set1_epi32(static_cast<int>(kWatch));
               const __m128i hv = _mm_set1_epi32(static_cast<int>(std::min<u64>(high, 0x7fffffff)));
