@@ -14,6 +14,7 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/net/endpoint.h"
+#include "afstream/net/handoff.h"
 #include "afstream/runtime/gatekeeper.h"
 
 namespace afs {
@@ -141,7 +142,7 @@ void BackupServer::run(const std::atomic<bool>& stop) {
           return;
         }
       }
-      if (!socket.send(zmq::message_t(payload.data(), payload.size()), zmq::send_flags::dontwait)) ++unroutable_;
+      if (!socket.send(net::outgoing(payload), zmq::send_flags::dontwait)) ++unroutable_;
     } catch (const zmq::error_t& e) {
       if (e.num() != EHOSTUNREACH) throw RuntimeError(std::string("backup server: cannot send a reply: ") + e.what());
       ++unroutable_;
@@ -186,6 +187,7 @@ void BackupServer::run(const std::atomic<bool>& stop) {
         continue;
       }
       const zmq::message_t& payload = parts.back();
+      net::received(payload);
       const std::span<const std::uint8_t> frame(static_cast<const std::uint8_t*>(payload.data()), payload.size());
 
       net::StoreRequestMsg* request = nullptr;

@@ -21,6 +21,7 @@
 #include "afstream/core/number_text.h"
 #include "afstream/net/codec.h"
 #include "afstream/net/endpoint.h"
+#include "afstream/net/handoff.h"
 #include "afstream/runtime/failure_plan.h"
 #include "afstream/runtime/spawn.h"
 #include "afstream/runtime/worker.h"
@@ -484,7 +485,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   net::Encoder encoder;
   auto broadcast = [&] {
     auto frame = encoder.encode_directory(0, 0, im.directory());
-    zmq::message_t m(frame.data(), frame.size());
+    zmq::message_t m = net::outgoing(frame);
     (void)pub.send(m, zmq::send_flags::dontwait);
   };
 
@@ -525,6 +526,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       zmq::message_t id, body;
       if (!reports.recv(id, zmq::recv_flags::dontwait)) break;
       if (!reports.recv(body, zmq::recv_flags::dontwait)) break;
+      net::received(body);
       try {
         net::decode_into({static_cast<const std::uint8_t*>(body.data()), body.size()}, {}, msg);
       } catch (const FormatError&) {
@@ -539,7 +541,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         if (answer.epoch != epoch_before) changed = true;
         auto frame = encoder.encode_assignment(0, 0, answer);
         (void)reports.send(id, zmq::send_flags::sndmore);
-        (void)reports.send(zmq::message_t(frame.data(), frame.size()), zmq::send_flags::dontwait);
+        (void)reports.send(net::outgoing(frame), zmq::send_flags::dontwait);
         continue;
       }
       if (msg.sender >= static_cast<std::uint32_t>(n)) continue;

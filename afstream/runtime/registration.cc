@@ -6,6 +6,7 @@
 #include <zmq.hpp>
 
 #include "afstream/core/errors.h"
+#include "afstream/net/handoff.h"
 
 namespace afs {
 
@@ -76,7 +77,7 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
   while (Clock::now() - start < timeout) {
     if (Clock::now() - last_sent >= std::chrono::seconds(1)) {
       auto frame = encoder.encode_worker_report(static_cast<std::uint32_t>(worker), 0, request);
-      zmq::message_t m(frame.data(), frame.size());
+      zmq::message_t m = net::outgoing(frame);
       (void)socket.send(m, zmq::send_flags::dontwait);
       last_sent = Clock::now();
     }
@@ -93,6 +94,7 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
     }
     zmq::message_t reply;
     while (socket.recv(reply, zmq::recv_flags::dontwait)) {
+      net::received(reply);
       try {
         net::decode_into({static_cast<const std::uint8_t*>(reply.data()), reply.size()}, {}, msg);
       } catch (const FormatError& e) {

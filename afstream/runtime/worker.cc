@@ -9,6 +9,7 @@
 #include "afstream/core/errors.h"
 #include "afstream/core/thread_name.h"
 #include "afstream/net/endpoint.h"
+#include "afstream/net/handoff.h"
 #include "afstream/state/snapshot.h"
 
 namespace afs {
@@ -691,7 +692,7 @@ void Worker::query_numbering() {
     net::ControlMsg q{net::ControlKind::kPeerRestarted, static_cast<std::uint32_t>(id_), epoch_, 0,
                       static_cast<std::uint32_t>(o.id)};
     auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, q);
-    zmq::message_t m(frame.data(), frame.size());
+    zmq::message_t m = net::outgoing(frame);
     (void)socket_to(o.to_worker, true).send(m, zmq::send_flags::dontwait);
   }
 }
@@ -719,7 +720,7 @@ void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uin
     net::ControlMsg r{net::ControlKind::kResendFrom, static_cast<std::uint32_t>(id_), epoch_, in.received + 1,
                       c.channel};
     auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, r);
-    zmq::message_t m(frame.data(), frame.size());
+    zmq::message_t m = net::outgoing(frame);
     (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
   } else if (c.kind == net::ControlKind::kAsk) {
     // A recovered receiver's checkpoint reflects channel c up to c.seq - 1: those items are covered; resend the rest.
@@ -892,6 +893,7 @@ void Worker::maybe_complete_recovery() {
 // Decodes a frame into scratch_; a frame the codec rejects (truncated, oversized, other version) is counted and
 // dropped (DESIGN 8).
 bool Worker::decode(const zmq::message_t& msg) {
+  net::received(msg);
   try {
     net::decode_into({static_cast<const std::uint8_t*>(msg.data()), msg.size()}, {}, scratch_);
     return true;
@@ -1135,7 +1137,7 @@ bool Worker::send_ack(InChannel& in, std::uint64_t seq) {
   const std::uint64_t covered = writes_item_log() ? std::max(in.covered, seq) : in.covered;
   auto frame =
       encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(in.id), seq, covered);
-  zmq::message_t m(frame.data(), frame.size());
+  zmq::message_t m = net::outgoing(frame);
   (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
   in.last_ack = std::max(in.last_ack, seq);
   in.covered_sent = std::max(in.covered_sent, covered);
@@ -1520,7 +1522,7 @@ void Worker::release_tree_acks() {
   for (const auto& [source, pairs] : by_source) {
     if (!peer_ready(source) && !peer_ready(source)) continue;
     auto frame = encoder_.encode_ack(static_cast<std::uint32_t>(id_), epoch_, 0, 0, 0, pairs);
-    zmq::message_t m(frame.data(), frame.size());
+    zmq::message_t m = net::outgoing(frame);
     (void)socket_to(source, true).send(m, zmq::send_flags::dontwait);
   }
 }
@@ -1567,7 +1569,7 @@ void Worker::send_asks() {
     net::ControlMsg q{net::ControlKind::kAsk, static_cast<std::uint32_t>(id_), epoch_, in.received + 1,
                       static_cast<std::uint32_t>(in.id)};
     auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, q);
-    zmq::message_t m(frame.data(), frame.size());
+    zmq::message_t m = net::outgoing(frame);
     (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
   }
 }
@@ -1699,7 +1701,7 @@ void Worker::send_feedback() {
     for (std::size_t from = 0; from < feedback_out_.size(); from += kFeedbackFrameItems) {
       const std::size_t n = std::min(kFeedbackFrameItems, feedback_out_.size() - from);
       auto frame = encoder_.encode_feedback(static_cast<std::uint32_t>(id_), epoch_, {feedback_out_.data() + from, n});
-      zmq::message_t m(frame.data(), frame.size());
+      zmq::message_t m = net::outgoing(frame);
       (void)socket_to(in.from_worker, true).send(m, zmq::send_flags::dontwait);
     }
   }
@@ -1737,7 +1739,7 @@ bool Worker::send_batch(OutChannel& o, std::uint64_t first_seq, std::span<const 
   if (!peer_ready(o.to_worker)) return false;
   auto frame = encoder_.encode_batch(static_cast<std::uint32_t>(id_), epoch_, static_cast<std::uint32_t>(o.id),
                                      first_seq, items, eos, roots, o.unsent_since_ns);
-  zmq::message_t m(frame.data(), frame.size());
+  zmq::message_t m = net::outgoing(frame);
   return socket_to(o.to_worker, false).send(m, zmq::send_flags::dontwait).has_value();
 }
 

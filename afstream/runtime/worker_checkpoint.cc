@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "afstream/core/errors.h"
+#include "afstream/net/handoff.h"
 #include "afstream/runtime/cluster.h"
 #include "afstream/runtime/worker.h"
 #include "afstream/state/snapshot.h"
@@ -416,7 +417,7 @@ bool Worker::send_notices(OutChannel& o) {
                       static_cast<std::uint32_t>(o.id),
                       n.id};
     auto frame = encoder_.encode_control(static_cast<std::uint32_t>(id_), epoch_, c);
-    zmq::message_t m(frame.data(), frame.size());
+    zmq::message_t m = net::outgoing(frame);
     if (!socket_to(o.to_worker, false).send(m, zmq::send_flags::dontwait)) return false;
     n.sent = true;
   }

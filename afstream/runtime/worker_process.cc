@@ -14,6 +14,7 @@
 #include "afstream/core/errors.h"
 #include "afstream/net/codec.h"
 #include "afstream/net/endpoint.h"
+#include "afstream/net/handoff.h"
 #include "afstream/runtime/gatekeeper.h"
 #include "afstream/runtime/worker.h"
 #include "afstream/state/snapshot.h"
@@ -170,7 +171,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     net::Message msg;
     auto send = [&](const net::WorkerReportMsg& r) {
       auto frame = encoder.encode_worker_report(self, options.epoch, r);
-      zmq::message_t m(frame.data(), frame.size());
+      zmq::message_t m = net::outgoing(frame);
       (void)report.send(m, zmq::send_flags::dontwait);
     };
     // The failure this incarnation recovered from, once it has recovered (replayed, compensated).
@@ -204,6 +205,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
       zmq::poll(items, 1, std::chrono::milliseconds(hello_sent ? 10 : 1));
       zmq::message_t m;
       while (sub.recv(m, zmq::recv_flags::dontwait)) {
+        net::received(m);
         try {
           net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
         } catch (const FormatError&) {

@@ -16,6 +16,7 @@
 #include "afstream/core/errors.h"
 #include "afstream/net/codec.h"
 #include "afstream/net/endpoint.h"
+#include "afstream/net/handoff.h"
 
 namespace afs {
 
@@ -177,7 +178,7 @@ net::StoreReplyMsg RemoteStore::Impl::call(const RemoteStoreOptions& options, ne
     try {
       // With no connection yet the message waits in the socket's queue; if even that is full, this attempt
       // times out like one whose reply never came.
-      (void)socket.send(zmq::message_t(frame.data(), frame.size()), zmq::send_flags::dontwait);
+      (void)socket.send(net::outgoing(frame), zmq::send_flags::dontwait);
     } catch (const zmq::error_t& e) {
       throw RuntimeError("backup server " + to + ": cannot send " + what + ": " + e.what());
     }
@@ -202,6 +203,7 @@ net::StoreReplyMsg RemoteStore::Impl::call(const RemoteStoreOptions& options, ne
         more = msg.more();
       }
       if (more) continue;
+      net::received(msg);
       try {
         net::decode_into({static_cast<const std::uint8_t*>(msg.data()), msg.size()}, limits, reply);
       } catch (const FormatError&) {
