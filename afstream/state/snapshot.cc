@@ -1,6 +1,7 @@
 // Sealing and opening snapshot envelopes (DESIGN.md sections 3 and 8).
 #include "afstream/state/snapshot.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t, for a checksum of two parts on the stack
 #include <xxhash.h>
 
 #include <algorithm>
@@ -36,6 +37,14 @@ std::uint32_t type_id_of(std::string_view name) {
 }
 
 std::uint64_t checksum(std::span<const std::uint8_t> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+std::uint64_t checksum(std::span<const std::uint8_t> first, std::span<const std::uint8_t> second) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, first.data(), first.size());
+  XXH3_64bits_update(&state, second.data(), second.size());
+  return XXH3_64bits_digest(&state);
+}
 
 void seal_snapshot_in_place(std::vector<std::uint8_t>& buffer, std::uint32_t type_id, SnapshotKind kind) {
   if (buffer.size() < kSnapshotHeaderSize) {

@@ -29,6 +29,8 @@ std::uint32_t type_id_of(std::string_view name);
 
 // XXH3_64bits of the bytes: the checksum stored in a snapshot header.
 std::uint64_t checksum(std::span<const std::uint8_t> bytes);
+// The checksum of `first` followed by `second`, without joining them.
+std::uint64_t checksum(std::span<const std::uint8_t> first, std::span<const std::uint8_t> second);
 
 // Wraps a payload in the snapshot header (DESIGN.md sections 3 and 8).
 // As seal_snapshot, without copying the payload: buffer holds kSnapshotHeaderSize reserved bytes followed by the

@@ -8,6 +8,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -78,16 +79,30 @@ void seal(std::string& value) {
   for (std::size_t i = 0; i < kChecksumSize; ++i) value[i] = static_cast<char>((sum >> (8 * i)) & 0xff);
 }
 
-std::string state_value(bool full, const Bytes& record) {
-  std::string v;
-  v.reserve(kStateHeaderSize + record.size());
-  v.append(kChecksumSize, '\0');
-  v.push_back(static_cast<char>(kValueFormatVersion));
-  v.push_back(static_cast<char>(kStateKind));
-  v.push_back(full ? 1 : 0);
-  v.append(reinterpret_cast<const char*>(record.data()), record.size());
-  seal(v);
-  return v;
+// A state record's value is this header followed by the record. The two go into the write batch as parts
+// (rocksdb::SliceParts), so that the record is not first copied into a value of its own (for a KDD-like learner's
+// 310 KB deltas that copy was about 7% of the backup server's main thread in a perf record of a run on processes).
+struct StateHeader {
+  std::array<std::uint8_t, kStateHeaderSize> bytes{};
+  rocksdb::Slice slice() const { return {reinterpret_cast<const char*>(bytes.data()), bytes.size()}; }
+};
+
+StateHeader state_header(bool full, const Bytes& record) {
+  StateHeader h;
+  h.bytes[kChecksumSize] = kValueFormatVersion;
+  h.bytes[kChecksumSize + 1] = kStateKind;
+  h.bytes[kChecksumSize + 2] = full ? 1 : 0;
+  const std::uint64_t sum = checksum(std::span(h.bytes).subspan(kChecksumSize), record);
+  for (std::size_t i = 0; i < kChecksumSize; ++i) h.bytes[i] = static_cast<std::uint8_t>((sum >> (8 * i)) & 0xff);
+  return h;
+}
+
+// batch.Put(key, header + record).
+void put_state_value(rocksdb::WriteBatch& batch, const std::string& key, bool full, const Bytes& record) {
+  const StateHeader header = state_header(full, record);
+  const rocksdb::Slice key_part(key);
+  const rocksdb::Slice value_parts[2] = {header.slice(), {reinterpret_cast<const char*>(record.data()), record.size()}};
+  batch.Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
 }
 
 std::string items_value(const std::vector<ItemRecordInfo>& infos, const Bytes& record) {
@@ -302,7 +317,7 @@ ChainInfo RocksDbStore::put_state(int worker, bool full, Bytes record, const Seq
     }
   }
   const std::uint64_t counter = w.next_counter;
-  batch.Put(record_key(worker, kStateKind, counter), state_value(full, record));
+  put_state_value(batch, record_key(worker, kStateKind, counter), full, record);
   // Drop item records wholly covered by this state, in the same batch.
   std::vector<bool> trimmed(w.items.size(), false);
   for (std::size_t i = 0; i < w.items.size(); ++i) {
@@ -355,7 +370,7 @@ bool RocksDbStore::compact_state(int worker, std::uint64_t generation, std::uint
     dropped_bytes += w.chain[i].size;
   }
   const std::uint64_t counter = w.chain[count - 1].counter;
-  batch.Put(record_key(worker, kStateKind, counter), state_value(true, full));
+  put_state_value(batch, record_key(worker, kStateKind, counter), true, full);
   write(batch, "compact_state", worker);
   w.chain.erase(w.chain.begin(), w.chain.begin() + static_cast<std::ptrdiff_t>(count - 1));
   w.chain.front() = {counter, full.size()};

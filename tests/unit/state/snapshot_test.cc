@@ -124,6 +124,19 @@ TEST(Snapshot, TypeIdAndChecksumAreStableXxh3) {
   EXPECT_EQ(checksum(p), XXH3_64bits(p.data(), p.size()));
 }
 
+// The two-part checksum (RocksDbStore's header + record) equals the checksum of the two joined, at every split,
+// across XXH3's internal block and stripe sizes.
+TEST(Snapshot, ChecksumOfTwoPartsIsTheChecksumOfBothJoined) {
+  for (const std::size_t n : {0, 1, 11, 240, 241, 1024, 5000}) {
+    const auto p = random_payload(n, n + 1);
+    for (std::size_t split : {std::size_t{0}, n / 3, std::size_t{11}, n}) {
+      split = std::min(split, n);
+      const std::span<const std::uint8_t> all(p);
+      EXPECT_EQ(checksum(all.first(split), all.subspan(split)), checksum(all)) << n << " split at " << split;
+    }
+  }
+}
+
 TEST(Snapshot, KindNames) {
   EXPECT_STREQ(to_string(SnapshotKind::Full), "full");
   EXPECT_STREQ(to_string(SnapshotKind::Delta), "delta");
