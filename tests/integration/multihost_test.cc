@@ -37,10 +37,12 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using afs::testing::column_of;
+using afs::testing::scaled_seconds;
 using afs::testing::slurp;
 using afs::testing::split_csv;
 using afs::testing::summary;
 using afs::testing::TempDir;
+using afs::testing::time_scale;
 using namespace std::chrono_literals;
 
 // The job of process_runtime_test: small enough for CI, watched keys few.
@@ -101,7 +103,7 @@ class Processes {
 
   // Its exit status, or -1 if it did not exit within `limit` (then it is killed).
   int wait(pid_t pid, std::chrono::milliseconds limit) {
-    const auto end = Clock::now() + limit;
+    const auto end = Clock::now() + limit * time_scale();
     int status = 0;
     while (Clock::now() < end) {
       if (::waitpid(pid, &status, WNOHANG) == pid) {
@@ -120,7 +122,7 @@ class Processes {
 // The first match of `pattern` (its group 1) in `log`, waiting up to `limit`; "" if it never shows.
 std::string wait_for(const fs::path& log, const std::string& pattern, std::chrono::milliseconds limit) {
   const std::regex re(pattern);
-  const auto end = Clock::now() + limit;
+  const auto end = Clock::now() + limit * time_scale();
   while (Clock::now() < end) {
     std::smatch m;
     const auto text = slurp(log);
@@ -132,7 +134,7 @@ std::string wait_for(const fs::path& log, const std::string& pattern, std::chron
 
 // The child of `parent` (a supervisor's worker), waiting up to `limit`; -1 if none shows.
 pid_t child_of(pid_t parent, std::chrono::milliseconds limit) {
-  const auto end = Clock::now() + limit;
+  const auto end = Clock::now() + limit * time_scale();
   while (Clock::now() < end) {
     const auto children = "/proc/" + std::to_string(parent) + "/task/" + std::to_string(parent) + "/children";
     std::ifstream f(children);
@@ -243,7 +245,7 @@ std::vector<std::string> job_args(const std::string& items) {
 
 // The in-process runtime's run of the job, into `out`.
 void reference_run(const std::string& items, const fs::path& out, const fs::path& log) {
-  std::string cmd = "timeout 120 " + std::string(AFS_BINARY) + " run";
+  std::string cmd = "timeout " + std::to_string(scaled_seconds(120)) + " " + std::string(AFS_BINARY) + " run";
   for (const auto& a : job_args(items)) cmd += " " + a;
   cmd += " --runtime threads --out " + out.string() + " >" + log.string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(log);
@@ -485,8 +487,9 @@ void expect_one_clear_error_line(const TempDir& t, const std::vector<BadInputCas
   for (const auto& c : cases) {
     const auto log = t.path() / "err.txt";
     const auto start = Clock::now();
-    const int rc =
-        std::system(("timeout 60 " + std::string(AFS_BINARY) + " " + c.args + " >/dev/null 2>" + log.string()).c_str());
+    const int rc = std::system(("timeout " + std::to_string(scaled_seconds(60)) + " " + std::string(AFS_BINARY) + " " +
+                                c.args + " >/dev/null 2>" + log.string())
+                                   .c_str());
     const auto text = slurp(log);
     ASSERT_TRUE(WIFEXITED(rc)) << c.args;
     EXPECT_EQ(WEXITSTATUS(rc), 2) << c.args << "\n" << text;
@@ -539,8 +542,9 @@ Keys make_keys(const fs::path& dir) {
   fs::create_directories(k.dir);
   for (const char* name : {"hostA", "hostB", "intruder"}) {
     const auto out = k.dir / name;
-    const std::string cmd = "timeout 30 " + std::string(AFS_BINARY) + " keygen --out " + out.string() + " --name " +
-                            name + " >" + (out.string() + ".stdout") + " 2>" + (out.string() + ".stderr");
+    const std::string cmd = "timeout " + std::to_string(scaled_seconds(30)) + " " + std::string(AFS_BINARY) +
+                            " keygen --out " + out.string() + " --name " + name + " >" + (out.string() + ".stdout") +
+                            " 2>" + (out.string() + ".stderr");
     EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(out.string() + ".stderr");
   }
   k.a = k.dir / "hostA" / "hostA.key";

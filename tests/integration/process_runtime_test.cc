@@ -25,6 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using afs::testing::column_of;
+using afs::testing::scaled_seconds;
 using afs::testing::slurp;
 using afs::testing::split_csv;
 using afs::testing::summary;
@@ -36,7 +37,8 @@ const std::string kJob =
     "--ft.gamma 100 --quiet";
 
 int run_afstream(const std::string& args, const fs::path& log) {
-  const std::string cmd = "timeout 120 " + std::string(AFS_BINARY) + " run " + args + " >" + log.string() + " 2>&1";
+  const std::string cmd = "timeout " + std::to_string(scaled_seconds(120)) + " " + std::string(AFS_BINARY) + " run " +
+                          args + " >" + log.string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -308,7 +310,7 @@ TEST(ProcessRuntime, WorkerWithoutBackupServerStopsWithAClearError) {
   const auto log = t.path() / "worker.log";
   const auto start = std::chrono::steady_clock::now();
   const std::string cmd =
-      "timeout 60 " + std::string(AFS_BINARY) +
+      "timeout " + std::to_string(scaled_seconds(60)) + " " + std::string(AFS_BINARY) +
       " worker --job heavy-hitters --items 1000 --worker.id 1 --worker.prefix " + nowhere + " --worker.controller " +
       nowhere + "control --worker.directory " + nowhere + "directory --worker.store " + nowhere +
       "store --worker.store-deadline-ms 800 --worker.controller-timeout-ms 800 >" + log.string() + " 2>&1";
