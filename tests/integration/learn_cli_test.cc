@@ -258,7 +258,7 @@ TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   EXPECT_TRUE(has(defaults, "ft.replay-overhead-max = 0.01")) << defaults;
   EXPECT_TRUE(has(defaults, "ft.replay-items-max = 4096")) << defaults;
   EXPECT_TRUE(has(defaults, "net.in-flight-max = 16384")) << defaults;
-  EXPECT_TRUE(has(defaults, "process.store-compact-ratio = 4")) << defaults;
+  EXPECT_TRUE(has(defaults, "process.store-compact-ratio = 0")) << defaults;
   const auto given =
       config_of("run --job learn --quiet --net.in-flight-max 0 --ft.replay-overhead-max 0.05 --ft.replay-items-max 0");
   EXPECT_TRUE(has(given, "ft.replay-overhead-max = 0.05")) << given;
