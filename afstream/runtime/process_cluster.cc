@@ -84,6 +84,7 @@ struct ProcessCluster::Impl {
     bool said_hello = false;               // the pending one's incarnation is up (recovery_ms is set)
     double hello_ms = 0;                   // its process start to its hello, as it measured it
     Clock::time_point killed_at;
+    std::optional<Clock::time_point> signalled_at;  // SIGKILL sent (signal_kill), not yet reaped by fail()
     std::vector<std::uint8_t> final_state;
     std::string data_endpoint, ack_endpoint;  // as the current incarnation announced them in its hello
     std::string curve_key;                    // CURVE: the key its sockets serve with, as announced
@@ -250,12 +251,24 @@ struct ProcessCluster::Impl {
     return rec;
   }
 
+  // Sends SIGKILL to a local worker's process; fail() reaps it. Lets a failure of several workers kill them all
+  // before reaping any.
+  void signal_kill(int w) {
+    auto& s = workers[static_cast<std::size_t>(w)];
+    if (s.pid <= 0 || s.signalled_at) return;
+    ::kill(s.pid, SIGKILL);
+    s.signalled_at = Clock::now();
+  }
+
   // A worker failed (killed by the plan, exited, or silent): reap it and start its next incarnation (a remote one:
   // await its registration).
   void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result, double detect_ms = 0) {
     auto& s = workers[static_cast<std::size_t>(w)];
     if (s.pending) result.failures.push_back(unrecovered(w));  // failed again before it reported its recovery
-    if (kill_it && s.pid > 0) ::kill(s.pid, SIGKILL);
+    if (kill_it && s.pid > 0 && !s.signalled_at) signal_kill(w);
+    // Recovery is timed from the kill (its SIGKILL), the process's teardown included.
+    const auto kill_time = kill_it && s.signalled_at ? *s.signalled_at : Clock::now();
+    s.signalled_at.reset();
     if (s.pid > 0) {
       int status = 0;
       ::waitpid(s.pid, &status, 0);
@@ -269,7 +282,7 @@ struct ProcessCluster::Impl {
     r.recovery_ms = -1;  // until its next incarnation's hello
     s.pending = r;
     s.said_hello = false;
-    s.killed_at = Clock::now();
+    s.killed_at = kill_it ? kill_time : Clock::now();
     s.failures.push_back(s.status.items_in);
     const auto offset = std::max(s.status.source_offset, s.before.source_offset);
     const auto position = std::max(s.status.input_position, s.before.input_position);
@@ -664,10 +677,15 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     const auto items_now = im.input_items();
     for (const auto& e : plan.due(items_now, im.source_items(),
                                   std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
+      // As in the thread runtime, a worker that has finished its stream for good is not killed any more.
+      const auto to_kill = [&](int w) { return w >= 0 && w < n && !im.workers[static_cast<std::size_t>(w)].finished; };
+      // The event's workers die together: all are signalled before the first is reaped and restarted, so that one's
+      // teardown (about 10 ms for a learner of 2^18 weights) does not hold up the next one's kill. fail() reaps each.
       for (int w : e.workers) {
-        // As in the thread runtime, a worker that has finished its stream for good is not killed any more.
-        if (w < 0 || w >= n || im.workers[static_cast<std::size_t>(w)].finished) continue;
-        im.fail(w, items_now, true, result);
+        if (to_kill(w) && !im.workers[static_cast<std::size_t>(w)].remote) im.signal_kill(w);
+      }
+      for (int w : e.workers) {
+        if (to_kill(w)) im.fail(w, items_now, true, result);
       }
       changed = true;
     }
