@@ -44,19 +44,12 @@ class LearnJob final : public Job {
   // "Convergence"). A large model (2^18 weights) costs more than 1% at any interval; it is backed up every 4096
   // examples (ft.replay-items-max), which costs the same CPU time as the Theta rule's backups alone (KDD-like 5e6
   // examples: +1.3% and +1.5% over mode none) and repeats about 2,000 examples per failure instead of 35,000.
-  // On worker processes those 4096-example deltas (about 400 KB each) made the backup server compact a learner's
-  // chain every five deltas (a restore and a 2 MB snapshot each); at 4x the state the KDD-like job used 15% less CPU
-  // (experiments/results/README.md, "Fourteenth session"). But at 4x the server races the learner, which writes a
-  // full snapshot itself once its deltas weigh 4x (worker.cc, backup_state_now): in KDD-like runs of 5e6 examples
-  // all of its 34-37 compactions were superseded by the learner's own snapshot, each a 15 MB chain read and
-  // restored for nothing. The server leaves the learners' chains to them (0: never compact): approx's CPU 140% of
-  // none's instead of 152%, and the same bound on what a restore reads (experiments/results/process-runtime/
+  // On worker processes the backup server leaves the learners' chains to them (process.store-compact-ratio 0, the
+  // process runtime's default): compacting 4096-example deltas at 1x cost the KDD-like job 15% more CPU, and at 4x
+  // every compaction was superseded by the learner's own full snapshot (experiments/results/process-runtime/
   // learners/README.md, "The server's compactions of the learners' chains").
   std::vector<std::pair<std::string, std::string>> run_defaults() const override {
-    return {{"ft.replay-overhead-max", "0.01"},
-            {"ft.replay-items-max", "4096"},
-            {"net.in-flight-max", "16384"},
-            {"process.store-compact-ratio", "0"}};
+    return {{"ft.replay-overhead-max", "0.01"}, {"ft.replay-items-max", "4096"}, {"net.in-flight-max", "16384"}};
   }
 
   void add_options(po::options_description& o) const override {

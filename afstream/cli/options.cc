@@ -155,7 +155,7 @@ po::options_description run_options() {
       "runtime processes: the backup server's store, rocksdb (durable: the server is restarted after a crash and "
       "loses nothing it acknowledged) or memory")("process.heartbeat-ms", po::value<int>()->default_value(100),
                                                   "runtime processes: worker status interval (ms)")(
-      "process.store-compact-ratio", po::value<double>()->default_value(CompactionPolicy{}.delta_ratio),
+      "process.store-compact-ratio", po::value<double>()->default_value(ProcessClusterOptions{}.store_compact_ratio),
       "runtime processes: the backup server compacts a worker's state chain into one full snapshot once its deltas "
       "weigh this many times the snapshot (its --store.compact-ratio; 0: never, the workers write full snapshots "
       "at 4x)")("process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),

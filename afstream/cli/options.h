@@ -14,6 +14,7 @@
 #include "afstream/net/curve.h"
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/job.h"
+#include "afstream/runtime/process_cluster.h"
 #include "afstream/runtime/worker_process.h"
 
 namespace afs::cli {
@@ -42,7 +43,8 @@ struct RunOptions {
   int fail_random = 0;
   std::vector<std::pair<std::string, std::string>> fail_domains;  // name -> worker ids
   std::string process_store = "rocksdb";                          // runtime processes: the backup server's store
-  double process_store_compact_ratio = afs::CompactionPolicy{}.delta_ratio;  // ... and its --store.compact-ratio
+  // ... and its --store.compact-ratio
+  double process_store_compact_ratio = afs::ProcessClusterOptions{}.store_compact_ratio;
   int heartbeat_ms = 100;
   int heartbeat_timeout_ms = 5000;
   CurveArgs curve;

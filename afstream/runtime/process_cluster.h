@@ -57,8 +57,12 @@ struct ProcessClusterOptions {
   std::string program;                   // the afstream binary (it runs `worker` and `backup-server`)
   std::vector<std::string> worker_args;  // the job's options, passed to every worker (registering ones included)
   std::string store = "rocksdb";         // the backup server's store: rocksdb (restarted after a crash) or memory
-  double store_compact_ratio =
-      CompactionPolicy{}.delta_ratio;  // the backup server's --store.compact-ratio (0: it never compacts)
+  // The backup server's --store.compact-ratio (0: it never compacts). 0 by default: the server shares the host's
+  // cores with the workers, which keep their chains under five times their state by writing full snapshots
+  // themselves (as on the threads runtime, whose store does not compact); compacting at 1x cost the join 35% more
+  // CPU than none, word count and NEXMark 14-16%, with no shorter recoveries (experiments/results/process-runtime/
+  // README.md, "The backup server's compactions").
+  double store_compact_ratio = 0;
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};

@@ -273,7 +273,7 @@ TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   EXPECT_TRUE(has(hh, "ft.replay-overhead-max = 0")) << hh;
   EXPECT_TRUE(has(hh, "ft.replay-items-max = 0")) << hh;
   EXPECT_TRUE(has(hh, "net.in-flight-max = 0")) << hh;
-  EXPECT_TRUE(has(hh, "process.store-compact-ratio = 1")) << hh;
+  EXPECT_TRUE(has(hh, "process.store-compact-ratio = 0")) << hh;  // the process runtime's default
 }
 
 // --process.store-compact-ratio reaches the backup server a process runtime starts (its --store.compact-ratio): at
