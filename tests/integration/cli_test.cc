@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -324,6 +325,29 @@ TEST(Cli, SpaceSavingJobReportsEveryHeavyHitterWithFailures) {
     EXPECT_EQ(lines(bad.err), 1) << bad.err;
     EXPECT_NE(bad.err.find(expect), std::string::npos) << args << ": " << bad.err;
   }
+}
+
+// On one host the process runtime's backup server leaves state chains to the workers (--process.store-compact-ratio
+// 0 by default: its compactions took the workers' cores, experiments/results/process-runtime/compaction/); the
+// option turns them on. The join's chains grow past their full snapshot within 200,000 items; the server counts its
+// compactions when it stops.
+TEST(Cli, ProcessRuntimesServerCompactsOnlyWhenAsked) {
+  auto compactions = [](const std::string& extra) {
+    const auto r =
+        run("run --job join --items 200000 --runtime processes --process.store memory --ft.mode approx "
+            "--quiet" +
+            extra);
+    EXPECT_EQ(r.status, 0) << r.err;
+    const std::regex line("afstream backup-server: ([0-9]+) chain compactions");
+    std::smatch m;
+    if (!std::regex_search(r.err, m, line)) {
+      ADD_FAILURE() << "no compaction count from the backup server:\n" << r.err;
+      return -1L;
+    }
+    return std::stol(m[1]);
+  };
+  EXPECT_EQ(compactions(""), 0);
+  EXPECT_GT(compactions(" --process.store-compact-ratio 1"), 0);
 }
 
 TEST(Cli, ListAndHelp) {
