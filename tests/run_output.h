@@ -1,6 +1,6 @@
 // Test helper for the integration tests that run the program: running it (bounded in time, output captured) and
 // reading what `afstream run --out DIR` wrote (whole files, summary.csv as column -> value, CSV rows and columns
-// found by their header name).
+// found by their header name, the backup server's compaction count from its stop line).
 #pragma once
 
 #include <sys/wait.h>
@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -70,6 +71,14 @@ inline std::map<std::string, std::string> summary(const std::filesystem::path& d
   std::map<std::string, std::string> m;
   for (std::size_t i = 0; i < h.size() && i < v.size(); ++i) m[h[i]] = v[i];
   return m;
+}
+
+// The chain compactions a process runtime's backup server counted, from its stop line on stderr ("afstream
+// backup-server: N chain compactions ..."); -1 if the line is missing.
+inline long server_compactions(const std::string& err) {
+  static const std::regex line("afstream backup-server: ([0-9]+) chain compactions");
+  std::smatch m;
+  return std::regex_search(err, m, line) ? std::stol(m[1]) : -1L;
 }
 
 }  // namespace afs::testing

@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <zmq.hpp>
 
 #include "afstream/core/errors.h"
@@ -265,10 +266,9 @@ struct ProcessCluster::Impl {
   void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result, double detect_ms = 0) {
     auto& s = workers[static_cast<std::size_t>(w)];
     if (s.pending) result.failures.push_back(unrecovered(w));  // failed again before it reported its recovery
-    if (kill_it && s.pid > 0 && !s.signalled_at) signal_kill(w);
+    if (kill_it) signal_kill(w);
     // Recovery is timed from the kill (its SIGKILL), the process's teardown included.
-    const auto kill_time = kill_it && s.signalled_at ? *s.signalled_at : Clock::now();
-    s.signalled_at.reset();
+    const auto signalled = std::exchange(s.signalled_at, std::nullopt);
     if (s.pid > 0) {
       int status = 0;
       ::waitpid(s.pid, &status, 0);
@@ -282,7 +282,7 @@ struct ProcessCluster::Impl {
     r.recovery_ms = -1;  // until its next incarnation's hello
     s.pending = r;
     s.said_hello = false;
-    s.killed_at = kill_it ? kill_time : Clock::now();
+    s.killed_at = signalled ? *signalled : Clock::now();
     s.failures.push_back(s.status.items_in);
     const auto offset = std::max(s.status.source_offset, s.before.source_offset);
     const auto position = std::max(s.status.input_position, s.before.input_position);
@@ -682,7 +682,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       // The event's workers die together: all are signalled before the first is reaped and restarted, so that one's
       // teardown (about 10 ms for a learner of 2^18 weights) does not hold up the next one's kill. fail() reaps each.
       for (int w : e.workers) {
-        if (to_kill(w) && !im.workers[static_cast<std::size_t>(w)].remote) im.signal_kill(w);
+        if (to_kill(w)) im.signal_kill(w);  // a remote one (no pid here) is killed through the directory by fail()
       }
       for (int w : e.workers) {
         if (to_kill(w)) im.fail(w, items_now, true, result);
