@@ -12,7 +12,8 @@
 #   experiments/convergence.sh [afstream-binary]
 #     ROUNDS=3 HIGGS_ITEMS=2000000 KDD_ITEMS=1000000 FAILS="4 8" FAILS_EXTRA=10 RUNTIME=threads
 #     DATASETS="higgs kdd" by default (OUT=DIR writes elsewhere than experiments/results/convergence; FAILS_EXTRA=""
-#     runs no extra count; CONFIGS="none,approx A" runs only the configurations named, comma-separated)
+#     runs no extra count; CONFIGS="none,approx A" runs only the configurations named, comma-separated;
+#     EXTRA_ARGS="--process.standby 5" adds options to every run)
 #
 # Writes OUT/summary.csv (one row per run: dataset, config, setting, round, fail_points, then afstream's summary
 # columns, among them holdout_accuracy, progressive_accuracy, converged_items, converged_seconds), OUT/traces/
@@ -90,7 +91,7 @@ for round in $(seq 1 "$ROUNDS"); do
         start=$(date +%s.%N)
         # shellcheck disable=SC2086
         if ! timeout 900 "$AFS" run --job learn --learn.data "$d" --items "$items" --runtime "$RUNTIME" \
-          --seed "$round" --quiet $args "${fail_args[@]}" --out "$dir" >"$dir.log" 2>&1; then
+          --seed "$round" --quiet $args ${EXTRA_ARGS:-} "${fail_args[@]}" --out "$dir" >"$dir.log" 2>&1; then
           echo "  FAILED (see $dir.log): $(tail -n 1 "$dir.log")" >&2
           continue
         fi
@@ -109,7 +110,8 @@ done
 rm -rf "$RUNS"
 {
   echo "Made by \`ROUNDS=$ROUNDS HIGGS_ITEMS=$HIGGS_ITEMS KDD_ITEMS=$KDD_ITEMS FAILS=\"$FAILS\" FAILS_EXTRA=\"$FAILS_EXTRA\"" \
-    "RUNTIME=$RUNTIME DATASETS=\"$DATASETS\"${CONFIGS:+ CONFIGS=\"$CONFIGS\"} experiments/convergence.sh\`" \
+    "RUNTIME=$RUNTIME DATASETS=\"$DATASETS\"${CONFIGS:+ CONFIGS=\"$CONFIGS\"}${EXTRA_ARGS:+ EXTRA_ARGS=\"$EXTRA_ARGS\"}" \
+    "experiments/convergence.sh\`" \
     "($(date +%F), $(nproc) cores, shared machine, revision ${REVISION:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)})."
   echo
   "$PY" experiments/convergence_summary.py "$OUT"

@@ -6,7 +6,8 @@
 # every round.
 #
 #   experiments/recovery_table.sh [afstream-binary]
-#     ROUNDS=3 ITEMS=2000000 FAILS=5 TARGET=1,2 SIZES="1e4 1e6 1e7" STORES="memory rocksdb" by default
+#     ROUNDS=3 ITEMS=2000000 FAILS=5 TARGET=1,2 SIZES="1e4 1e6 1e7" STORES="memory rocksdb" by default;
+#     EXTRA_ARGS="--process.standby 2" adds options to every run
 #
 # Writes experiments/results/recovery/failures.csv (every recovery, with size, store and round prepended),
 # summary.csv (one row per run) and table.md.
@@ -44,9 +45,10 @@ for round in $(seq 1 "$ROUNDS"); do
       echo "round $round: $size counters ($DEPTH x $width), store $store, $FAILS failures of workers $TARGET" >&2
       start=$(date +%s)
       # A run that hangs (e.g. a worker that failed with an error: see README) is cut off, reported and skipped.
+      # shellcheck disable=SC2086
       if ! timeout 1200 "$AFS" run --job heavy-hitters --runtime processes --process.store "$store" \
         --items "$ITEMS" --hh.keys 10000 --hh.width "$width" --hh.depth "$DEPTH" --seed "$round" --quiet \
-        --fail.count "$FAILS" --fail.target "$TARGET" --out "$dir" >"$dir.log" 2>&1; then
+        --fail.count "$FAILS" --fail.target "$TARGET" ${EXTRA_ARGS:-} --out "$dir" >"$dir.log" 2>&1; then
         echo "  FAILED (see $dir.log): $(grep -m1 'error' "$dir.log" || tail -n 1 "$dir.log")" >&2
         continue
       fi
@@ -64,9 +66,11 @@ done
 revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"; }
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS TARGET=$TARGET SIZES=\"$SIZES\" STORES=\"$STORES\"" \
+    "${EXTRA_ARGS:+EXTRA_ARGS=\"$EXTRA_ARGS\"}" \
     "experiments/recovery_table.sh\` ($(date -u +%F), $(nproc) cores, revision $(revision)); each run:" \
     "\`afstream run --job heavy-hitters --runtime processes --process.store STORE --items $ITEMS --hh.keys 10000" \
-    "--hh.width W --hh.depth $DEPTH --seed ROUND --quiet --fail.count $FAILS --fail.target $TARGET --out DIR\`" \
+    "--hh.width W --hh.depth $DEPTH --seed ROUND --quiet --fail.count $FAILS --fail.target $TARGET${EXTRA_ARGS:+ $EXTRA_ARGS}" \
+    "--out DIR\`" \
     "(W = counters / $DEPTH)."
   echo
   python3 experiments/recovery_summary.py "$OUT/failures.csv" "$OUT/summary.csv"

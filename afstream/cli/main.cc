@@ -318,6 +318,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     popts.worker_args.assign(argv + 1, argv + argc);  // the job's options, as given to run
     popts.store = opts.process_store;
     popts.store_compact_ratio = opts.process_store_compact_ratio;
+    popts.standby = opts.process_standby;
     popts.heartbeat = std::chrono::milliseconds(opts.heartbeat_ms);
     popts.heartbeat_timeout = std::chrono::milliseconds(opts.heartbeat_timeout_ms);
     if (controller) {
@@ -491,6 +492,11 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   }
   if (!rec.empty())
     std::cout << "  recovery: median " << num(median(rec)) << " ms over " << rec.size() << " recoveries\n";
+  if (const auto* pc = dynamic_cast<const afs::ProcessCluster*>(&cluster); pc && opts.process_standby > 0) {
+    const auto info = pc->info();
+    std::cout << "  standby: " << info.standbys_started << " spare processes started, " << info.standby_takeovers
+              << " of " << result.failures.size() << " failed workers taken over by one\n";
+  }
   std::cout << " ";
   for (const auto& [k, v] : scores) std::cout << " " << k << " " << num(v);
   std::cout << "\n";
@@ -548,6 +554,18 @@ int run_worker(int argc, const char* const* argv) {
   wopts.on_killed = [] { ::raise(SIGKILL); };
   const auto reg = registry();
   const auto topology = job->topology(vm, opts.config);
+  if (vm.count("worker.standby")) {
+    // A spare process: the job is built; wait to be told which failed worker this process is to be.
+    std::optional<afs::net::CurveClient> client;
+    if (wopts.curve && afs::net::is_tcp(wopts.controller)) {
+      client = afs::net::CurveClient{wopts.curve->keys, wopts.controller_key};
+    }
+    const auto a = afs::await_assignment(vm["worker.standby"].as<int>(), wopts.controller, wopts.directory,
+                                         wopts.controller_timeout, client);
+    wopts.worker = static_cast<int>(a.worker);
+    wopts.epoch = a.epoch;
+    wopts.failures = a.failures;
+  }
   afs::run_worker_process(topology, reg, opts.config, wopts);
   return 0;
 }

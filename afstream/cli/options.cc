@@ -160,6 +160,9 @@ po::options_description run_options() {
       "weigh this many times the snapshot (its --store.compact-ratio; 0: never, the workers write full snapshots "
       "at 4x)")("process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),
                 "runtime processes: a worker silent this long is presumed dead, killed and restarted (ms)")(
+      "process.standby", po::value<int>()->default_value(ProcessClusterOptions{}.standby),
+      "runtime processes: spare worker processes kept started (job built, no state); a failed worker is taken over "
+      "by one at once instead of a new process, which then replaces the spare (0: start a new process per failure)")(
       "fail.at", po::value<std::string>()->default_value(""),
       "failure points: comma-separated item counts or fractions of the input (0.25) processed, or times since the "
       "start (500ms, 2s); produced:N or produced:0.99 counts the items the sources produced instead");
@@ -173,6 +176,9 @@ po::options_description worker_options() {
       "registers with --worker.controller and gets the job's options, its incarnation and the other endpoints from "
       "it)");
   o.add_options()("worker.id", po::value<int>(), "this worker's id in the topology")(
+      "worker.standby", po::value<int>(),
+      "SLOT: a spare process (started by a controller with process.standby): builds the job, then waits for the "
+      "controller to assign it the next worker that fails (its id, incarnation and failures)")(
       "worker.epoch", po::value<std::uint32_t>()->default_value(1), "incarnation: 1 + earlier failures")(
       "worker.failures", po::value<std::string>()->default_value(""),
       "items this worker had processed at each earlier failure, comma-separated")(
@@ -204,8 +210,22 @@ WorkerProcessOptions parse_worker(const po::variables_map& vm) {
     if (!vm.count(key)) throw ConfigError(std::string("worker: missing --") + key);
     return vm[key].as<std::string>();
   };
-  if (!vm.count("worker.id")) throw ConfigError("worker: missing --worker.id");
-  w.worker = vm["worker.id"].as<int>();
+  if (vm.count("worker.standby")) {
+    // Its worker, incarnation and failures come with its assignment (registration.h, await_assignment).
+    for (const char* assigned : {"worker.id", "worker.epoch", "worker.failures"}) {
+      if (!vm[assigned].empty() && !vm[assigned].defaulted()) {
+        throw ConfigError(std::string("worker.standby: a standby gets --") + assigned +
+                          " from its controller when a worker fails; give one or the other");
+      }
+    }
+    if (vm["worker.standby"].as<int>() < 0) {
+      throw ConfigError("worker.standby: expected a slot >= 0, got " + std::to_string(vm["worker.standby"].as<int>()));
+    }
+  } else if (!vm.count("worker.id")) {
+    throw ConfigError("worker: missing --worker.id");
+  } else {
+    w.worker = vm["worker.id"].as<int>();
+  }
   w.epoch = vm["worker.epoch"].as<std::uint32_t>();
   const auto failures = vm["worker.failures"].as<std::string>();
   std::stringstream ss(failures);
@@ -397,6 +417,11 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (!(r.process_store_compact_ratio >= 0) || !std::isfinite(r.process_store_compact_ratio)) {
     throw ConfigError("process.store-compact-ratio: expected a number >= 0 (0: never compact), got " +
                       std::to_string(r.process_store_compact_ratio));
+  }
+  r.process_standby = vm["process.standby"].as<int>();
+  if (r.process_standby < 0) {
+    throw ConfigError("process.standby: expected a number of spare processes >= 0, got " +
+                      std::to_string(r.process_standby));
   }
   r.heartbeat_ms = vm["process.heartbeat-ms"].as<int>();
   r.heartbeat_timeout_ms = vm["process.heartbeat-timeout-ms"].as<int>();

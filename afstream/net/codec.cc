@@ -41,6 +41,8 @@ static_assert(static_cast<std::uint16_t>(StoreErrorKind::kStaleIncarnation) ==
               static_cast<std::uint16_t>(wire::StoreError::Kind::STALE_INCARNATION));
 static_assert(static_cast<std::uint16_t>(ReportKind::kRegister) ==
               static_cast<std::uint16_t>(wire::WorkerReport::Kind::REGISTER));
+static_assert(static_cast<std::uint16_t>(ReportKind::kStandby) ==
+              static_cast<std::uint16_t>(wire::WorkerReport::Kind::STANDBY));
 static_assert(sizeof(capnp::word) == 8 && alignof(capnp::word) <= 8);
 
 namespace {
@@ -849,7 +851,7 @@ StoreReplyMsg read_store_reply(wire::StoreReply::Reader r) {
 WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   WorkerReportMsg m;
   const auto kind = static_cast<std::uint16_t>(r.getKind());
-  if (kind == 0 || kind > static_cast<std::uint16_t>(ReportKind::kRegister)) {
+  if (kind == 0 || kind > static_cast<std::uint16_t>(ReportKind::kStandby)) {
     throw FormatError("wire worker report has unknown kind " + std::to_string(kind));
   }
   m.kind = static_cast<ReportKind>(kind);

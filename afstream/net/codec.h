@@ -243,7 +243,9 @@ struct StoreReplyMsg {
 
 // Worker process <-> controller (wire.capnp: WorkerReport, Directory, Assignment; afstream/runtime/
 // process_cluster.h). kRegister: a worker started by hand asks for its incarnation (answered by an AssignmentMsg).
-enum class ReportKind : std::uint16_t { kHello = 1, kStatus = 2, kFinished = 3, kRegister = 4 };
+// kStandby: a spare process started by the controller is ready (sender: its slot), answered by an AssignmentMsg
+// when a worker fails.
+enum class ReportKind : std::uint16_t { kHello = 1, kStatus = 2, kFinished = 3, kRegister = 4, kStandby = 5 };
 
 struct WorkerStatusMsg {
   std::uint64_t items_in = 0, items_out = 0, state_backups = 0, item_backups = 0, backup_bytes = 0;

@@ -209,6 +209,8 @@ struct WorkerReport {
     status @2;
     finished @3;
     register @4;  # a worker started by hand asks for its incarnation (Envelope.epoch 0); answered by an Assignment
+    standby @5;   # a spare process the controller started (Envelope.sender: its standby slot, epoch 0) is ready to
+                  # take over a failed worker; answered by an Assignment when one fails
   }
 }
 

@@ -113,6 +113,20 @@ struct ProcessCluster::Impl {
   std::string store_listen;            // what the backup server it starts listens on
   InputProgress input_progress;
 
+  // Spare processes (options.standby): started, and ready once their standby report came (routing id known).
+  struct Standby {
+    int slot = 0;
+    pid_t pid = -1;
+    std::string routing_id;  // empty until ready
+  };
+  std::vector<Standby> standbys;
+  int next_standby_slot = 0;
+  std::atomic<int> standby_takeovers{0};
+  std::atomic<int> standbys_started{0};
+  std::vector<pid_t> to_reap;  // killed workers whose standby took over, reaped after the event (reap_killed)
+  // Sends an assignment to a ready standby (set by run(): the report socket).
+  std::function<void(const std::string& routing_id, const net::AssignmentMsg&)> send_assignment;
+
   // CURVE: on tcp:// only.
   bool curve() const { return tcp && options.curve; }
 
@@ -131,37 +145,100 @@ struct ProcessCluster::Impl {
 
   std::string endpoint(const char* name) const { return "ipc://" + dir + "/" + name; }
 
-  void start_worker(int w) {
-    auto& s = workers[static_cast<std::size_t>(w)];
+  // `afstream worker` with the job's options, where to bind and whom to reach, and `own` (which worker, or standby).
+  std::vector<std::string> worker_process_args(const std::vector<std::string>& own) const {
     std::vector<std::string> args{"worker"};
     args.insert(args.end(), options.worker_args.begin(), options.worker_args.end());
-    const std::vector<std::string> own{"--worker.id",
-                                       std::to_string(w),
-                                       "--worker.epoch",
-                                       std::to_string(s.epoch),
-                                       tcp ? "--worker.bind" : "--worker.prefix",
-                                       tcp ? "tcp://" + tcp->host : "ipc://" + dir + "/",
-                                       "--worker.controller",
-                                       bound.reports,
-                                       "--worker.directory",
-                                       bound.directory,
-                                       "--worker.store",
-                                       bound.store,
-                                       "--worker.heartbeat-ms",
-                                       std::to_string(status_every().count())};
     args.insert(args.end(), own.begin(), own.end());
-    if (!s.failures.empty()) {
-      args.push_back("--worker.failures");
-      args.push_back(join(s.failures));
-    }
+    const std::vector<std::string> where{tcp ? "--worker.bind" : "--worker.prefix",
+                                         tcp ? "tcp://" + tcp->host : "ipc://" + dir + "/",
+                                         "--worker.controller",
+                                         bound.reports,
+                                         "--worker.directory",
+                                         bound.directory,
+                                         "--worker.store",
+                                         bound.store,
+                                         "--worker.heartbeat-ms",
+                                         std::to_string(status_every().count())};
+    args.insert(args.end(), where.begin(), where.end());
     if (curve()) {
       args.insert(args.end(), options.curve_args.begin(), options.curve_args.end());
       // --key=value: a Z85 key may start with '-'.
       args.insert(args.end(), {"--worker.controller-key=" + bound.key, "--worker.store-key=" + bound.store_key});
     }
-    s.pid = spawn(options.program, args);
+    return args;
+  }
+
+  void start_worker(int w) {
+    auto& s = workers[static_cast<std::size_t>(w)];
+    std::vector<std::string> own{"--worker.id", std::to_string(w), "--worker.epoch", std::to_string(s.epoch)};
+    if (!s.failures.empty()) {
+      own.push_back("--worker.failures");
+      own.push_back(join(s.failures));
+    }
+    s.pid = spawn(options.program, worker_process_args(own));
     s.up = false;
     s.last_report = Clock::now();
+  }
+
+  void start_standby() {
+    Standby sb;
+    sb.slot = next_standby_slot++;
+    sb.pid = spawn(options.program, worker_process_args({"--worker.standby", std::to_string(sb.slot)}));
+    standbys.push_back(std::move(sb));
+    ++standbys_started;
+  }
+
+  // Hands local worker w's next incarnation to a ready standby, if there is one.
+  bool take_over(int w) {
+    auto it = std::find_if(standbys.begin(), standbys.end(), [](const Standby& sb) { return !sb.routing_id.empty(); });
+    if (it == standbys.end() || !send_assignment) return false;
+    auto& s = workers[static_cast<std::size_t>(w)];
+    net::AssignmentMsg a;
+    a.worker = static_cast<std::uint32_t>(w);
+    a.epoch = s.epoch;
+    a.failures = s.failures;
+    send_assignment(it->routing_id, a);
+    s.pid = it->pid;
+    s.up = false;
+    s.last_report = Clock::now();
+    standbys.erase(it);
+    ++standby_takeovers;
+    return true;
+  }
+
+  // A restarted worker has not restored its state yet, or the job has not started: a new standby would compete
+  // with it for the cores.
+  bool busy() const {
+    return std::any_of(workers.begin(), workers.end(),
+                       [](const WorkerState& s) { return !s.remote && !s.finished && !s.up; });
+  }
+
+  // Standbys that exited: one that stopped on an error (bad options, a controller it cannot reach) ends the run, as
+  // a worker's error does; one killed from outside is dropped (and replaced).
+  void check_standbys() {
+    for (auto it = standbys.begin(); it != standbys.end();) {
+      int status = 0;
+      if (::waitpid(it->pid, &status, WNOHANG) != it->pid) {
+        ++it;
+        continue;
+      }
+      if (WIFEXITED(status)) {
+        throw RuntimeError("controller: standby process " + std::to_string(it->slot) + " stopped with exit status " +
+                           std::to_string(WEXITSTATUS(status)) + " (its error is in the log above)");
+      }
+      it = standbys.erase(it);
+    }
+  }
+
+  void reap_killed() {
+    for (const pid_t pid : std::exchange(to_reap, {})) ::waitpid(pid, nullptr, 0);
+  }
+
+  void stop_standbys() {
+    for (const auto& sb : standbys) ::kill(sb.pid, SIGKILL);
+    for (const auto& sb : standbys) ::waitpid(sb.pid, nullptr, 0);
+    standbys.clear();
   }
 
   net::DirectoryMsg directory() const {
@@ -269,11 +346,7 @@ struct ProcessCluster::Impl {
     if (kill_it) signal_kill(w);
     // Recovery is timed from the kill (its SIGKILL), the process's teardown included.
     const auto signalled = std::exchange(s.signalled_at, std::nullopt);
-    if (s.pid > 0) {
-      int status = 0;
-      ::waitpid(s.pid, &status, 0);
-    }
-    s.pid = -1;
+    const pid_t old = std::exchange(s.pid, -1);
     FailureRecord r;
     r.worker = w;
     r.failure_count = static_cast<int>(s.failures.size()) + 1;
@@ -302,7 +375,12 @@ struct ProcessCluster::Impl {
       s.assigned = false;
       s.assigned_to.clear();
       s.awaiting_since = Clock::now();
+    } else if (take_over(w)) {
+      // A standby runs the next incarnation already; the killed process is reaped after the event's other workers
+      // have been handed over too (reap_killed), its teardown competing with their restores, not delaying them.
+      if (old > 0) to_reap.push_back(old);
     } else {
+      if (old > 0) ::waitpid(old, nullptr, 0);
       start_worker(w);
     }
   }
@@ -411,6 +489,8 @@ ProcessCluster::ProcessCluster(const Topology& topology, const Registry& registr
     : impl_(std::make_unique<Impl>(topology, registry, std::move(config), std::move(options))) {}
 
 ProcessCluster::~ProcessCluster() {
+  impl_->stop_standbys();
+  impl_->reap_killed();
   for (auto& s : impl_->workers) {
     if (s.pid > 0) {
       ::kill(s.pid, SIGKILL);
@@ -496,6 +576,12 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   }
   im.bound.store = im.options.backup_server.empty() ? im.store_listen : im.options.backup_server;
   net::Encoder encoder;
+  im.send_assignment = [&](const std::string& routing_id, const net::AssignmentMsg& a) {
+    auto frame = encoder.encode_assignment(0, 0, a);
+    zmq::message_t id(routing_id.data(), routing_id.size());
+    (void)reports.send(id, zmq::send_flags::sndmore);
+    (void)reports.send(net::outgoing(frame), zmq::send_flags::dontwait);
+  };
   auto broadcast = [&] {
     auto frame = encoder.encode_directory(0, 0, im.directory());
     zmq::message_t m = net::outgoing(frame);
@@ -555,6 +641,12 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         auto frame = encoder.encode_assignment(0, 0, answer);
         (void)reports.send(id, zmq::send_flags::sndmore);
         (void)reports.send(net::outgoing(frame), zmq::send_flags::dontwait);
+        continue;
+      }
+      if (r->kind == net::ReportKind::kStandby) {
+        for (auto& sb : im.standbys) {
+          if (sb.slot == static_cast<int>(msg.sender) && sb.routing_id.empty()) sb.routing_id = id.to_string();
+        }
         continue;
       }
       if (msg.sender >= static_cast<std::uint32_t>(n)) continue;
@@ -689,6 +781,9 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       }
       changed = true;
     }
+    im.reap_killed();
+    im.check_standbys();
+    if (static_cast<int>(im.standbys.size()) < im.options.standby && !im.busy()) im.start_standby();
 
     if (changed || Clock::now() - last_broadcast > std::chrono::milliseconds(200)) {
       broadcast();
@@ -745,6 +840,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   result.alignment_ms_max = t.alignment_ms_max;
   result.items_held = t.items_held;
 
+  im.stop_standbys();
   if (im.server > 0) {
     ::kill(im.server, SIGTERM);
     ::waitpid(im.server, nullptr, 0);
@@ -763,7 +859,10 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   return result;
 }
 
-ProcessRunInfo ProcessCluster::info() const { return {impl_->server_restarts.load(), impl_->server.load()}; }
+ProcessRunInfo ProcessCluster::info() const {
+  return {impl_->server_restarts.load(), impl_->server.load(), impl_->standby_takeovers.load(),
+          impl_->standbys_started.load()};
+}
 
 Operator* ProcessCluster::final_operator(int worker) {
   auto it = impl_->finals.find(worker);

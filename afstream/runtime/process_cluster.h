@@ -63,6 +63,12 @@ struct ProcessClusterOptions {
   // CPU than none, word count and NEXMark 14-16%, with no shorter recoveries (experiments/results/process-runtime/
   // README.md, "The backup server's compactions").
   double store_compact_ratio = 0;
+  // Spare worker processes kept started on this host (`afstream worker --worker.standby SLOT`: the job parsed and
+  // built, no state, waiting; registration.h, await_assignment). A failed local worker is taken over by a ready one
+  // at once (told its id, incarnation and failures; it restores from the backup server as a new process would)
+  // instead of waiting for a new process to start; the controller starts a new spare once no recovery is under way.
+  // 0: every failure starts a new process. Workers started by hand on other hosts are not covered.
+  int standby = 0;
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};
@@ -97,6 +103,8 @@ struct ProcessClusterOptions {
 struct ProcessRunInfo {
   int backup_server_restarts = 0;
   pid_t backup_server_pid = -1;  // the current one (tests kill it)
+  int standby_takeovers = 0;     // failed workers taken over by a spare process (options.standby)
+  int standbys_started = 0;
 };
 
 class ProcessCluster final : public Cluster {

@@ -1,6 +1,8 @@
 // A worker started by hand asks the controller for its assignment (registration.h).
 #include "afstream/runtime/registration.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
 #include <zmq.hpp>
@@ -121,6 +123,69 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
   throw RuntimeError("worker " + std::to_string(worker) + ": no answer from the controller at " + controller +
                      " (worker.controller) within " + std::to_string(timeout.count()) + " ms" + handshakes +
                      (bad_reply.empty() ? std::string() : "; its reply did not decode: " + bad_reply));
+}
+
+net::AssignmentMsg await_assignment(int slot, const std::string& controller, const std::string& directory,
+                                    std::chrono::milliseconds timeout, const std::optional<net::CurveClient>& curve) {
+  using Clock = std::chrono::steady_clock;
+  zmq::context_t zmq(1);
+  zmq::socket_t socket(zmq, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::routing_id, "s" + std::to_string(slot) + "-p" + std::to_string(::getpid()));
+  socket.set(zmq::sockopt::linger, 0);
+  zmq::socket_t sub(zmq, zmq::socket_type::sub);
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::linger, 0);
+  if (curve) {
+    net::make_curve_client(socket, *curve);
+    net::make_curve_client(sub, *curve);  // the directory serves with the controller's keypair too
+  }
+  try {
+    socket.connect(controller);
+  } catch (const zmq::error_t& e) {
+    throw ConfigError("worker.controller: cannot connect to '" + controller + "': " + e.what());
+  }
+  try {
+    sub.connect(directory);
+  } catch (const zmq::error_t& e) {
+    throw ConfigError("worker.directory: cannot connect to '" + directory + "': " + e.what());
+  }
+  net::Encoder encoder;
+  net::WorkerReportMsg ready;
+  ready.kind = net::ReportKind::kStandby;
+  auto last_sent = Clock::time_point{};
+  auto last_heard = Clock::now();
+  net::Message msg;
+  for (;;) {
+    if (Clock::now() - last_sent >= std::chrono::seconds(1)) {
+      auto frame = encoder.encode_worker_report(static_cast<std::uint32_t>(slot), 0, ready);
+      zmq::message_t m = net::outgoing(frame);
+      (void)socket.send(m, zmq::send_flags::dontwait);
+      last_sent = Clock::now();
+    }
+    zmq::pollitem_t items[] = {{static_cast<void*>(socket), 0, ZMQ_POLLIN, 0},
+                               {static_cast<void*>(sub), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 2, std::chrono::milliseconds(100));
+    zmq::message_t m;
+    while (sub.recv(m, zmq::recv_flags::dontwait)) last_heard = Clock::now();  // alive; the content is not needed
+    if (Clock::now() - last_heard > timeout) {
+      throw RuntimeError("standby " + std::to_string(slot) + ": the controller's directory at " + directory +
+                         " (worker.directory) silent for " + std::to_string(timeout.count()) + " ms");
+    }
+    while (socket.recv(m, zmq::recv_flags::dontwait)) {
+      net::received(m);
+      try {
+        net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
+      } catch (const FormatError&) {
+        continue;
+      }
+      const auto* a = std::get_if<net::AssignmentMsg>(&msg.body);
+      if (a == nullptr) continue;
+      if (a->epoch == 0) {
+        throw ConfigError("controller at " + controller + " refused standby " + std::to_string(slot) + ": " + a->error);
+      }
+      return *a;
+    }
+  }
 }
 
 }  // namespace afs

@@ -516,6 +516,17 @@ TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
       {"worker " + job + " --worker.id 1 --worker.bind tcp://127.0.0.1 --worker.controller " + nobody +
            " --worker.directory " + nobody + " --worker.store ipc://",
        {"worker.store: 'ipc://'"}},
+      {"worker " + job + " --worker.standby 0 --worker.id 1 --worker.bind tcp://127.0.0.1 --worker.controller " +
+           nobody + " --worker.directory " + nobody + " --worker.store " + nobody,
+       {"worker.standby", "--worker.id", "from its controller"}},
+      {"worker " + job + " --worker.standby -2 --worker.bind tcp://127.0.0.1 --worker.controller " + nobody +
+           " --worker.directory " + nobody + " --worker.store " + nobody,
+       {"worker.standby: expected a slot >= 0, got -2"}},
+      // A spare whose controller is gone stops by itself, naming the directory it listened to.
+      {"worker " + job + " --worker.standby 3 --worker.bind tcp://127.0.0.1 --worker.controller " + nobody +
+           " --worker.directory " + nobody + " --worker.store " + nobody + " --worker.controller-timeout-ms 500",
+       {"standby 3", nobody, "worker.directory", "silent for 500 ms"}},
+      {"run " + job + " --runtime processes --process.standby -1", {"process.standby", "got -1"}},
       {"controller " + job + " --controller.bind tcp://0.0.0.0", {"controller.bind: 'tcp://0.0.0.0'", "wildcard"}},
       {"controller " + job + " --controller.bind 127.0.0.1", {"controller.bind: '127.0.0.1'"}},
       {"controller " + job + " --controller.remote-workers 1,9",
@@ -675,6 +686,39 @@ TEST(MultiHostCurve, KilledRemoteWorkerIsRestartedWithANewIncarnationKey) {
   expect_a_killed_remote_worker_to_be_restarted(
       kLoopback, kLoopback, t.path(), curve(k.a, k),
       curve(k.b, k) + std::vector<std::string>{"--worker.controller-key", (k.dir / "hostA" / "hostA.pub").string()});
+}
+
+// The controller's spares (process.standby) on tcp with CURVE: they reach the controller with its key, and a spare
+// that takes over a killed local worker serves with a keypair of its incarnation like a restarted process; the
+// remote workers reconnect to it and the job completes with the failure-free accuracy.
+TEST(MultiHostCurve, StandbyProcessesTakeOverLocalWorkersWithCurve) {
+  TempDir t;
+  const auto k = make_keys(t.path());
+  ASSERT_NO_FATAL_FAILURE(reference_run(kLongJob, t.path() / "threads", t.path() / "threads.log"));
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(
+      kLongJob,
+      curve(k.a, k) + std::vector<std::string>{"--process.standby", "2", "--fail.count", "2", "--fail.target", "0,3"}));
+  const auto member =
+      curve(k.b, k) + std::vector<std::string>{"--worker.controller-key", (k.dir / "hostA" / "hostA.pub").string()};
+  const pid_t w1 = job.start_worker(1, "w1", true, member);
+  const pid_t w2 = job.start_worker(2, "w2", true, member);
+  ASSERT_EQ(job.wait_controller(), 0) << job.logs();
+  EXPECT_EQ(job.wait(w1), 0) << job.logs();
+  EXPECT_EQ(job.wait(w2), 0) << job.logs();
+  const auto controller = slurp(job.log("controller"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(controller, m, std::regex(R"(standby: (\d+) spare processes started, (\d+) of)")))
+      << job.logs();
+  EXPECT_GE(std::stoi(m[2]), 1) << job.logs();
+  EXPECT_NE(controller.find("security: CURVE on tcp, 0 connections refused"), std::string::npos) << controller;
+  const auto failures = slurp(job.out() / "failures.csv");
+  for (const char* row : {"\n0,1,", "\n3,1,", "\n0,2,", "\n3,2,"}) {
+    EXPECT_NE(failures.find(row), std::string::npos) << row << "\n" << failures;
+  }
+  const auto clean = summary(t.path() / "threads"), killed = summary(job.out());
+  EXPECT_EQ(killed.at("recall"), "1");
+  EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
 }
 
 // Bad CURVE options: one line naming the option (and the file), a non-zero status, promptly.

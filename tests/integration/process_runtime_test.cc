@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -340,7 +341,7 @@ KillResult run_and_kill(const std::string& args, const std::vector<std::string>&
   if (run < 0) return r;
   if (run == 0) {
     std::freopen(log.c_str(), "w", stderr);
-    std::freopen("/dev/null", "w", stdout);
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);  // the run's summary lines too
     std::vector<std::string> words{AFS_BINARY, "run"};
     std::stringstream ss(args);
     for (std::string w; ss >> w;) words.push_back(w);
@@ -416,6 +417,95 @@ TEST(ProcessRuntime, BackupServerKilledMidRunIsRestartedAndTheJobCompletes) {
   EXPECT_GE(std::count(log.begin(), log.end(), '\n'), 1);
   EXPECT_NE(log.find("listening"), log.rfind("listening")) << "the backup server was not started again: " << log;
   EXPECT_NE(slurp(out / "failures.csv").find("\n2,1,"), std::string::npos) << slurp(out / "failures.csv");
+  EXPECT_EQ(summary(out).at("recall"), "1");
+}
+
+// The number in `afstream run`'s line "standby: N spare processes started, K of M failed workers taken over by one":
+// {N, K, M}, or {-1, -1, -1} if the line is missing.
+std::array<int, 3> standby_line(const std::string& output) {
+  std::smatch m;
+  static const std::regex line(R"(standby: (\d+) spare processes started, (\d+) of (\d+) failed workers taken over)");
+  if (!std::regex_search(output, m, line)) return {-1, -1, -1};
+  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
+}
+
+// process.standby: spare processes, started once every worker is up, take over killed workers at once (told which
+// worker and incarnation they are; they restore from the backup server like a new process), and a new spare is
+// started after each takeover. The results are those of the failure-free run, as with restarts.
+TEST(ProcessRuntime, StandbyProcessesTakeOverKilledWorkersAndKeepTheResults) {
+  TempDir t;
+  const std::string job = std::regex_replace(kJob, std::regex("--items 400000"), "--items 3000000") +
+                          " --net.in-flight-max 4096 --runtime processes";
+  ASSERT_EQ(run_afstream(job + " --out " + (t.path() / "clean").string(), t.path() / "c.log"), 0)
+      << slurp(t.path() / "c.log");
+  ASSERT_EQ(run_afstream(
+                job + " --fail.count 3 --fail.target all --process.standby 4 --out " + (t.path() / "killed").string(),
+                t.path() / "k.log"),
+            0)
+      << slurp(t.path() / "k.log");
+  const auto out = slurp(t.path() / "k.log");
+  const auto [started, took_over, failed] = standby_line(out);
+  ASSERT_GE(started, 0) << out;
+  EXPECT_GE(failed, 4) << out;
+  EXPECT_GE(took_over, 1) << out;  // the first failure may come before the spares are up; later ones find them
+  EXPECT_EQ(started, 4 + took_over) << "a spare replaces each that took over: " << out;
+  const auto clean = summary(t.path() / "clean"), killed = summary(t.path() / "killed");
+  EXPECT_EQ(killed.at("recall"), "1");
+  EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
+  for (const auto& row : failure_rows(t.path() / "killed" / "failures.csv")) {
+    if (row.at("recovered") != "1") continue;
+    EXPECT_GT(std::stod(row.at("recovery_ms")), 0.0) << "worker " << row.at("worker");
+    if (row.at("worker") != "0" && std::stod(row.at("first_item_ms")) >= 0) {
+      EXPECT_GE(std::stod(row.at("first_item_ms")), std::stod(row.at("recovery_ms"))) << "worker " << row.at("worker");
+    }
+  }
+  // Without the option no spare is started and nothing is said about them.
+  EXPECT_EQ(standby_line(slurp(t.path() / "c.log"))[0], -1);
+}
+
+// The exact modes with spares taking over: exactly the failure-free results, nothing lost.
+TEST(ProcessRuntime, ExactModesWithStandbyProcessesLeaveExactlyTheFailureFreeResults) {
+  TempDir t;
+  const std::string job = "--job heavy-hitters --items 2000000 --hh.keys 20000 --seed 4 --quiet";
+  const auto clean = t.path() / "clean";
+  ASSERT_EQ(run_afstream(job + " --ft.mode none --runtime threads --out " + clean.string(), t.path() / "c.log"), 0)
+      << slurp(t.path() / "c.log");
+  for (const std::string mode : {"ask --ft.ask-every 2000", "checkpoint --ft.checkpoint-items 5000"}) {
+    const auto out = t.path() / "run";
+    std::filesystem::remove_all(out);
+    ASSERT_EQ(run_afstream(job + " --ft.mode " + mode +
+                               " --runtime processes --process.standby 4 --fail.count 3 --fail.target all --out " +
+                               out.string(),
+                           t.path() / "a.log"),
+              0)
+        << slurp(t.path() / "a.log");
+    EXPECT_GE(standby_line(slurp(t.path() / "a.log"))[1], 1) << mode << ": " << slurp(t.path() / "a.log");
+    const auto rows = failure_rows(out / "failures.csv");
+    EXPECT_GE(rows.size(), 6u) << mode;
+    for (const auto& row : rows) EXPECT_EQ(row.at("lost_items"), "0") << mode << " worker " << row.at("worker");
+    const auto a = summary(clean), b = summary(out);
+    for (const char* k : {"precision", "recall", "are", "reported", "true_heavy"}) {
+      EXPECT_EQ(a.at(k), b.at(k)) << mode << ": " << k;
+    }
+  }
+}
+
+// A spare that dies before it is needed (killed from outside) is not a failure of the job: the controller starts
+// another, and the job completes with its results.
+TEST(ProcessRuntime, StandbyKilledFromOutsideIsReplaced) {
+  TempDir t;
+  const auto out = t.path() / "out";
+  const std::string args =
+      "--job heavy-hitters --items 20000000 --hh.keys 20000 --seed 5 --ft.mode approx "
+      "--ft.theta 1e4 --ft.l 10 --ft.gamma 100 --quiet --runtime processes --process.standby 1 --out " +
+      out.string();
+  const auto r = run_and_kill(args, {"--worker.standby 0 "}, std::chrono::milliseconds(100), t.path() / "run.log");
+  ASSERT_TRUE(r.killed) << "the standby was never seen running: " << slurp(t.path() / "run.log");
+  ASSERT_EQ(r.status, 0) << slurp(t.path() / "run.log");
+  const auto [started, took_over, failed] = standby_line(slurp(t.path() / "run.log"));
+  EXPECT_EQ(started, 2) << slurp(t.path() / "run.log");
+  EXPECT_EQ(took_over, 0);
+  EXPECT_EQ(failed, 0);
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 

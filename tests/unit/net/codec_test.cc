@@ -686,7 +686,9 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
   announcing.curve_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";  // with CURVE on tcp
   WorkerReportMsg registering;
   registering.kind = ReportKind::kRegister;
-  for (const auto& r : {status, hello, finished, announcing, registering}) {
+  WorkerReportMsg standing_by;
+  standing_by.kind = ReportKind::kStandby;
+  for (const auto& r : {status, hello, finished, announcing, registering, standing_by}) {
     const Message m{.sender = 4, .epoch = 2, .body = r};
     EXPECT_EQ(decode(encode(m)), m);
   }
