@@ -556,6 +556,7 @@ int run_worker(int argc, const char* const* argv) {
   const auto topology = job->topology(vm, opts.config);
   if (vm.count("worker.standby")) {
     // A spare process: the job is built; wait to be told which failed worker this process is to be.
+    afs::check_server_keys(wopts);
     std::optional<afs::net::CurveClient> client;
     if (wopts.curve && afs::net::is_tcp(wopts.controller)) {
       client = afs::net::CurveClient{wopts.curve->keys, wopts.controller_key};

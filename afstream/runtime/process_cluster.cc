@@ -118,6 +118,9 @@ struct ProcessCluster::Impl {
     int slot = 0;
     pid_t pid = -1;
     std::string routing_id;  // empty until ready
+    // The routing id its report must come with (registration.h, await_assignment): a report from any other
+    // process (say, a spare left over from an earlier controller on the same port) is not this spare.
+    std::string expected_id() const { return "s" + std::to_string(slot) + "-p" + std::to_string(pid); }
   };
   std::vector<Standby> standbys;
   int next_standby_slot = 0;
@@ -189,8 +192,10 @@ struct ProcessCluster::Impl {
     ++standbys_started;
   }
 
-  // Hands local worker w's next incarnation to a ready standby, if there is one.
+  // Hands local worker w's next incarnation to a ready standby, if there is one (spares that have exited since the
+  // last look are dropped first: an assignment sent to one would be lost).
   bool take_over(int w) {
+    check_standbys();
     auto it = std::find_if(standbys.begin(), standbys.end(), [](const Standby& sb) { return !sb.routing_id.empty(); });
     if (it == standbys.end() || !send_assignment) return false;
     auto& s = workers[static_cast<std::size_t>(w)];
@@ -207,11 +212,15 @@ struct ProcessCluster::Impl {
     return true;
   }
 
-  // A restarted worker has not restored its state yet, or the job has not started: a new standby would compete
-  // with it for the cores.
-  bool busy() const {
-    return std::any_of(workers.begin(), workers.end(),
-                       [](const WorkerState& s) { return !s.remote && !s.finished && !s.up; });
+  // Whether to start a spare now: fewer than options.standby, some worker started here (spares serve only those),
+  // and every one of them up (a restarted worker has said hello, its state restored; the job has started), so
+  // that the new spare does not compete for the cores with a start or a restore.
+  bool want_standby() const {
+    if (static_cast<int>(standbys.size()) >= options.standby) return false;
+    const auto local = [](const WorkerState& s) { return !s.remote; };
+    return std::any_of(workers.begin(), workers.end(), local) &&
+           std::none_of(workers.begin(), workers.end(),
+                        [](const WorkerState& s) { return !s.remote && !s.finished && !s.up; });
   }
 
   // Standbys that exited: one that stopped on an error (bad options, a controller it cannot reach) ends the run, as
@@ -223,11 +232,12 @@ struct ProcessCluster::Impl {
         ++it;
         continue;
       }
+      const int slot = it->slot;
+      it = standbys.erase(it);  // reaped: never signalled again
       if (WIFEXITED(status)) {
-        throw RuntimeError("controller: standby process " + std::to_string(it->slot) + " stopped with exit status " +
+        throw RuntimeError("controller: standby process " + std::to_string(slot) + " stopped with exit status " +
                            std::to_string(WEXITSTATUS(status)) + " (its error is in the log above)");
       }
-      it = standbys.erase(it);
     }
   }
 
@@ -576,6 +586,11 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   }
   im.bound.store = im.options.backup_server.empty() ? im.store_listen : im.options.backup_server;
   net::Encoder encoder;
+  // Refers to this scope's socket and encoder: cleared when run() returns or throws.
+  struct ClearOnExit {
+    Impl& im;
+    ~ClearOnExit() { im.send_assignment = nullptr; }
+  } clear_send_assignment{im};
   im.send_assignment = [&](const std::string& routing_id, const net::AssignmentMsg& a) {
     auto frame = encoder.encode_assignment(0, 0, a);
     zmq::message_t id(routing_id.data(), routing_id.size());
@@ -645,7 +660,8 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       }
       if (r->kind == net::ReportKind::kStandby) {
         for (auto& sb : im.standbys) {
-          if (sb.slot == static_cast<int>(msg.sender) && sb.routing_id.empty()) sb.routing_id = id.to_string();
+          const auto from = id.to_string();
+          if (sb.routing_id.empty() && from == sb.expected_id()) sb.routing_id = from;
         }
         continue;
       }
@@ -783,7 +799,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     }
     im.reap_killed();
     im.check_standbys();
-    if (static_cast<int>(im.standbys.size()) < im.options.standby && !im.busy()) im.start_standby();
+    if (im.want_standby()) im.start_standby();
 
     if (changed || Clock::now() - last_broadcast > std::chrono::milliseconds(200)) {
       broadcast();

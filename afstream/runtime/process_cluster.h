@@ -66,8 +66,9 @@ struct ProcessClusterOptions {
   // Spare worker processes kept started on this host (`afstream worker --worker.standby SLOT`: the job parsed and
   // built, no state, waiting; registration.h, await_assignment). A failed local worker is taken over by a ready one
   // at once (told its id, incarnation and failures; it restores from the backup server as a new process would)
-  // instead of waiting for a new process to start; the controller starts a new spare once no recovery is under way.
-  // 0: every failure starts a new process. Workers started by hand on other hosts are not covered.
+  // instead of waiting for a new process to start; the controller starts a new spare once every worker it started
+  // is up again (has said hello, its state restored). 0: every failure starts a new process. Workers started by
+  // hand on other hosts are not covered (with none started here, no spare is started).
   int standby = 0;
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted

@@ -128,8 +128,10 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
 net::AssignmentMsg await_assignment(int slot, const std::string& controller, const std::string& directory,
                                     std::chrono::milliseconds timeout, const std::optional<net::CurveClient>& curve) {
   using Clock = std::chrono::steady_clock;
+  const pid_t parent = ::getppid();  // the controller that started it
   zmq::context_t zmq(1);
   zmq::socket_t socket(zmq, zmq::socket_type::dealer);
+  // The controller accepts a standby report only with this routing id (its slot and the pid it started).
   socket.set(zmq::sockopt::routing_id, "s" + std::to_string(slot) + "-p" + std::to_string(::getpid()));
   socket.set(zmq::sockopt::linger, 0);
   zmq::socket_t sub(zmq, zmq::socket_type::sub);
@@ -170,6 +172,10 @@ net::AssignmentMsg await_assignment(int slot, const std::string& controller, con
     if (Clock::now() - last_heard > timeout) {
       throw RuntimeError("standby " + std::to_string(slot) + ": the controller's directory at " + directory +
                          " (worker.directory) silent for " + std::to_string(timeout.count()) + " ms");
+    }
+    if (::getppid() != parent) {  // a later controller on the same endpoints is not the one that started it
+      throw RuntimeError("standby " + std::to_string(slot) + ": the process that started it (" +
+                         std::to_string(parent) + ", its controller) is gone");
     }
     while (socket.recv(m, zmq::recv_flags::dontwait)) {
       net::received(m);

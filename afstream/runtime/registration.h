@@ -29,10 +29,11 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
 // A standby (`afstream worker --worker.standby SLOT`, started by a controller with process.standby > 0): a spare
 // process that has parsed the job and built its topology, and waits to take over the next worker that fails, so that
 // a recovery does not wait for a process to start. It tells the controller it is ready (a standby report from
-// `slot`, resent every second) and returns the assignment it gets: which worker, which incarnation, the earlier
-// failures. Throws RuntimeError if the controller's directory (which it broadcasts at least every 200 ms) is silent
-// for `timeout` (the controller is gone), ConfigError if the controller refuses the standby (epoch 0). curve: as for
-// register_worker, for the report and directory sockets alike. Never prints or exits.
+// `slot`, resent every second, from the routing id "s<slot>-p<pid>" by which the controller knows it) and returns
+// the assignment it gets: which worker, which incarnation, the earlier failures. Throws RuntimeError if the
+// controller's directory (which it broadcasts at least every 200 ms) is silent for `timeout` or the process that
+// started it has exited (the controller is gone), ConfigError if the controller refuses the standby (epoch 0). curve:
+// as for register_worker, for the report and directory sockets alike. Never prints or exits.
 net::AssignmentMsg await_assignment(int slot, const std::string& controller, const std::string& directory,
                                     std::chrono::milliseconds timeout,
                                     const std::optional<net::CurveClient>& curve = std::nullopt);

@@ -86,6 +86,17 @@ std::uint32_t apply_directory(const net::DirectoryMsg& d, int self, PeerDirector
 
 }  // namespace
 
+void check_server_keys(const WorkerProcessOptions& options) {
+  // CURVE applies to tcp:// endpoints; each needs the public key of the server behind it.
+  if (options.curve && net::is_tcp(options.controller) && options.controller_key.empty()) {
+    throw ConfigError("worker.controller-key: needed with net.curve-secret to reach the controller at " +
+                      options.controller + " (its public key, as `afstream controller` prints it)");
+  }
+  if (options.curve && net::is_tcp(options.store) && options.store_key.empty()) {
+    throw ConfigError("worker.store-key: needed with net.curve-secret to reach the backup server at " + options.store);
+  }
+}
+
 void run_worker_process(const Topology& topology, const Registry& registry, const RunConfig& config,
                         const WorkerProcessOptions& options) {
   const int n = topology.worker_count();
@@ -93,14 +104,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     throw ConfigError("worker.id: expected 0.." + std::to_string(n - 1) + ", got " + std::to_string(options.worker));
   }
   const auto& curve = options.curve;
-  // CURVE applies to tcp:// endpoints; each needs the public key of the server behind it.
-  if (curve && net::is_tcp(options.controller) && options.controller_key.empty()) {
-    throw ConfigError("worker.controller-key: needed with net.curve-secret to reach the controller at " +
-                      options.controller + " (its public key, as `afstream controller` prints it)");
-  }
-  if (curve && net::is_tcp(options.store) && options.store_key.empty()) {
-    throw ConfigError("worker.store-key: needed with net.curve-secret to reach the backup server at " + options.store);
-  }
+  check_server_keys(options);
   auto client_of = [&](const std::string& endpoint, const std::string& server_key) -> std::optional<net::CurveClient> {
     if (!curve || !net::is_tcp(endpoint)) return std::nullopt;
     return net::CurveClient{curve->keys, server_key};

@@ -58,6 +58,11 @@ struct WorkerProcessOptions {
   std::function<void()> on_killed;
 };
 
+// ConfigError if CURVE is on (options.curve) and a tcp:// server it must reach (controller, backup server) has no
+// public key given. run_worker_process checks this first; a spare (registration.h, await_assignment) checks it
+// before it waits, so that bad options stop it at once rather than at its takeover.
+void check_server_keys(const WorkerProcessOptions& options);
+
 // Runs the worker until its stream is finished for good. Throws RuntimeError if the controller goes silent or the
 // backup server cannot be reached, ConfigError for bad options. Never prints or exits.
 void run_worker_process(const Topology& topology, const Registry& registry, const RunConfig& config,

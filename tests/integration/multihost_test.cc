@@ -537,6 +537,28 @@ TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
   expect_one_clear_error_line(t, cases);
 }
 
+// A spare (`--worker.standby`) whose starter exits stops by itself with one clear line, well before its directory
+// timeout: a later controller on the same endpoints must not be served by spares of an earlier one.
+TEST(MultiHostBadInput, StandbyWhoseStarterIsGoneStops) {
+  TempDir t;
+  const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
+  const auto log = t.path() / "standby.log";
+  // The shell starts the spare in the background and exits: the spare's parent is gone.
+  const std::string cmd = "sh -c '" + std::string(AFS_BINARY) +
+                          " worker --job heavy-hitters --items 1000 --worker.standby 0 --worker.bind tcp://127.0.0.1"
+                          " --worker.controller " +
+                          nobody + " --worker.directory " + nobody + " --worker.store " + nobody +
+                          " --worker.controller-timeout-ms 60000 2>" + log.string() + " >/dev/null & sleep 0.2'";
+  const auto start = Clock::now();
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const auto said =
+      wait_for(log, "afstream: error: standby 0: the process that started it \\(\\d+, its controller\\) is gone", 20s);
+  EXPECT_FALSE(said.empty()) << slurp(log);
+  EXPECT_LT(Clock::now() - start, 20s * time_scale());
+  const auto text = slurp(log);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+}
+
 // --- CURVE -------------------------------------------------------------------------------------------------------
 
 // Keys made with `afstream keygen`, as a user would: host A (controller, backup server, workers 0 and 3), host B
@@ -742,6 +764,10 @@ TEST(MultiHostCurve, BadKeyOptionsAreOneClearLineNamingTheOption) {
       {"controller " + job + keys + " --controller.backup-server " + nobody,
        {"controller.backup-server-key: needed with net.curve-secret"}},
       {"worker --worker.id 1 --worker.controller " + nobody + keys, {"worker.controller-key: missing"}},
+      // A spare checks the servers' keys before it waits for its takeover.
+      {"worker " + job + " --worker.standby 0 --worker.bind tcp://127.0.0.1 --worker.controller " + nobody +
+           " --worker.directory " + nobody + " --worker.store " + nobody + keys,
+       {"worker.controller-key: needed with net.curve-secret"}},
       {"worker --worker.id 1 --worker.controller " + nobody + keys + " --worker.controller-key nonsense",
        {"worker.controller-key: 'nonsense' is neither a public key file"}},
       {"worker --worker.id 1 --worker.controller " + nobody + " --worker.controller-key " + a_public,

@@ -448,7 +448,9 @@ TEST(ProcessRuntime, StandbyProcessesTakeOverKilledWorkersAndKeepTheResults) {
   ASSERT_GE(started, 0) << out;
   EXPECT_GE(failed, 4) << out;
   EXPECT_GE(took_over, 1) << out;  // the first failure may come before the spares are up; later ones find them
-  EXPECT_EQ(started, 4 + took_over) << "a spare replaces each that took over: " << out;
+  // A spare replaces each that took over, unless the run ended first.
+  EXPECT_GE(started, 4) << out;
+  EXPECT_LE(started, 4 + took_over) << out;
   const auto clean = summary(t.path() / "clean"), killed = summary(t.path() / "killed");
   EXPECT_EQ(killed.at("recall"), "1");
   EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
@@ -473,11 +475,12 @@ TEST(ProcessRuntime, ExactModesWithStandbyProcessesLeaveExactlyTheFailureFreeRes
   for (const std::string mode : {"ask --ft.ask-every 2000", "checkpoint --ft.checkpoint-items 5000"}) {
     const auto out = t.path() / "run";
     std::filesystem::remove_all(out);
-    ASSERT_EQ(run_afstream(job + " --ft.mode " + mode +
-                               " --runtime processes --process.standby 4 --fail.count 3 --fail.target all --out " +
-                               out.string(),
-                           t.path() / "a.log"),
-              0)
+    ASSERT_EQ(
+        run_afstream(job + " --ft.mode " + mode +
+                         " --runtime processes --process.standby 4 --fail.at 0.3,0.6,0.9 --fail.target all --out " +
+                         out.string(),
+                     t.path() / "a.log"),
+        0)
         << slurp(t.path() / "a.log");
     EXPECT_GE(standby_line(slurp(t.path() / "a.log"))[1], 1) << mode << ": " << slurp(t.path() / "a.log");
     const auto rows = failure_rows(out / "failures.csv");
