@@ -28,6 +28,7 @@
 #include "afstream/net/endpoint.h"
 #include "afstream/runtime/backup_server.h"
 #include "afstream/runtime/file_source.h"
+#include "afstream/runtime/fork_server.h"
 #include "afstream/runtime/local_cluster.h"
 #include "afstream/runtime/process_cluster.h"
 #include "afstream/runtime/registration.h"
@@ -319,6 +320,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     popts.store = opts.process_store;
     popts.store_compact_ratio = opts.process_store_compact_ratio;
     popts.standby = opts.process_standby;
+    popts.fork_server = opts.process_fork_server;
     popts.heartbeat = std::chrono::milliseconds(opts.heartbeat_ms);
     popts.heartbeat_timeout = std::chrono::milliseconds(opts.heartbeat_timeout_ms);
     if (controller) {
@@ -497,6 +499,11 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     std::cout << "  standby: " << info.standbys_started << " spare processes started, " << info.standby_takeovers
               << " of " << result.failures.size() << " failed workers taken over by one\n";
   }
+  if (const auto* pc = dynamic_cast<const afs::ProcessCluster*>(&cluster);
+      pc && opts.process_fork_server && !result.failures.empty()) {
+    std::cout << "  fork server: " << pc->info().forked_restarts << " of " << result.failures.size()
+              << " failed workers restarted through it\n";
+  }
   std::cout << " ";
   for (const auto& [k, v] : scores) std::cout << " " << k << " " << num(v);
   std::cout << "\n";
@@ -554,7 +561,15 @@ int run_worker(int argc, const char* const* argv) {
   wopts.on_killed = [] { ::raise(SIGKILL); };
   const auto reg = registry();
   const auto topology = job->topology(vm, opts.config);
-  if (vm.count("worker.standby")) {
+  if (vm["worker.fork-server"].as<bool>()) {
+    // A fork server: the job is built; each request forks a worker process, which goes on from here as that worker.
+    afs::check_server_keys(wopts);
+    const auto request = afs::serve_forks();
+    if (!request) return 0;  // the controller closed its end: the job is over
+    wopts.worker = request->worker;
+    wopts.epoch = request->epoch;
+    wopts.failures = request->failures;
+  } else if (vm.count("worker.standby")) {
     // A spare process: the job is built; wait to be told which failed worker this process is to be.
     afs::check_server_keys(wopts);
     std::optional<afs::net::CurveClient> client;

@@ -163,6 +163,10 @@ po::options_description run_options() {
       "process.standby", po::value<int>()->default_value(ProcessClusterOptions{}.standby),
       "runtime processes: spare worker processes kept started (job built, no state); a failed worker is taken over "
       "by one at once instead of a new process, which then replaces the spare (0: start a new process per failure)")(
+      "process.fork-server",
+      po::value<bool>()->default_value(ProcessClusterOptions{}.fork_server)->implicit_value(true),
+      "runtime processes: restart failed workers by forking them from a fork server (one process with the program "
+      "loaded and the job built) instead of starting the program anew (--process.fork-server=false: start it anew)")(
       "fail.at", po::value<std::string>()->default_value(""),
       "failure points: comma-separated item counts or fractions of the input (0.25) processed, or times since the "
       "start (500ms, 2s); produced:N or produced:0.99 counts the items the sources produced instead");
@@ -179,6 +183,9 @@ po::options_description worker_options() {
       "worker.standby", po::value<int>(),
       "SLOT: a spare process (started by a controller with process.standby): builds the job, then waits for the "
       "controller to assign it the next worker that fails (its id, incarnation and failures)")(
+      "worker.fork-server", po::bool_switch(),
+      "a fork server (started by a controller with process.fork-server): builds the job, then forks a worker process "
+      "for each request on its stdin (WORKER EPOCH FAILURES), answering with its pid on file descriptor 3")(
       "worker.epoch", po::value<std::uint32_t>()->default_value(1), "incarnation: 1 + earlier failures")(
       "worker.failures", po::value<std::string>()->default_value(""),
       "items this worker had processed at each earlier failure, comma-separated")(
@@ -210,15 +217,21 @@ WorkerProcessOptions parse_worker(const po::variables_map& vm) {
     if (!vm.count(key)) throw ConfigError(std::string("worker: missing --") + key);
     return vm[key].as<std::string>();
   };
-  if (vm.count("worker.standby")) {
-    // Its worker, incarnation and failures come with its assignment (registration.h, await_assignment).
+  const bool fork_server = vm.count("worker.fork-server") && vm["worker.fork-server"].as<bool>();
+  if (fork_server && vm.count("worker.standby")) {
+    throw ConfigError("worker.fork-server: a fork server is not a standby (worker.standby); give one or the other");
+  }
+  if (vm.count("worker.standby") || fork_server) {
+    // Its worker, incarnation and failures come with its assignment (registration.h, await_assignment) or request
+    // (fork_server.h).
+    const std::string which = fork_server ? "worker.fork-server: a fork server" : "worker.standby: a standby";
     for (const char* assigned : {"worker.id", "worker.epoch", "worker.failures"}) {
       if (!vm[assigned].empty() && !vm[assigned].defaulted()) {
-        throw ConfigError(std::string("worker.standby: a standby gets --") + assigned +
-                          " from its controller when a worker fails; give one or the other");
+        throw ConfigError(which + " gets --" + assigned +
+                          " from its controller for each worker; give one or the other");
       }
     }
-    if (vm["worker.standby"].as<int>() < 0) {
+    if (vm.count("worker.standby") && vm["worker.standby"].as<int>() < 0) {
       throw ConfigError("worker.standby: expected a slot >= 0, got " + std::to_string(vm["worker.standby"].as<int>()));
     }
   } else if (!vm.count("worker.id")) {
@@ -419,6 +432,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
                       std::to_string(r.process_store_compact_ratio));
   }
   r.process_standby = vm["process.standby"].as<int>();
+  r.process_fork_server = vm["process.fork-server"].as<bool>();
   if (r.process_standby < 0) {
     throw ConfigError("process.standby: expected a number of spare processes >= 0, got " +
                       std::to_string(r.process_standby));

@@ -45,7 +45,8 @@ struct RunOptions {
   std::string process_store = "rocksdb";                          // runtime processes: the backup server's store
   // ... and its --store.compact-ratio
   double process_store_compact_ratio = afs::ProcessClusterOptions{}.store_compact_ratio;
-  int process_standby = afs::ProcessClusterOptions{}.standby;  // runtime processes: spare worker processes
+  int process_standby = afs::ProcessClusterOptions{}.standby;           // runtime processes: spare worker processes
+  bool process_fork_server = afs::ProcessClusterOptions{}.fork_server;  // runtime processes: restarts forked
   int heartbeat_ms = 100;
   int heartbeat_timeout_ms = 5000;
   CurveArgs curve;

@@ -24,6 +24,7 @@
 #include "afstream/net/endpoint.h"
 #include "afstream/net/handoff.h"
 #include "afstream/runtime/failure_plan.h"
+#include "afstream/runtime/fork_server.h"
 #include "afstream/runtime/spawn.h"
 #include "afstream/runtime/worker.h"
 #include "afstream/state/snapshot.h"
@@ -127,6 +128,8 @@ struct ProcessCluster::Impl {
   std::atomic<int> standby_takeovers{0};
   std::atomic<int> standbys_started{0};
   std::vector<pid_t> to_reap;  // killed workers whose standby took over, reaped after the event (reap_killed)
+  ForkServer forks;            // options.fork_server
+  std::atomic<int> forked_restarts{0};
   // Sends an assignment to a ready standby (set by run(): the report socket).
   std::function<void(const std::string& routing_id, const net::AssignmentMsg&)> send_assignment;
 
@@ -210,6 +213,30 @@ struct ProcessCluster::Impl {
     standbys.erase(it);
     ++standby_takeovers;
     return true;
+  }
+
+  // Starts local worker w's next incarnation through the fork server, if it runs.
+  bool fork_worker(int w) {
+    if (!forks.running()) return false;
+    auto& s = workers[static_cast<std::size_t>(w)];
+    const pid_t pid = forks.fork_worker({w, s.epoch, s.failures});
+    if (pid <= 0) return false;  // the server is gone (stopped): restarts start the program from now on
+    s.pid = pid;
+    s.up = false;
+    s.last_report = Clock::now();
+    ++forked_restarts;
+    return true;
+  }
+
+  // The fork server exited: on an error it reported itself the run ends (as on a worker's error); else restarts
+  // start the program from now on.
+  void check_fork_server() {
+    int status = 0;
+    if (!forks.running() || !forks.exited(&status)) return;
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+      throw RuntimeError("controller: the fork server stopped with exit status " + std::to_string(WEXITSTATUS(status)) +
+                         " (its error is in the log above)");
+    }
   }
 
   // Whether to start a spare now: fewer than options.standby, some worker started here (spares serve only those),
@@ -389,6 +416,8 @@ struct ProcessCluster::Impl {
       // A standby runs the next incarnation already; the killed process is reaped after the event's other workers
       // have been handed over too (reap_killed), its teardown competing with their restores, not delaying them.
       if (old > 0) to_reap.push_back(old);
+    } else if (fork_worker(w)) {
+      if (old > 0) to_reap.push_back(old);  // as for a standby
     } else {
       if (old > 0) ::waitpid(old, nullptr, 0);
       start_worker(w);
@@ -500,6 +529,7 @@ ProcessCluster::ProcessCluster(const Topology& topology, const Registry& registr
 
 ProcessCluster::~ProcessCluster() {
   impl_->stop_standbys();
+  impl_->forks.stop();
   impl_->reap_killed();
   for (auto& s : impl_->workers) {
     if (s.pid > 0) {
@@ -607,6 +637,10 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   const bool own_server = im.options.backup_server.empty();
   if (own_server) im.start_server(true);
   if (im.options.on_ready) im.options.on_ready(im.bound);
+  // Before the workers: the fork server must be a child subreaper's child before any worker it forks is orphaned.
+  const bool any_local = std::any_of(im.workers.begin(), im.workers.end(), [](const auto& s) { return !s.remote; });
+  if (im.options.fork_server && any_local)
+    im.forks.start(im.options.program, im.worker_process_args({"--worker.fork-server"}));
   const auto t0 = Clock::now();
   for (int w = 0; w < n; ++w) {
     auto& s = im.workers[static_cast<std::size_t>(w)];
@@ -799,6 +833,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     }
     im.reap_killed();
     im.check_standbys();
+    im.check_fork_server();
     if (im.want_standby()) im.start_standby();
 
     if (changed || Clock::now() - last_broadcast > std::chrono::milliseconds(200)) {
@@ -857,6 +892,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   result.items_held = t.items_held;
 
   im.stop_standbys();
+  im.forks.stop();
   if (im.server > 0) {
     ::kill(im.server, SIGTERM);
     ::waitpid(im.server, nullptr, 0);
@@ -877,7 +913,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
 
 ProcessRunInfo ProcessCluster::info() const {
   return {impl_->server_restarts.load(), impl_->server.load(), impl_->standby_takeovers.load(),
-          impl_->standbys_started.load()};
+          impl_->standbys_started.load(), impl_->forked_restarts.load()};
 }
 
 Operator* ProcessCluster::final_operator(int worker) {

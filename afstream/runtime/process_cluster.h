@@ -70,6 +70,11 @@ struct ProcessClusterOptions {
   // is up again (has said hello, its state restored). 0: every failure starts a new process. Workers started by
   // hand on other hosts are not covered (with none started here, no spare is started).
   int standby = 0;
+  // Restart failed local workers through a fork server (fork_server.h: one process with the program loaded and the
+  // job built, which forks each new worker process) instead of starting the program anew: a restart then skips the
+  // program's loading and the job's setup, about 40% of a failure's CPU for the KDD-like learners
+  // (experiments/results/fork-server/README.md). On by default; spares, when ready, are used first.
+  bool fork_server = true;
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};
@@ -106,6 +111,7 @@ struct ProcessRunInfo {
   pid_t backup_server_pid = -1;  // the current one (tests kill it)
   int standby_takeovers = 0;     // failed workers taken over by a spare process (options.standby)
   int standbys_started = 0;
+  int forked_restarts = 0;  // failed workers restarted through the fork server (options.fork_server)
 };
 
 class ProcessCluster final : public Cluster {

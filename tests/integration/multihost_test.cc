@@ -503,6 +503,8 @@ void expect_one_clear_error_line(const TempDir& t, const std::vector<BadInputCas
 TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
   TempDir t;
   const std::string nobody = "tcp://127.0.0.1:" + std::to_string(free_port());
+  const auto garbage = t.path() / "requests.txt";
+  std::ofstream(garbage) << "two words\n";
   const std::string job = "--job heavy-hitters --items 1000";
   const std::vector<BadInputCase> cases = {
       {"worker --worker.id 1 --worker.controller " + nobody + " --worker.controller-timeout-ms 500",
@@ -527,6 +529,16 @@ TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
            " --worker.directory " + nobody + " --worker.store " + nobody + " --worker.controller-timeout-ms 500",
        {"standby 3", nobody, "worker.directory", "silent for 500 ms"}},
       {"run " + job + " --runtime processes --process.standby -1", {"process.standby", "got -1"}},
+      {"worker " + job + " --worker.fork-server --worker.id 2 --worker.bind tcp://127.0.0.1 --worker.controller " +
+           nobody + " --worker.directory " + nobody + " --worker.store " + nobody,
+       {"worker.fork-server: a fork server gets --worker.id from its controller"}},
+      {"worker " + job + " --worker.fork-server --worker.standby 1 --worker.bind tcp://127.0.0.1 --worker.controller " +
+           nobody + " --worker.directory " + nobody + " --worker.store " + nobody,
+       {"worker.fork-server: a fork server is not a standby"}},
+      // A request it cannot read: one line naming it (the request arrives on its stdin).
+      {"worker " + job + " --worker.fork-server --worker.bind tcp://127.0.0.1 --worker.controller " + nobody +
+           " --worker.directory " + nobody + " --worker.store " + nobody + " < " + garbage.string(),
+       {"fork server: malformed request 'two words' (expected WORKER EPOCH FAILURES)"}},
       {"controller " + job + " --controller.bind tcp://0.0.0.0", {"controller.bind: 'tcp://0.0.0.0'", "wildcard"}},
       {"controller " + job + " --controller.bind 127.0.0.1", {"controller.bind: '127.0.0.1'"}},
       {"controller " + job + " --controller.remote-workers 1,9",
@@ -710,17 +722,17 @@ TEST(MultiHostCurve, KilledRemoteWorkerIsRestartedWithANewIncarnationKey) {
       curve(k.b, k) + std::vector<std::string>{"--worker.controller-key", (k.dir / "hostA" / "hostA.pub").string()});
 }
 
-// The controller's spares (process.standby) on tcp with CURVE: they reach the controller with its key, and a spare
-// that takes over a killed local worker serves with a keypair of its incarnation like a restarted process; the
-// remote workers reconnect to it and the job completes with the failure-free accuracy.
-TEST(MultiHostCurve, StandbyProcessesTakeOverLocalWorkersWithCurve) {
+// Workers 0 and 3 on the controller's host (tcp, CURVE) killed twice and restarted as `restart` says; the remote
+// workers reconnect to each new incarnation and the job completes with the failure-free accuracy.
+// With `restart` the option that restarts the local workers (process.standby or process.fork-server) and the line
+// of the controller's output that counts its restarts (first group: how many it did).
+void expect_local_restarts_with_curve(const std::vector<std::string>& restart, const std::string& counted) {
   TempDir t;
   const auto k = make_keys(t.path());
   ASSERT_NO_FATAL_FAILURE(reference_run(kLongJob, t.path() / "threads", t.path() / "threads.log"));
   AcrossHosts job(kLoopback, kLoopback, t.path());
   ASSERT_NO_FATAL_FAILURE(job.start_controller(
-      kLongJob,
-      curve(k.a, k) + std::vector<std::string>{"--process.standby", "2", "--fail.count", "2", "--fail.target", "0,3"}));
+      kLongJob, curve(k.a, k) + restart + std::vector<std::string>{"--fail.count", "2", "--fail.target", "0,3"}));
   const auto member =
       curve(k.b, k) + std::vector<std::string>{"--worker.controller-key", (k.dir / "hostA" / "hostA.pub").string()};
   const pid_t w1 = job.start_worker(1, "w1", true, member);
@@ -730,9 +742,8 @@ TEST(MultiHostCurve, StandbyProcessesTakeOverLocalWorkersWithCurve) {
   EXPECT_EQ(job.wait(w2), 0) << job.logs();
   const auto controller = slurp(job.log("controller"));
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(controller, m, std::regex(R"(standby: (\d+) spare processes started, (\d+) of)")))
-      << job.logs();
-  EXPECT_GE(std::stoi(m[2]), 1) << job.logs();
+  ASSERT_TRUE(std::regex_search(controller, m, std::regex(counted))) << job.logs();
+  EXPECT_GE(std::stoi(m[1]), 1) << job.logs();
   EXPECT_NE(controller.find("security: CURVE on tcp, 0 connections refused"), std::string::npos) << controller;
   const auto failures = slurp(job.out() / "failures.csv");
   for (const char* row : {"\n0,1,", "\n3,1,", "\n0,2,", "\n3,2,"}) {
@@ -741,6 +752,19 @@ TEST(MultiHostCurve, StandbyProcessesTakeOverLocalWorkersWithCurve) {
   const auto clean = summary(t.path() / "threads"), killed = summary(job.out());
   EXPECT_EQ(killed.at("recall"), "1");
   EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
+}
+
+// The controller's spares (process.standby) on tcp with CURVE: they reach the controller with its key, and a spare
+// that takes over a killed local worker serves with a keypair of its incarnation like a restarted process; the
+// remote workers reconnect to it and the job completes with the failure-free accuracy.
+TEST(MultiHostCurve, StandbyProcessesTakeOverLocalWorkersWithCurve) {
+  expect_local_restarts_with_curve({"--process.standby", "2"}, R"(standby: \d+ spare processes started, (\d+) of)");
+}
+
+// The same with the controller's fork server (process.fork-server): the processes it forks are CURVE clients and
+// servers of their own incarnation too.
+TEST(MultiHostCurve, ForkServerRestartsLocalWorkersWithCurve) {
+  expect_local_restarts_with_curve({"--process.fork-server"}, R"(fork server: (\d+) of \d+ failed workers)");
 }
 
 // Bad CURVE options: one line naming the option (and the file), a non-zero status, promptly.

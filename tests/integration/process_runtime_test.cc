@@ -213,7 +213,9 @@ TEST(ProcessRuntime, ExactModesSigkillsLeaveExactlyTheFailureFreeResults) {
     for (const std::string& plan : plans) {
       const auto out = t.path() / "run";
       std::filesystem::remove_all(out);
-      ASSERT_EQ(run_afstream(job + " --ft.mode " + mode + " --runtime processes " + plan + " --out " + out.string(),
+      // Restarts that start the program anew (the fork server's are ExactModesWithTheForkServer...).
+      ASSERT_EQ(run_afstream(job + " --ft.mode " + mode + " --runtime processes --process.fork-server=false " + plan +
+                                 " --out " + out.string(),
                              t.path() / "a.log"),
                 0)
           << slurp(t.path() / "a.log");
@@ -509,6 +511,95 @@ TEST(ProcessRuntime, StandbyKilledFromOutsideIsReplaced) {
   EXPECT_EQ(started, 2) << slurp(t.path() / "run.log");
   EXPECT_EQ(took_over, 0);
   EXPECT_EQ(failed, 0);
+  EXPECT_EQ(summary(out).at("recall"), "1");
+}
+
+// The number in `afstream run`'s line "fork server: K of M failed workers restarted through it": {K, M}, or
+// {-1, -1} if the line is missing.
+std::array<int, 2> fork_server_line(const std::string& output) {
+  std::smatch m;
+  static const std::regex line(R"(fork server: (\d+) of (\d+) failed workers restarted through it)");
+  if (!std::regex_search(output, m, line)) return {-1, -1};
+  return {std::stoi(m[1]), std::stoi(m[2])};
+}
+
+// process.fork-server: every killed worker is restarted as a process forked from the fork server (the program loaded,
+// the job built), which restores and replays like a new process; the results are those of the failure-free run.
+TEST(ProcessRuntime, ForkServerRestartsKilledWorkersAndKeepsTheResults) {
+  TempDir t;
+  const std::string job = std::regex_replace(kJob, std::regex("--items 400000"), "--items 3000000") +
+                          " --net.in-flight-max 4096 --runtime processes";
+  ASSERT_EQ(run_afstream(job + " --out " + (t.path() / "clean").string(), t.path() / "c.log"), 0)
+      << slurp(t.path() / "c.log");
+  ASSERT_EQ(run_afstream(
+                job + " --fail.count 3 --fail.target all --process.fork-server --out " + (t.path() / "killed").string(),
+                t.path() / "k.log"),
+            0)
+      << slurp(t.path() / "k.log");
+  const auto out = slurp(t.path() / "k.log");
+  const auto [forked, failed] = fork_server_line(out);
+  EXPECT_GE(failed, 4) << out;
+  EXPECT_EQ(forked, failed) << "the fork server starts before the workers: every restart goes through it: " << out;
+  const auto clean = summary(t.path() / "clean"), killed = summary(t.path() / "killed");
+  EXPECT_EQ(killed.at("recall"), "1");
+  EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
+  int recovered = 0;
+  for (const auto& row : failure_rows(t.path() / "killed" / "failures.csv")) {
+    if (row.at("recovered") != "1") continue;
+    ++recovered;
+    if (row.at("worker") != "0" && std::stod(row.at("first_item_ms")) >= 0) {
+      EXPECT_GE(std::stod(row.at("first_item_ms")), std::stod(row.at("recovery_ms"))) << "worker " << row.at("worker");
+    }
+  }
+  EXPECT_GE(recovered, 3);
+  EXPECT_EQ(fork_server_line(slurp(t.path() / "c.log"))[0], -1);  // not without failures
+}
+
+// The exact modes with restarts forked by the fork server (checkpoint mode: workers that roll back SIGKILL
+// themselves and are restarted the same way): exactly the failure-free results, nothing lost.
+TEST(ProcessRuntime, ExactModesWithTheForkServerLeaveExactlyTheFailureFreeResults) {
+  TempDir t;
+  const std::string job = "--job heavy-hitters --items 2000000 --hh.keys 20000 --seed 4 --quiet";
+  const auto clean = t.path() / "clean";
+  ASSERT_EQ(run_afstream(job + " --ft.mode none --runtime threads --out " + clean.string(), t.path() / "c.log"), 0)
+      << slurp(t.path() / "c.log");
+  for (const std::string mode : {"ask --ft.ask-every 2000", "checkpoint --ft.checkpoint-items 5000"}) {
+    const auto out = t.path() / "run";
+    std::filesystem::remove_all(out);
+    ASSERT_EQ(run_afstream(job + " --ft.mode " + mode +
+                               " --runtime processes --process.fork-server --fail.count 3 --fail.target all --out " +
+                               out.string(),
+                           t.path() / "a.log"),
+              0)
+        << slurp(t.path() / "a.log");
+    const auto [forked, failed] = fork_server_line(slurp(t.path() / "a.log"));
+    EXPECT_GE(failed, 6) << mode;
+    EXPECT_EQ(forked, failed) << mode << ": " << slurp(t.path() / "a.log");
+    for (const auto& row : failure_rows(out / "failures.csv")) {
+      EXPECT_EQ(row.at("lost_items"), "0") << mode << " worker " << row.at("worker");
+    }
+    const auto a = summary(clean), b = summary(out);
+    for (const char* k : {"precision", "recall", "are", "reported", "true_heavy"}) {
+      EXPECT_EQ(a.at(k), b.at(k)) << mode << ": " << k;
+    }
+  }
+}
+
+// A fork server that dies (killed from outside) is not a failure of the job: the workers killed after it are
+// restarted by starting the program, and the job completes with its results.
+TEST(ProcessRuntime, ForkServerKilledFromOutsideLeavesRestartsToTheProgram) {
+  TempDir t;
+  const auto out = t.path() / "out";
+  const std::string args =
+      "--job heavy-hitters --items 20000000 --hh.keys 20000 --seed 5 --ft.mode approx --ft.theta 1e4 --ft.l 10 "
+      "--ft.gamma 100 --quiet --runtime processes --process.fork-server --fail.at 0.5,0.8 --fail.target 1 --out " +
+      out.string();
+  const auto r = run_and_kill(args, {"--worker.fork-server"}, std::chrono::milliseconds(100), t.path() / "run.log");
+  ASSERT_TRUE(r.killed) << "the fork server was never seen running: " << slurp(t.path() / "run.log");
+  ASSERT_EQ(r.status, 0) << slurp(t.path() / "run.log");
+  const auto [forked, failed] = fork_server_line(slurp(t.path() / "run.log"));
+  EXPECT_EQ(forked, 0) << slurp(t.path() / "run.log");
+  EXPECT_EQ(failed, 2) << slurp(t.path() / "run.log");
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 

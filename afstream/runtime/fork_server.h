@@ -1,0 +1,66 @@
+// Starting restarted worker processes without exec (`--process.fork-server`, process_cluster.h): a fork server is
+// one `afstream worker --worker.fork-server` process that the controller starts once. It has loaded the program,
+// parsed the job's options and built its topology, and holds nothing else: no state, no threads, no sockets. For
+// each failed worker the controller writes it a request (which worker, which incarnation, the earlier failures) on a
+// pipe; it forks, its child forks the worker process and exits, and the worker process (an orphan, adopted by the
+// controller, which is a child subreaper) runs as any restarted worker: it restores its state from the backup server
+// and replays. The new process skips the program's loading and the job's setup (about 10 ms of CPU for each process
+// on the shared 2-core host), which a failure of every worker pays once per worker.
+//
+// The protocol is one text line each way, over two pipes (the server's stdin, and its file descriptor 3):
+//   request  "WORKER EPOCH FAILURES\n"  (FAILURES: item counts separated by commas, "-" for none)
+//   reply    "PID\n"                    (the worker process's pid; the controller's child once the reply is read)
+// The server exits when its stdin reaches end of file.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace afs {
+
+// What a worker process forked by the fork server is to be.
+struct ForkRequest {
+  int worker = 0;
+  std::uint32_t epoch = 1;
+  std::vector<std::uint64_t> failures;
+};
+
+// The controller's handle on its fork server.
+class ForkServer {
+ public:
+  ForkServer() = default;
+  ~ForkServer();  // stop()
+  ForkServer(const ForkServer&) = delete;
+  ForkServer& operator=(const ForkServer&) = delete;
+
+  // Makes the calling process a child subreaper (the worker processes the server forks become its children) and
+  // starts `program args` with the two pipes. Throws RuntimeError if it cannot.
+  void start(const std::string& program, const std::vector<std::string>& args);
+  // Asks for a worker process; returns its pid, or -1 if the server is gone or does not answer within `timeout`
+  // (it is then stopped; the caller starts the process itself).
+  pid_t fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout = std::chrono::seconds(2));
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  // Whether the server has exited (reaped here); an exit status other than 0 is in `status` (wait status).
+  bool exited(int* status = nullptr);
+  // Closes its stdin (it exits) and reaps it; kills it if it has not exited within a second.
+  void stop();
+
+ private:
+  pid_t pid_ = -1;
+  int to_server_ = -1;    // its stdin
+  int from_server_ = -1;  // its file descriptor 3
+};
+
+// The fork server's side (`afstream worker --worker.fork-server`): reads requests from stdin until end of file.
+// Returns std::nullopt in the server at end of file, and the request in each worker process it forks (which then
+// runs as that worker). Throws RuntimeError for a malformed request or a failed fork. stdout and stderr are flushed
+// before each fork.
+std::optional<ForkRequest> serve_forks();
+
+}  // namespace afs
