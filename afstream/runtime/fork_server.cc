@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -22,7 +23,7 @@ namespace {
 
 constexpr int kReplyFd = 3;  // the server's end of the reply pipe
 
-// Writes all of `s` to fd; false if the reader is gone.
+// Writes all of `s` to fd; false if the reader is gone (errno EPIPE).
 bool write_all(int fd, const std::string& s) {
   std::size_t done = 0;
   while (done < s.size()) {
@@ -32,6 +33,26 @@ bool write_all(int fd, const std::string& s) {
     done += static_cast<std::size_t>(n);
   }
   return true;
+}
+
+// write_all without a SIGPIPE if the reader is gone: the controller must neither die of its fork server's death nor
+// change the signal's disposition, which the processes it starts would inherit. The signal is blocked in this
+// thread for the write, and one the write raised is taken off the pending set before the mask is restored.
+bool write_all_no_sigpipe(int fd, const std::string& s) {
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  const bool ok = write_all(fd, s);
+  if (!ok && errno == EPIPE && !was_pending) {
+    const timespec zero{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
 }
 
 // One line from fd (without its newline), or std::nullopt at end of file. Reads a byte at a time: a request is a few
@@ -83,15 +104,23 @@ void ForkServer::start(const std::string& program, const std::vector<std::string
     throw RuntimeError(std::string("fork server: cannot become a child subreaper: ") + std::strerror(errno));
   }
   int requests[2], replies[2];
-  if (::pipe2(requests, O_CLOEXEC) != 0 || ::pipe2(replies, O_CLOEXEC) != 0) {
-    throw RuntimeError(std::string("fork server: pipe: ") + std::strerror(errno));
+  if (::pipe2(requests, O_CLOEXEC) != 0) throw RuntimeError(std::string("fork server: pipe: ") + std::strerror(errno));
+  if (::pipe2(replies, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(requests[0]);
+    ::close(requests[1]);
+    throw RuntimeError(std::string("fork server: pipe: ") + std::strerror(e));
   }
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(program.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const pid_t pid = ::fork();
-  if (pid < 0) throw RuntimeError(std::string("cannot start the fork server: fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int e = errno;
+    for (const int fd : {requests[0], requests[1], replies[0], replies[1]}) ::close(fd);
+    throw RuntimeError(std::string("cannot start the fork server: fork: ") + std::strerror(e));
+  }
   if (pid == 0) {
     // dup2 clears close-on-exec on the copies: the server keeps exactly its stdin and fd 3.
     if (::dup2(requests[0], STDIN_FILENO) < 0 || ::dup2(replies[1], kReplyFd) < 0) ::_exit(127);
@@ -103,7 +132,6 @@ void ForkServer::start(const std::string& program, const std::vector<std::string
   pid_ = pid;
   to_server_ = requests[1];
   from_server_ = replies[0];
-  ::signal(SIGPIPE, SIG_IGN);  // a server gone is seen as a failed write, not a signal
 }
 
 pid_t ForkServer::fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout) {
@@ -111,9 +139,9 @@ pid_t ForkServer::fork_worker(const ForkRequest& request, std::chrono::milliseco
   std::string failures;
   for (auto f : request.failures) failures += (failures.empty() ? "" : ",") + std::to_string(f);
   if (failures.empty()) failures = "-";
-  if (!write_all(to_server_,
-                 std::to_string(request.worker) + " " + std::to_string(request.epoch) + " " + failures + "\n")) {
-    stop();
+  if (!write_all_no_sigpipe(
+          to_server_, std::to_string(request.worker) + " " + std::to_string(request.epoch) + " " + failures + "\n")) {
+    kill_now();
     return -1;
   }
   pollfd p{from_server_, POLLIN, 0};
@@ -121,21 +149,17 @@ pid_t ForkServer::fork_worker(const ForkRequest& request, std::chrono::milliseco
   do {
     ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
   } while (ready < 0 && errno == EINTR);
-  if (ready <= 0) {
-    stop();
-    return -1;
-  }
-  const auto line = read_line(from_server_);
+  // The reply is one write of a few bytes (atomic on a pipe): once readable, the whole line is there.
+  const auto line = ready > 0 ? read_line(from_server_) : std::nullopt;
   long long pid = -1;
   if (line) {
-    try {
-      pid = std::stoll(*line);
-    } catch (const std::exception&) {
-      pid = -1;
-    }
+    const char* const first = line->data();
+    const char* const last = first + line->size();
+    const auto [end, ec] = std::from_chars(first, last, pid);
+    if (ec != std::errc() || end != last) pid = -1;
   }
   if (pid <= 0) {
-    stop();
+    kill_now();  // silent, slow or confused: not asked again
     return -1;
   }
   return static_cast<pid_t>(pid);
@@ -147,16 +171,26 @@ bool ForkServer::exited(int* status) {
   if (::waitpid(pid_, &st, WNOHANG) != pid_) return false;
   pid_ = -1;
   if (status) *status = st;
-  ::close(to_server_);
-  ::close(from_server_);
-  to_server_ = from_server_ = -1;
+  close_pipes();
   return true;
 }
 
-void ForkServer::stop() {
+void ForkServer::close_pipes() {
   if (to_server_ >= 0) ::close(to_server_);
   if (from_server_ >= 0) ::close(from_server_);
   to_server_ = from_server_ = -1;
+}
+
+void ForkServer::kill_now() {
+  close_pipes();
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void ForkServer::stop() {
+  close_pipes();
   if (pid_ <= 0) return;
   for (int i = 0; i < 100; ++i) {  // end of file on its stdin: it exits
     if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
@@ -165,9 +199,7 @@ void ForkServer::stop() {
     }
     ::usleep(10000);
   }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, nullptr, 0);
-  pid_ = -1;
+  kill_now();
 }
 
 std::optional<ForkRequest> serve_forks() {

@@ -1,5 +1,6 @@
 // Starting restarted worker processes without exec (`--process.fork-server`, process_cluster.h): a fork server is
-// one `afstream worker --worker.fork-server` process that the controller starts once. It has loaded the program,
+// one `afstream worker --worker.fork-server` process that the controller starts once (when every local worker is
+// up). It has loaded the program,
 // parsed the job's options and built its topology, and holds nothing else: no state, no threads, no sockets. For
 // each failed worker the controller writes it a request (which worker, which incarnation, the earlier failures) on a
 // pipe; it forks, its child forks the worker process and exits, and the worker process (an orphan, adopted by the
@@ -41,9 +42,11 @@ class ForkServer {
   // Makes the calling process a child subreaper (the worker processes the server forks become its children) and
   // starts `program args` with the two pipes. Throws RuntimeError if it cannot.
   void start(const std::string& program, const std::vector<std::string>& args);
-  // Asks for a worker process; returns its pid, or -1 if the server is gone or does not answer within `timeout`
-  // (it is then stopped; the caller starts the process itself).
-  pid_t fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout = std::chrono::seconds(2));
+  // Asks for a worker process; returns its pid, or -1 if the server is gone, does not answer within `timeout` or
+  // answers something else than a pid. It is then killed and not asked again; the caller starts the process itself,
+  // and must count the request's incarnation as used: a server that was only slow may have forked it all the same
+  // (the controller adopts that process; fenced by its incarnation, it stops once it sees a newer one).
+  pid_t fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout = std::chrono::milliseconds(500));
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   // Whether the server has exited (reaped here); an exit status other than 0 is in `status` (wait status).
@@ -52,6 +55,9 @@ class ForkServer {
   void stop();
 
  private:
+  void close_pipes();
+  void kill_now();  // SIGKILL, reaped
+
   pid_t pid_ = -1;
   int to_server_ = -1;    // its stdin
   int from_server_ = -1;  // its file descriptor 3

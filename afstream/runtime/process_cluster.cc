@@ -219,8 +219,16 @@ struct ProcessCluster::Impl {
   bool fork_worker(int w) {
     if (!forks.running()) return false;
     auto& s = workers[static_cast<std::size_t>(w)];
-    const pid_t pid = forks.fork_worker({w, s.epoch, s.failures});
-    if (pid <= 0) return false;  // the server is gone (stopped): restarts start the program from now on
+    // Well within the heartbeat timeout: the loop reads no reports meanwhile.
+    const auto wait = std::min(std::chrono::milliseconds(500), options.heartbeat_timeout / 4);
+    const pid_t pid = forks.fork_worker({w, s.epoch, s.failures}, wait);
+    if (pid <= 0) {
+      // The server is gone, silent or confused (it has been killed): the program starts the restarts from now on.
+      // A slow server may have forked this incarnation all the same: the next one is used instead, so that the
+      // stray (adopted, reaped by reap_strays) is fenced off and stops once the directory shows the newer one.
+      ++s.epoch;
+      return false;
+    }
     s.pid = pid;
     s.up = false;
     s.last_report = Clock::now();
@@ -228,14 +236,38 @@ struct ProcessCluster::Impl {
     return true;
   }
 
-  // The fork server exited: on an error it reported itself the run ends (as on a worker's error); else restarts
-  // start the program from now on.
-  void check_fork_server() {
-    int status = 0;
-    if (!forks.running() || !forks.exited(&status)) return;
-    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-      throw RuntimeError("controller: the fork server stopped with exit status " + std::to_string(WEXITSTATUS(status)) +
-                         " (its error is in the log above)");
+  // The fork server started, once every local worker is up (as a spare: not competing with the workers' start), if
+  // the options want one. Started once: one that is gone leaves the restarts to the program.
+  bool fork_server_started = false;
+  void maybe_start_fork_server() {
+    if (!options.fork_server || fork_server_started) return;
+    const auto local = [](const WorkerState& s) { return !s.remote; };
+    if (std::none_of(workers.begin(), workers.end(), local) ||
+        std::any_of(workers.begin(), workers.end(),
+                    [](const WorkerState& s) { return !s.remote && !s.finished && !s.up; })) {
+      return;
+    }
+    fork_server_started = true;
+    forks.start(options.program, worker_process_args({"--worker.fork-server"}));
+  }
+
+  // Children this controller does not know of: processes a fork server forked and could not report (a slow or
+  // killed one), or its intermediate child orphaned by its death. Adopted as a child subreaper, reaped here. The
+  // known ones (workers, spares, the backup server, the fork server, killed ones awaiting reaping) are reaped where
+  // they are watched; an exited known one is left for them (and hides the others until then: at most a loop).
+  void reap_strays() {
+    if (!fork_server_started) return;
+    for (;;) {
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      const pid_t pid = info.si_pid;
+      const bool known =
+          pid == server.load() || pid == forks.pid() ||
+          std::any_of(workers.begin(), workers.end(), [&](const WorkerState& s) { return s.pid == pid; }) ||
+          std::any_of(standbys.begin(), standbys.end(), [&](const Standby& sb) { return sb.pid == pid; }) ||
+          std::find(to_reap.begin(), to_reap.end(), pid) != to_reap.end();
+      if (known) return;
+      ::waitpid(pid, nullptr, 0);
     }
   }
 
@@ -637,10 +669,6 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   const bool own_server = im.options.backup_server.empty();
   if (own_server) im.start_server(true);
   if (im.options.on_ready) im.options.on_ready(im.bound);
-  // Before the workers: the fork server must be a child subreaper's child before any worker it forks is orphaned.
-  const bool any_local = std::any_of(im.workers.begin(), im.workers.end(), [](const auto& s) { return !s.remote; });
-  if (im.options.fork_server && any_local)
-    im.forks.start(im.options.program, im.worker_process_args({"--worker.fork-server"}));
   const auto t0 = Clock::now();
   for (int w = 0; w < n; ++w) {
     auto& s = im.workers[static_cast<std::size_t>(w)];
@@ -833,7 +861,9 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     }
     im.reap_killed();
     im.check_standbys();
-    im.check_fork_server();
+    if (im.forks.running()) (void)im.forks.exited();  // one that is gone leaves the restarts to the program
+    im.reap_strays();
+    im.maybe_start_fork_server();
     if (im.want_standby()) im.start_standby();
 
     if (changed || Clock::now() - last_broadcast > std::chrono::milliseconds(200)) {

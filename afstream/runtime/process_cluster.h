@@ -71,9 +71,10 @@ struct ProcessClusterOptions {
   // hand on other hosts are not covered (with none started here, no spare is started).
   int standby = 0;
   // Restart failed local workers through a fork server (fork_server.h: one process with the program loaded and the
-  // job built, which forks each new worker process) instead of starting the program anew: a restart then skips the
-  // program's loading and the job's setup, about 40% of a failure's CPU for the KDD-like learners
-  // (experiments/results/fork-server/README.md). On by default; spares, when ready, are used first.
+  // job built, started once every local worker is up, which forks each new worker process) instead of starting the
+  // program anew: a restart then skips the program's loading and the job's setup
+  // (experiments/results/fork-server/README.md). On by default; spares, when ready, are used first. A server that
+  // fails a request is killed and the restarts start the program from then on.
   bool fork_server = true;
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted

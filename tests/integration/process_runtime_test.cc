@@ -337,7 +337,7 @@ struct KillResult {
 };
 
 KillResult run_and_kill(const std::string& args, const std::vector<std::string>& patterns,
-                        std::chrono::milliseconds after, const fs::path& log) {
+                        std::chrono::milliseconds after, const fs::path& log, const std::string& signal = "KILL") {
   KillResult r;
   const pid_t run = ::fork();
   if (run < 0) return r;
@@ -362,7 +362,7 @@ KillResult run_and_kill(const std::string& args, const std::vector<std::string>&
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (std::system(find.c_str()) == 0) {
         std::this_thread::sleep_for(after);
-        const std::string kill = "pkill -KILL -P " + std::to_string(run) + " -f -- '" + pattern + "'";
+        const std::string kill = "pkill -" + signal + " -P " + std::to_string(run) + " -f -- '" + pattern + "'";
         killed = std::system(kill.c_str()) == 0;
       }
     }
@@ -539,7 +539,9 @@ TEST(ProcessRuntime, ForkServerRestartsKilledWorkersAndKeepsTheResults) {
   const auto out = slurp(t.path() / "k.log");
   const auto [forked, failed] = fork_server_line(out);
   EXPECT_GE(failed, 4) << out;
-  EXPECT_EQ(forked, failed) << "the fork server starts before the workers: every restart goes through it: " << out;
+  // It starts once every worker is up: a failure before that restarts by starting the program.
+  EXPECT_GE(forked, 1) << out;
+  EXPECT_LE(forked, failed) << out;
   const auto clean = summary(t.path() / "clean"), killed = summary(t.path() / "killed");
   EXPECT_EQ(killed.at("recall"), "1");
   EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
@@ -574,7 +576,7 @@ TEST(ProcessRuntime, ExactModesWithTheForkServerLeaveExactlyTheFailureFreeResult
         << slurp(t.path() / "a.log");
     const auto [forked, failed] = fork_server_line(slurp(t.path() / "a.log"));
     EXPECT_GE(failed, 6) << mode;
-    EXPECT_EQ(forked, failed) << mode << ": " << slurp(t.path() / "a.log");
+    EXPECT_GE(forked, 1) << mode << ": " << slurp(t.path() / "a.log");
     for (const auto& row : failure_rows(out / "failures.csv")) {
       EXPECT_EQ(row.at("lost_items"), "0") << mode << " worker " << row.at("worker");
     }
@@ -586,7 +588,8 @@ TEST(ProcessRuntime, ExactModesWithTheForkServerLeaveExactlyTheFailureFreeResult
 }
 
 // A fork server that dies (killed from outside) is not a failure of the job: the workers killed after it are
-// restarted by starting the program, and the job completes with its results.
+// restarted by starting the program, and the job completes with its results. (Killed before any failure: the
+// processes it forks carry its command line, and the pattern would match them too.)
 TEST(ProcessRuntime, ForkServerKilledFromOutsideLeavesRestartsToTheProgram) {
   TempDir t;
   const auto out = t.path() / "out";
@@ -600,6 +603,30 @@ TEST(ProcessRuntime, ForkServerKilledFromOutsideLeavesRestartsToTheProgram) {
   const auto [forked, failed] = fork_server_line(slurp(t.path() / "run.log"));
   EXPECT_EQ(forked, 0) << slurp(t.path() / "run.log");
   EXPECT_EQ(failed, 2) << slurp(t.path() / "run.log");
+  EXPECT_EQ(summary(out).at("recall"), "1");
+}
+
+// A fork server that stops answering (SIGSTOP: as slow as can be) is given up on the first restart it does not answer
+// in time: it is killed, that worker is started by the program as its next incarnation but one (in case the server
+// forked the one it was asked for), and so are the later ones. The job completes; nothing hangs.
+TEST(ProcessRuntime, ForkServerThatStopsAnsweringIsGivenUp) {
+  TempDir t;
+  const auto out = t.path() / "out";
+  const std::string args =
+      "--job heavy-hitters --items 20000000 --hh.keys 20000 --seed 5 --ft.mode approx --ft.theta 1e4 --ft.l 10 "
+      "--ft.gamma 100 --quiet --runtime processes --process.fork-server --fail.at 0.4,0.7 --fail.target 1 --out " +
+      out.string();
+  const auto r =
+      run_and_kill(args, {"--worker.fork-server"}, std::chrono::milliseconds(50), t.path() / "run.log", "STOP");
+  ASSERT_TRUE(r.killed) << "the fork server was never seen running: " << slurp(t.path() / "run.log");
+  ASSERT_EQ(r.status, 0) << slurp(t.path() / "run.log");
+  const auto log = slurp(t.path() / "run.log");
+  const auto [forked, failed] = fork_server_line(log);
+  EXPECT_EQ(forked, 0) << log;
+  EXPECT_EQ(failed, 2) << log;
+  const auto rows = failure_rows(out / "failures.csv");
+  ASSERT_EQ(rows.size(), 2u) << slurp(out / "failures.csv");
+  for (const auto& row : rows) EXPECT_EQ(row.at("recovered"), "1") << "failure " << row.at("failure_count");
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 
