@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -431,21 +432,40 @@ std::array<int, 3> standby_line(const std::string& output) {
   return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
 }
 
+// Heavy hitters (3e6 items) without failures and with 3 failures of all workers, restarts made as `restart` says:
+// recall 1, the failure-free precision, every recovered worker's first item from upstream after its hello. Returns
+// the outputs of the failure-free and the killed runs.
+std::pair<std::string, std::string> expect_restarts_keep_the_results(const TempDir& t, const std::string& restart) {
+  const std::string job = std::regex_replace(kJob, std::regex("--items 400000"), "--items 3000000") +
+                          " --net.in-flight-max 4096 --runtime processes";
+  const auto clean = t.path() / "clean", killed = t.path() / "killed";
+  EXPECT_EQ(run_afstream(job + " --out " + clean.string(), t.path() / "c.log"), 0) << slurp(t.path() / "c.log");
+  EXPECT_EQ(run_afstream(job + " --fail.count 3 --fail.target all " + restart + " --out " + killed.string(),
+                         t.path() / "k.log"),
+            0)
+      << slurp(t.path() / "k.log");
+  const auto a = summary(clean), b = summary(killed);
+  EXPECT_EQ(b.at("recall"), "1");
+  EXPECT_NEAR(std::stod(b.at("precision")), std::stod(a.at("precision")), 0.05);
+  int recovered = 0;
+  for (const auto& row : failure_rows(killed / "failures.csv")) {
+    if (row.at("recovered") != "1") continue;
+    ++recovered;
+    EXPECT_GT(std::stod(row.at("recovery_ms")), 0.0) << "worker " << row.at("worker");
+    if (row.at("worker") != "0" && std::stod(row.at("first_item_ms")) >= 0) {
+      EXPECT_GE(std::stod(row.at("first_item_ms")), std::stod(row.at("recovery_ms"))) << "worker " << row.at("worker");
+    }
+  }
+  EXPECT_GE(recovered, 3);
+  return {slurp(t.path() / "c.log"), slurp(t.path() / "k.log")};
+}
+
 // process.standby: spare processes, started once every worker is up, take over killed workers at once (told which
 // worker and incarnation they are; they restore from the backup server like a new process), and a new spare is
 // started after each takeover. The results are those of the failure-free run, as with restarts.
 TEST(ProcessRuntime, StandbyProcessesTakeOverKilledWorkersAndKeepTheResults) {
   TempDir t;
-  const std::string job = std::regex_replace(kJob, std::regex("--items 400000"), "--items 3000000") +
-                          " --net.in-flight-max 4096 --runtime processes";
-  ASSERT_EQ(run_afstream(job + " --out " + (t.path() / "clean").string(), t.path() / "c.log"), 0)
-      << slurp(t.path() / "c.log");
-  ASSERT_EQ(run_afstream(
-                job + " --fail.count 3 --fail.target all --process.standby 4 --out " + (t.path() / "killed").string(),
-                t.path() / "k.log"),
-            0)
-      << slurp(t.path() / "k.log");
-  const auto out = slurp(t.path() / "k.log");
+  const auto [clean, out] = expect_restarts_keep_the_results(t, "--process.standby 4");
   const auto [started, took_over, failed] = standby_line(out);
   ASSERT_GE(started, 0) << out;
   EXPECT_GE(failed, 4) << out;
@@ -453,22 +473,14 @@ TEST(ProcessRuntime, StandbyProcessesTakeOverKilledWorkersAndKeepTheResults) {
   // A spare replaces each that took over, unless the run ended first.
   EXPECT_GE(started, 4) << out;
   EXPECT_LE(started, 4 + took_over) << out;
-  const auto clean = summary(t.path() / "clean"), killed = summary(t.path() / "killed");
-  EXPECT_EQ(killed.at("recall"), "1");
-  EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
-  for (const auto& row : failure_rows(t.path() / "killed" / "failures.csv")) {
-    if (row.at("recovered") != "1") continue;
-    EXPECT_GT(std::stod(row.at("recovery_ms")), 0.0) << "worker " << row.at("worker");
-    if (row.at("worker") != "0" && std::stod(row.at("first_item_ms")) >= 0) {
-      EXPECT_GE(std::stod(row.at("first_item_ms")), std::stod(row.at("recovery_ms"))) << "worker " << row.at("worker");
-    }
-  }
-  // Without the option no spare is started and nothing is said about them.
-  EXPECT_EQ(standby_line(slurp(t.path() / "c.log"))[0], -1);
+  EXPECT_EQ(standby_line(clean)[0], -1);  // without the option no spare is started and nothing is said about them
 }
 
-// The exact modes with spares taking over: exactly the failure-free results, nothing lost.
-TEST(ProcessRuntime, ExactModesWithStandbyProcessesLeaveExactlyTheFailureFreeResults) {
+// The exact modes (ask, checkpoint) on processes, restarts made as `restart` says, 3 failures of all workers at 30%,
+// 60% and 90% of the input: exactly the failure-free results, nothing lost, and `restarted(log)` (how many restarts
+// went that way) at least 1 in each mode.
+void expect_exact_modes_exact_with(const std::string& restart,
+                                   const std::function<int(const std::string&)>& restarted) {
   TempDir t;
   const std::string job = "--job heavy-hitters --items 2000000 --hh.keys 20000 --seed 4 --quiet";
   const auto clean = t.path() / "clean";
@@ -477,14 +489,12 @@ TEST(ProcessRuntime, ExactModesWithStandbyProcessesLeaveExactlyTheFailureFreeRes
   for (const std::string mode : {"ask --ft.ask-every 2000", "checkpoint --ft.checkpoint-items 5000"}) {
     const auto out = t.path() / "run";
     std::filesystem::remove_all(out);
-    ASSERT_EQ(
-        run_afstream(job + " --ft.mode " + mode +
-                         " --runtime processes --process.standby 4 --fail.at 0.3,0.6,0.9 --fail.target all --out " +
-                         out.string(),
-                     t.path() / "a.log"),
-        0)
+    ASSERT_EQ(run_afstream(job + " --ft.mode " + mode + " --runtime processes " + restart +
+                               " --fail.at 0.3,0.6,0.9 --fail.target all --out " + out.string(),
+                           t.path() / "a.log"),
+              0)
         << slurp(t.path() / "a.log");
-    EXPECT_GE(standby_line(slurp(t.path() / "a.log"))[1], 1) << mode << ": " << slurp(t.path() / "a.log");
+    EXPECT_GE(restarted(slurp(t.path() / "a.log")), 1) << mode << ": " << slurp(t.path() / "a.log");
     const auto rows = failure_rows(out / "failures.csv");
     EXPECT_GE(rows.size(), 6u) << mode;
     for (const auto& row : rows) EXPECT_EQ(row.at("lost_items"), "0") << mode << " worker " << row.at("worker");
@@ -493,6 +503,11 @@ TEST(ProcessRuntime, ExactModesWithStandbyProcessesLeaveExactlyTheFailureFreeRes
       EXPECT_EQ(a.at(k), b.at(k)) << mode << ": " << k;
     }
   }
+}
+
+// The exact modes with spares taking over.
+TEST(ProcessRuntime, ExactModesWithStandbyProcessesLeaveExactlyTheFailureFreeResults) {
+  expect_exact_modes_exact_with("--process.standby 4", [](const std::string& log) { return standby_line(log)[1]; });
 }
 
 // A spare that dies before it is needed (killed from outside) is not a failure of the job: the controller starts
@@ -527,64 +542,20 @@ std::array<int, 2> fork_server_line(const std::string& output) {
 // the job built), which restores and replays like a new process; the results are those of the failure-free run.
 TEST(ProcessRuntime, ForkServerRestartsKilledWorkersAndKeepsTheResults) {
   TempDir t;
-  const std::string job = std::regex_replace(kJob, std::regex("--items 400000"), "--items 3000000") +
-                          " --net.in-flight-max 4096 --runtime processes";
-  ASSERT_EQ(run_afstream(job + " --out " + (t.path() / "clean").string(), t.path() / "c.log"), 0)
-      << slurp(t.path() / "c.log");
-  ASSERT_EQ(run_afstream(
-                job + " --fail.count 3 --fail.target all --process.fork-server --out " + (t.path() / "killed").string(),
-                t.path() / "k.log"),
-            0)
-      << slurp(t.path() / "k.log");
-  const auto out = slurp(t.path() / "k.log");
+  const auto [clean, out] = expect_restarts_keep_the_results(t, "--process.fork-server");
   const auto [forked, failed] = fork_server_line(out);
   EXPECT_GE(failed, 4) << out;
   // It starts once every worker is up: a failure before that restarts by starting the program.
   EXPECT_GE(forked, 1) << out;
   EXPECT_LE(forked, failed) << out;
-  const auto clean = summary(t.path() / "clean"), killed = summary(t.path() / "killed");
-  EXPECT_EQ(killed.at("recall"), "1");
-  EXPECT_NEAR(std::stod(killed.at("precision")), std::stod(clean.at("precision")), 0.05);
-  int recovered = 0;
-  for (const auto& row : failure_rows(t.path() / "killed" / "failures.csv")) {
-    if (row.at("recovered") != "1") continue;
-    ++recovered;
-    if (row.at("worker") != "0" && std::stod(row.at("first_item_ms")) >= 0) {
-      EXPECT_GE(std::stod(row.at("first_item_ms")), std::stod(row.at("recovery_ms"))) << "worker " << row.at("worker");
-    }
-  }
-  EXPECT_GE(recovered, 3);
-  EXPECT_EQ(fork_server_line(slurp(t.path() / "c.log"))[0], -1);  // not without failures
+  EXPECT_EQ(fork_server_line(clean)[0], -1);  // not without failures
 }
 
 // The exact modes with restarts forked by the fork server (checkpoint mode: workers that roll back SIGKILL
-// themselves and are restarted the same way): exactly the failure-free results, nothing lost.
+// themselves and are restarted the same way).
 TEST(ProcessRuntime, ExactModesWithTheForkServerLeaveExactlyTheFailureFreeResults) {
-  TempDir t;
-  const std::string job = "--job heavy-hitters --items 2000000 --hh.keys 20000 --seed 4 --quiet";
-  const auto clean = t.path() / "clean";
-  ASSERT_EQ(run_afstream(job + " --ft.mode none --runtime threads --out " + clean.string(), t.path() / "c.log"), 0)
-      << slurp(t.path() / "c.log");
-  for (const std::string mode : {"ask --ft.ask-every 2000", "checkpoint --ft.checkpoint-items 5000"}) {
-    const auto out = t.path() / "run";
-    std::filesystem::remove_all(out);
-    ASSERT_EQ(run_afstream(job + " --ft.mode " + mode +
-                               " --runtime processes --process.fork-server --fail.count 3 --fail.target all --out " +
-                               out.string(),
-                           t.path() / "a.log"),
-              0)
-        << slurp(t.path() / "a.log");
-    const auto [forked, failed] = fork_server_line(slurp(t.path() / "a.log"));
-    EXPECT_GE(failed, 6) << mode;
-    EXPECT_GE(forked, 1) << mode << ": " << slurp(t.path() / "a.log");
-    for (const auto& row : failure_rows(out / "failures.csv")) {
-      EXPECT_EQ(row.at("lost_items"), "0") << mode << " worker " << row.at("worker");
-    }
-    const auto a = summary(clean), b = summary(out);
-    for (const char* k : {"precision", "recall", "are", "reported", "true_heavy"}) {
-      EXPECT_EQ(a.at(k), b.at(k)) << mode << ": " << k;
-    }
-  }
+  expect_exact_modes_exact_with("--process.fork-server",
+                                [](const std::string& log) { return fork_server_line(log)[0]; });
 }
 
 // A fork server that dies (killed from outside) is not a failure of the job: the workers killed after it are
