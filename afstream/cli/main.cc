@@ -494,15 +494,16 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   }
   if (!rec.empty())
     std::cout << "  recovery: median " << num(median(rec)) << " ms over " << rec.size() << " recoveries\n";
-  if (const auto* pc = dynamic_cast<const afs::ProcessCluster*>(&cluster); pc && opts.process_standby > 0) {
+  if (const auto* pc = dynamic_cast<const afs::ProcessCluster*>(&cluster)) {
     const auto info = pc->info();
-    std::cout << "  standby: " << info.standbys_started << " spare processes started, " << info.standby_takeovers
-              << " of " << result.failures.size() << " failed workers taken over by one\n";
-  }
-  if (const auto* pc = dynamic_cast<const afs::ProcessCluster*>(&cluster);
-      pc && opts.process_fork_server && !result.failures.empty()) {
-    std::cout << "  fork server: " << pc->info().forked_restarts << " of " << result.failures.size()
-              << " failed workers restarted through it\n";
+    if (opts.process_standby > 0) {
+      std::cout << "  standby: " << info.standbys_started << " spare processes started, " << info.standby_takeovers
+                << " of " << result.failures.size() << " failed workers taken over by one\n";
+    }
+    if (opts.process_fork_server && !result.failures.empty()) {
+      std::cout << "  fork server: " << info.forked_restarts << " of " << result.failures.size()
+                << " failed workers restarted through it\n";
+    }
   }
   std::cout << " ";
   for (const auto& [k, v] : scores) std::cout << " " << k << " " << num(v);

@@ -165,12 +165,10 @@ pid_t ForkServer::fork_worker(const ForkRequest& request, std::chrono::milliseco
   return static_cast<pid_t>(pid);
 }
 
-bool ForkServer::exited(int* status) {
+bool ForkServer::exited() {
   if (pid_ <= 0) return true;
-  int st = 0;
-  if (::waitpid(pid_, &st, WNOHANG) != pid_) return false;
+  if (::waitpid(pid_, nullptr, WNOHANG) != pid_) return false;
   pid_ = -1;
-  if (status) *status = st;
   close_pipes();
   return true;
 }

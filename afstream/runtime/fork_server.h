@@ -5,8 +5,9 @@
 // each failed worker the controller writes it a request (which worker, which incarnation, the earlier failures) on a
 // pipe; it forks, its child forks the worker process and exits, and the worker process (an orphan, adopted by the
 // controller, which is a child subreaper) runs as any restarted worker: it restores its state from the backup server
-// and replays. The new process skips the program's loading and the job's setup (about 10 ms of CPU for each process
-// on the shared 2-core host), which a failure of every worker pays once per worker.
+// and replays. The new process skips the program's loading and the job's setup, which a failure of every worker pays
+// once per worker: 2.5-11 ms of CPU less a restart on the shared 2-core host (experiments/results/fork-server/
+// README.md, 30 failures of heavy hitters).
 //
 // The protocol is one text line each way, over two pipes (the server's stdin, and its file descriptor 3):
 //   request  "WORKER EPOCH FAILURES\n"  (FAILURES: item counts separated by commas, "-" for none)
@@ -49,8 +50,8 @@ class ForkServer {
   pid_t fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout = std::chrono::milliseconds(500));
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
-  // Whether the server has exited (reaped here); an exit status other than 0 is in `status` (wait status).
-  bool exited(int* status = nullptr);
+  // Whether the server has exited (reaped here; its error, if any, is in the log).
+  bool exited();
   // Closes its stdin (it exits) and reaps it; kills it if it has not exited within a second.
   void stop();
 

@@ -182,9 +182,24 @@ struct ProcessCluster::Impl {
       own.push_back("--worker.failures");
       own.push_back(join(s.failures));
     }
-    s.pid = spawn(options.program, worker_process_args(own));
+    started(w, spawn(options.program, worker_process_args(own)));
+  }
+
+  // Local worker w's next incarnation runs as process `pid` (started, forked, or a spare's): awaited from now.
+  void started(int w, pid_t pid) {
+    auto& s = workers[static_cast<std::size_t>(w)];
+    s.pid = pid;
     s.up = false;
     s.last_report = Clock::now();
+  }
+
+  // Some worker is started here, and every one of them is up (has said hello: its state restored, the job
+  // started): a spare or the fork server started now does not compete for the cores with a start or a restore.
+  bool local_workers_up() const {
+    const auto local = [](const WorkerState& s) { return !s.remote; };
+    return std::any_of(workers.begin(), workers.end(), local) &&
+           std::none_of(workers.begin(), workers.end(),
+                        [](const WorkerState& s) { return !s.remote && !s.finished && !s.up; });
   }
 
   void start_standby() {
@@ -207,9 +222,7 @@ struct ProcessCluster::Impl {
     a.epoch = s.epoch;
     a.failures = s.failures;
     send_assignment(it->routing_id, a);
-    s.pid = it->pid;
-    s.up = false;
-    s.last_report = Clock::now();
+    started(w, it->pid);
     standbys.erase(it);
     ++standby_takeovers;
     return true;
@@ -229,9 +242,7 @@ struct ProcessCluster::Impl {
       ++s.epoch;
       return false;
     }
-    s.pid = pid;
-    s.up = false;
-    s.last_report = Clock::now();
+    started(w, pid);
     ++forked_restarts;
     return true;
   }
@@ -240,13 +251,7 @@ struct ProcessCluster::Impl {
   // the options want one. Started once: one that is gone leaves the restarts to the program.
   bool fork_server_started = false;
   void maybe_start_fork_server() {
-    if (!options.fork_server || fork_server_started) return;
-    const auto local = [](const WorkerState& s) { return !s.remote; };
-    if (std::none_of(workers.begin(), workers.end(), local) ||
-        std::any_of(workers.begin(), workers.end(),
-                    [](const WorkerState& s) { return !s.remote && !s.finished && !s.up; })) {
-      return;
-    }
+    if (!options.fork_server || fork_server_started || !local_workers_up()) return;
     fork_server_started = true;
     forks.start(options.program, worker_process_args({"--worker.fork-server"}));
   }
@@ -271,16 +276,8 @@ struct ProcessCluster::Impl {
     }
   }
 
-  // Whether to start a spare now: fewer than options.standby, some worker started here (spares serve only those),
-  // and every one of them up (a restarted worker has said hello, its state restored; the job has started), so
-  // that the new spare does not compete for the cores with a start or a restore.
-  bool want_standby() const {
-    if (static_cast<int>(standbys.size()) >= options.standby) return false;
-    const auto local = [](const WorkerState& s) { return !s.remote; };
-    return std::any_of(workers.begin(), workers.end(), local) &&
-           std::none_of(workers.begin(), workers.end(),
-                        [](const WorkerState& s) { return !s.remote && !s.finished && !s.up; });
-  }
+  // Whether to start a spare now: fewer than options.standby, and the local workers up (spares serve only those).
+  bool want_standby() const { return static_cast<int>(standbys.size()) < options.standby && local_workers_up(); }
 
   // Standbys that exited: one that stopped on an error (bad options, a controller it cannot reach) ends the run, as
   // a worker's error does; one killed from outside is dropped (and replaced).
@@ -444,12 +441,11 @@ struct ProcessCluster::Impl {
       s.assigned = false;
       s.assigned_to.clear();
       s.awaiting_since = Clock::now();
-    } else if (take_over(w)) {
-      // A standby runs the next incarnation already; the killed process is reaped after the event's other workers
-      // have been handed over too (reap_killed), its teardown competing with their restores, not delaying them.
+    } else if (take_over(w) || fork_worker(w)) {
+      // A spare or a forked process runs the next incarnation already; the killed process is reaped after the
+      // event's other workers have been restarted too (reap_killed), its teardown competing with their restores,
+      // not delaying them.
       if (old > 0) to_reap.push_back(old);
-    } else if (fork_worker(w)) {
-      if (old > 0) to_reap.push_back(old);  // as for a standby
     } else {
       if (old > 0) ::waitpid(old, nullptr, 0);
       start_worker(w);
@@ -721,8 +717,8 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         continue;
       }
       if (r->kind == net::ReportKind::kStandby) {
+        const auto from = id.to_string();
         for (auto& sb : im.standbys) {
-          const auto from = id.to_string();
           if (sb.routing_id.empty() && from == sb.expected_id()) sb.routing_id = from;
         }
         continue;
