@@ -223,7 +223,8 @@ int cmd_backup_server(int argc, const char* const* argv) {
   std::cerr << "afstream backup-server: stopped after " << c.requests << " requests (" << c.bad_frames
             << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
             << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations, "
-            << c.unauthorized_connections << " connections refused for their key)" << std::endl;
+            << c.unauthorized_connections << " connections refused for their key); " << c.chains_held
+            << " state chains restored from their workers' own copies" << std::endl;
   const auto k = server.compactor_counters();
   std::cerr << "afstream backup-server: " << k.compactions << " chain compactions (" << k.records_merged << " records, "
             << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "
@@ -321,6 +322,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     popts.store_compact_ratio = opts.process_store_compact_ratio;
     popts.standby = opts.process_standby;
     popts.fork_server = opts.process_fork_server;
+    popts.local_recovery = opts.process_local_recovery;
     popts.heartbeat = std::chrono::milliseconds(opts.heartbeat_ms);
     popts.heartbeat_timeout = std::chrono::milliseconds(opts.heartbeat_timeout_ms);
     if (controller) {

@@ -167,6 +167,11 @@ po::options_description run_options() {
       po::value<bool>()->default_value(ProcessClusterOptions{}.fork_server)->implicit_value(true),
       "runtime processes: restart failed workers by forking them from a fork server (one process with the program "
       "loaded and the job built) instead of starting the program anew (--process.fork-server=false: start it anew)")(
+      "process.local-recovery",
+      po::value<bool>()->default_value(ProcessClusterOptions{}.local_recovery)->implicit_value(true),
+      "runtime processes: each local worker keeps a copy of its state chain in a private directory (on /dev/shm "
+      "when there is one) and a restarted worker restores from it as far as the backup server vouches for it, "
+      "instead of receiving the chain from the server (--process.local-recovery=false: always from the server)")(
       "fail.at", po::value<std::string>()->default_value(""),
       "failure points: comma-separated item counts or fractions of the input (0.25) processed, or times since the "
       "start (500ms, 2s); produced:N or produced:0.99 counts the items the sources produced instead");
@@ -201,6 +206,9 @@ po::options_description worker_options() {
       "worker.heartbeat-ms", po::value<int>()->default_value(100), "status report interval (ms)")(
       "worker.controller-timeout-ms", po::value<int>()->default_value(10000),
       "stop when the controller has been silent this long (ms)")(
+      "worker.local-state", po::value<std::string>(),
+      "DIR: keep a copy of this worker's state chain in DIR and restore from it as far as the backup server vouches "
+      "for it (local recovery; set by a controller with process.local-recovery)")(
       "worker.store-deadline-ms", po::value<int>()->default_value(10000),
       "stop when the backup server has not answered a call for this long (ms; retried with backoff until then)")(
       "worker.controller-key", po::value<std::string>(),
@@ -272,6 +280,10 @@ WorkerProcessOptions parse_worker(const po::variables_map& vm) {
   const int store_deadline = vm["worker.store-deadline-ms"].as<int>();
   if (store_deadline <= 0) throw ConfigError("worker.store-deadline-ms: expected > 0");
   w.store_deadline = std::chrono::milliseconds(store_deadline);
+  if (vm.count("worker.local-state")) {
+    w.local_state = vm["worker.local-state"].as<std::string>();
+    if (w.local_state.empty()) throw ConfigError("worker.local-state: expected a directory, got ''");
+  }
   if (hb <= 0 || timeout <= 0) throw ConfigError("worker.heartbeat-ms and worker.controller-timeout-ms: expected > 0");
   w.heartbeat = std::chrono::milliseconds(hb);
   w.controller_timeout = std::chrono::milliseconds(timeout);
@@ -433,6 +445,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   }
   r.process_standby = vm["process.standby"].as<int>();
   r.process_fork_server = vm["process.fork-server"].as<bool>();
+  r.process_local_recovery = vm["process.local-recovery"].as<bool>();
   if (r.process_standby < 0) {
     throw ConfigError("process.standby: expected a number of spare processes >= 0, got " +
                       std::to_string(r.process_standby));

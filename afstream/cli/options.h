@@ -47,6 +47,7 @@ struct RunOptions {
   double process_store_compact_ratio = afs::ProcessClusterOptions{}.store_compact_ratio;
   int process_standby = afs::ProcessClusterOptions{}.standby;           // runtime processes: spare worker processes
   bool process_fork_server = afs::ProcessClusterOptions{}.fork_server;  // runtime processes: restarts forked
+  bool process_local_recovery = afs::ProcessClusterOptions{}.local_recovery;  // runtime processes: local copies
   int heartbeat_ms = 100;
   int heartbeat_timeout_ms = 5000;
   CurveArgs curve;

@@ -427,6 +427,9 @@ std::span<const std::uint8_t> Encoder::encode_store_request(std::uint32_t sender
     check_list_size(p->record.size(), "a put_state record of", "bytes");
     check_list_size(p->covered.size(), "a covered list of", "entries");
     words += blob_words(p->record.size()) + 2 * p->covered.size();
+  } else if (const auto* p = std::get_if<StateChainReq>(&request.op)) {
+    check_list_size(p->held.size(), "a held digest list of", "entries");
+    words += 1 + p->held.size();
   } else if (const auto* p = std::get_if<PutItemsReq>(&request.op)) {
     check_list_size(p->record.size(), "a put_items record of", "bytes");
     check_list_size(p->infos.size(), "an item info list of", "entries");
@@ -441,6 +444,7 @@ std::span<const std::uint8_t> Encoder::encode_store_request(std::uint32_t sender
       const auto& p = std::get<PutStateReq>(request.op);
       auto g = r.initPutState();
       g.setFull(p.full);
+      g.setDigest(p.digest);
       g.setRecord(as_data(p.record));
       auto covered = g.initCovered(static_cast<unsigned>(p.covered.size()));
       for (unsigned i = 0; i < covered.size(); ++i) {
@@ -461,9 +465,15 @@ std::span<const std::uint8_t> Encoder::encode_store_request(std::uint32_t sender
       }
       break;
     }
-    case 2:
+    case 2: {
+      const auto& p = std::get<StateChainReq>(request.op);
       r.setStateChain();
+      if (!p.held.empty()) {
+        auto held = r.initHeld(static_cast<unsigned>(p.held.size()));
+        for (unsigned i = 0; i < held.size(); ++i) held.set(i, p.held[i]);
+      }
       break;
+    }
     case 3:
       r.setItemRecords();
       break;
@@ -748,7 +758,11 @@ StoreRequestMsg read_store_request(wire::StoreRequest::Reader r) {
       throw FormatError("wire store request " + std::to_string(m.request_id) + " has no operation");
     case wire::StoreRequest::PUT_STATE: {
       auto g = r.getPutState();
-      PutStateReq p{.worker = worker, .full = g.getFull(), .record = to_vector(g.getRecord()), .covered = {}};
+      PutStateReq p{.worker = worker,
+                    .full = g.getFull(),
+                    .record = to_vector(g.getRecord()),
+                    .covered = {},
+                    .digest = g.getDigest()};
       auto covered = g.getCovered();
       p.covered.reserve(covered.size());
       for (auto c : covered) p.covered.push_back(ChannelSeqMsg{c.getChannel(), c.getSeq()});
@@ -772,9 +786,14 @@ StoreRequestMsg read_store_request(wire::StoreRequest::Reader r) {
       m.op = std::move(p);
       return m;
     }
-    case wire::StoreRequest::STATE_CHAIN:
-      m.op = StateChainReq{worker};
+    case wire::StoreRequest::STATE_CHAIN: {
+      StateChainReq p{worker, {}};
+      auto held = r.getHeld();
+      p.held.reserve(held.size());
+      for (const std::uint64_t d : held) p.held.push_back(d);
+      m.op = std::move(p);
       return m;
+    }
     case wire::StoreRequest::ITEM_RECORDS:
       m.op = ItemRecordsReq{worker};
       return m;

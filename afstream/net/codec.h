@@ -110,6 +110,7 @@ struct PutStateReq {
   bool full = false;  // true starts a new chain
   std::vector<std::uint8_t> record;
   std::vector<ChannelSeqMsg> covered;  // at most one entry per channel (a decoder rejects repeats)
+  std::uint64_t digest = 0;            // XXH3-64 of record, as the client computed it (0: none given)
 
   friend bool operator==(const PutStateReq&, const PutStateReq&) = default;
 };
@@ -124,6 +125,9 @@ struct PutItemsReq {
 
 struct StateChainReq {
   std::int32_t worker = 0;
+  // The digests (XXH3-64, in chain order) of the chain records the client holds itself: when they are the server's
+  // chain, the reply is a StoreChainMsg (its shape) instead of the records. Empty: the records.
+  std::vector<std::uint64_t> held;
   friend bool operator==(const StateChainReq&, const StateChainReq&) = default;
 };
 
@@ -232,8 +236,9 @@ struct StoreCheckpointsMsg {
   friend bool operator==(const StoreCheckpointsMsg&, const StoreCheckpointsMsg&) = default;
 };
 
-// chain for put_state, ok for put_items and drop, records for state_chain and item_records, stats for stats;
-// error for any; checkpoints for the checkpoint operations.
+// chain for put_state, ok for put_items and drop, records for state_chain and item_records (or chain for a
+// state_chain whose held digests are the server's chain), stats for stats; error for any; checkpoints for the
+// checkpoint operations.
 struct StoreReplyMsg {
   std::uint64_t request_id = 0;
   std::variant<StoreOkMsg, StoreRecordsMsg, StoreStatsMsg, StoreErrorMsg, StoreChainMsg, StoreCheckpointsMsg> result;

@@ -108,6 +108,10 @@ struct StoreRequest {
   requestId @0 :UInt64;
   session @1 :UInt64;
   worker @2 :Int32;  # every operation but stats
+  # stateChain only: the XXH3-64 digests, in chain order, of the records of this worker's chain the client holds
+  # itself (a local copy, afstream/store/local_recovery_store.h). When they are the server's chain, it answers with
+  # `chain` instead of sending the records. Empty: send the records.
+  held @19 :List(UInt64);
 
   union {
     unset @3 :Void;  # never sent; the server answers badRequest
@@ -115,6 +119,7 @@ struct StoreRequest {
       full @4 :Bool;                 # true starts a new chain
       record @5 :Data;
       covered @6 :List(ChannelSeq);  # per input channel, the last sequence number the state reflects
+      digest @18 :UInt64;            # XXH3-64 of record as the client computed it (0: none given)
     }
     putItems :group {
       record @7 :Data;
@@ -155,7 +160,8 @@ struct StoreReply {
     records @3 :List(Data);    # stateChain, itemRecords (in order)
     stats @4 :StoreStats;      # stats
     error @5 :StoreError;      # any operation
-    chain @6 :StoreChain;      # putState: the worker's chain after the put
+    chain @6 :StoreChain;      # putState: the worker's chain after the put; stateChain with held digests: the
+                               # chain is the records the client holds (none sent)
     checkpoints @7 :StoreCheckpoints;  # confirmCheckpoint, checkpointStatus, rejoinCheckpoints
   }
 }

@@ -63,6 +63,35 @@ struct BackupServer::Impl {
   std::uint64_t tick = 0;
   std::unordered_map<std::int32_t, std::uint32_t> incarnations;  // per worker, the newest incarnation seen
   std::unique_ptr<ChainCompactor> compactor;                     // before the store goes (Impl is destroyed first)
+  // Per worker, the digests its client gave for the records of its chain of `generation`, in order: present only
+  // while every record of that chain came with one (backup_server.h).
+  struct Manifest {
+    std::uint64_t generation = 0;
+    std::vector<std::uint64_t> digests;
+  };
+  std::unordered_map<std::int32_t, Manifest> manifests;
+
+  // After a put_state applied with `digest` (0: none) that left the chain as `info`.
+  void note_put(std::int32_t worker, bool full, std::uint64_t digest, const ChainInfo& info) {
+    auto it = manifests.find(worker);
+    if (digest != 0 && full && info.length == 1) {
+      manifests[worker] = Manifest{info.generation, {digest}};
+    } else if (digest != 0 && !full && it != manifests.end() && it->second.generation == info.generation &&
+               it->second.digests.size() + 1 == info.length) {
+      it->second.digests.push_back(digest);
+    } else if (it != manifests.end()) {
+      manifests.erase(it);
+    }
+  }
+  // How many of `held` (a client's digests, in order) are worker's chain as it is now (`info`): the chain's length
+  // if its digests are known and are the first of held, else 0.
+  std::uint64_t held_length(std::int32_t worker, const std::vector<std::uint64_t>& held, const ChainInfo& info) const {
+    auto it = manifests.find(worker);
+    if (it == manifests.end() || info.length == 0) return 0;
+    const auto& m = it->second;
+    if (m.generation != info.generation || m.digests.size() != info.length || m.digests.size() > held.size()) return 0;
+    return std::equal(m.digests.begin(), m.digests.end(), held.begin()) ? info.length : 0;
+  }
 
   ~Impl() { socket.close(); }
 
@@ -123,7 +152,8 @@ BackupServerCounters BackupServer::counters() const {
                               store_errors_.load(),
                               unroutable_.load(),
                               stale_.load(),
-                              impl_->gatekeeper ? impl_->gatekeeper->unauthorized() : 0};
+                              impl_->gatekeeper ? impl_->gatekeeper->unauthorized() : 0,
+                              held_.load()};
 }
 
 void BackupServer::run(const std::atomic<bool>& stop) {
@@ -241,16 +271,26 @@ void BackupServer::run(const std::atomic<bool>& stop) {
               if constexpr (std::is_same_v<Op, net::PutStateReq>) {
                 const ChainInfo info =
                     store_->put_state(op.worker, op.full, std::move(op.record), to_store(op.covered));
+                impl_->note_put(op.worker, op.full, op.digest, info);
                 if (impl_->compactor) impl_->compactor->notify(op.worker, info);
                 reply.result = net::StoreChainMsg{info.generation, info.length, info.full_bytes, info.delta_bytes};
               } else if constexpr (std::is_same_v<Op, net::PutItemsReq>) {
                 store_->put_items(op.worker, std::move(op.record), to_store(op.infos));
               } else if constexpr (std::is_same_v<Op, net::StateChainReq>) {
+                if (!op.held.empty()) {
+                  const ChainInfo info = store_->chain_info(op.worker);
+                  if (const auto n = impl_->held_length(op.worker, op.held, info); n > 0) {
+                    ++held_;
+                    reply.result = net::StoreChainMsg{info.generation, n, info.full_bytes, info.delta_bytes};
+                    return;
+                  }
+                }
                 reply.result = net::StoreRecordsMsg{store_->state_chain(op.worker)};
               } else if constexpr (std::is_same_v<Op, net::ItemRecordsReq>) {
                 reply.result = net::StoreRecordsMsg{store_->item_records(op.worker)};
               } else if constexpr (std::is_same_v<Op, net::DropReq>) {
                 store_->drop(op.worker);
+                impl_->manifests.erase(op.worker);
               } else if constexpr (std::is_same_v<Op, net::ConfirmCheckpointReq>) {
                 store_->confirm_checkpoint(op.worker, op.checkpoint, op.workers, op.final);
                 const auto st = store_->checkpoint_status();

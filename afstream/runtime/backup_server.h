@@ -21,6 +21,13 @@
 // write into the backups its successor restored from. The server remembers this while it runs; after a restart
 // the next request of the current incarnation establishes it again.
 //
+// Clients holding their own copy of a chain (LocalRecoveryStore): a put_state may carry the record's digest
+// (XXH3-64, as the client computed it). For each worker whose every chain record came with one, the server keeps
+// the digests of its chain in memory (with the chain's generation: a compaction, a drop, a put without a digest or
+// a restart forgets them). A state_chain request listing the digests the client holds is answered with the chain's
+// shape alone (StoreChainMsg, its length the number of the client's records that are the chain) when the server's
+// digests are the first of the client's; else with the records, as without them. Counted in chains_held.
+//
 // CURVE (BackupServerOptions::curve, on a tcp:// endpoint): the socket serves with the given keypair and lets in
 // only clients whose public key is authorized (afstream/runtime/gatekeeper.h); refusals are counted
 // (unauthorized_connections) and each refused key is reported once to on_refused.
@@ -71,6 +78,7 @@ struct BackupServerCounters {
   std::uint64_t unroutable_replies = 0;        // replies dropped because their client was gone or not reading
   std::uint64_t stale_incarnations = 0;        // requests refused: a newer incarnation of their worker came since
   std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused, the client's key not authorized
+  std::uint64_t chains_held = 0;  // state_chain requests answered by the client's own copy (no records sent)
 };
 
 class BackupServer {
@@ -107,7 +115,8 @@ class BackupServer {
   std::unique_ptr<Impl> impl_;
   std::string bound_endpoint_;
 
-  std::atomic<std::uint64_t> requests_{0}, bad_frames_{0}, duplicates_{0}, store_errors_{0}, unroutable_{0}, stale_{0};
+  std::atomic<std::uint64_t> requests_{0}, bad_frames_{0}, duplicates_{0}, store_errors_{0}, unroutable_{0}, stale_{0},
+      held_{0};
 };
 
 }  // namespace afs

@@ -105,6 +105,7 @@ struct ProcessCluster::Impl {
   RunConfig config;
   ProcessClusterOptions options;
   std::string dir;
+  std::string local_dir;  // local recovery: the workers' own copies of their chains ("": off)
   std::atomic<pid_t> server{-1};
   std::atomic<int> server_restarts{0};
   std::vector<WorkerState> workers;
@@ -167,6 +168,7 @@ struct ProcessCluster::Impl {
                                          "--worker.heartbeat-ms",
                                          std::to_string(status_every().count())};
     args.insert(args.end(), where.begin(), where.end());
+    if (!local_dir.empty()) args.insert(args.end(), {"--worker.local-state", local_dir});
     if (curve()) {
       args.insert(args.end(), options.curve_args.begin(), options.curve_args.end());
       // --key=value: a Z85 key may start with '-'.
@@ -569,9 +571,9 @@ ProcessCluster::~ProcessCluster() {
     ::kill(impl_->server, SIGKILL);
     ::waitpid(impl_->server, nullptr, 0);
   }
-  if (!impl_->dir.empty()) {
+  for (const auto* d : {&impl_->local_dir, &impl_->dir}) {
     std::error_code ec;
-    std::filesystem::remove_all(impl_->dir, ec);
+    if (!d->empty()) std::filesystem::remove_all(*d, ec);
   }
 }
 
@@ -613,6 +615,11 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   if (::mkdtemp(tmpl) == nullptr)
     throw RuntimeError(std::string("cannot create a directory in /tmp: ") + std::strerror(errno));
   im.dir = tmpl;
+  if (im.options.local_recovery) {
+    // On tmpfs when there is one: the copies are for failures of processes, and stay off the disk.
+    char shm[] = "/dev/shm/afs-local-XXXXXX";
+    im.local_dir = ::mkdtemp(shm) != nullptr ? std::string(shm) : im.dir + "/local";
+  }
 
   zmq::context_t zmq(1);
   // CURVE: who may connect is decided from the first connection on (bound before the sockets, destroyed after them).

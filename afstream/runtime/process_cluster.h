@@ -76,6 +76,11 @@ struct ProcessClusterOptions {
   // (experiments/results/fork-server/README.md). On by default; spares, when ready, are used first. A server that
   // fails a request is killed and the restarts start the program from then on.
   bool fork_server = true;
+  // Local recovery (afstream/store/local_recovery_store.h): each local worker keeps a copy of its state chain in a
+  // private directory of this run (under /dev/shm when it is a writable directory, else beside the ipc:// sockets;
+  // removed at the end), and a restarted worker restores from that copy as far as the backup server vouches for
+  // it, instead of receiving the chain from the server. Workers started by hand on other hosts are not covered.
+  bool local_recovery = true;
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};

@@ -18,6 +18,7 @@
 #include "afstream/runtime/gatekeeper.h"
 #include "afstream/runtime/worker.h"
 #include "afstream/state/snapshot.h"
+#include "afstream/store/local_recovery_store.h"
 #include "afstream/store/remote_store.h"
 
 namespace afs {
@@ -120,12 +121,16 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   store_options.incarnation = options.epoch;  // the backup server fences off older incarnations
   store_options.curve = client_of(options.store, options.store_key);
   RemoteStore store(options.store, store_options);
+  // Local recovery: the worker's own copy of its chain, beside the server's (local_recovery_store.h).
+  std::optional<LocalRecoveryStore> local;
+  if (!options.local_state.empty()) local.emplace(store, options.local_state);
+  BackupStore& backups = local ? static_cast<BackupStore&>(*local) : store;
   std::vector<std::atomic<std::uint64_t>> progress(static_cast<std::size_t>(n));
   ClusterContext ctx;
   ctx.topology = &topology;
   ctx.registry = &registry;
   ctx.config = config;
-  ctx.store = &store;
+  ctx.store = &backups;
   ctx.zmq = &zmq;
   ctx.directory = &directory;
   ctx.source_progress = &progress;
@@ -139,7 +144,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   // thread-safe; each call has its own connection). Not in mode none (no backups) nor at a first start.
   if (!options.failures.empty() && config.mode != FtMode::None) {
     const int w = options.worker;
-    ctx.prefetched_chain = std::async(std::launch::async, [&store, w] { return store.state_chain(w); }).share();
+    ctx.prefetched_chain = std::async(std::launch::async, [&backups, w] { return backups.state_chain(w); }).share();
     ctx.prefetched_items = std::async(std::launch::async, [&store, w] { return store.item_records(w); }).share();
   }
   std::optional<CrashInfo> crash;

@@ -46,6 +46,9 @@ struct WorkerProcessOptions {
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds controller_timeout{10000};
   std::chrono::milliseconds store_deadline{10000};  // a backup server call gives up (RuntimeError) after this
+  // Local recovery (afstream/store/local_recovery_store.h): a directory where this worker keeps a copy of its
+  // state chain, from which its next incarnation restores as far as the backup server vouches for it. "": none.
+  std::string local_state;
   // CURVE on tcp:// (net.curve-secret, net.curve-authorized): this process's keypair and the keys let in. Applies to
   // the tcp:// endpoints only (ipc:// stays as it is).
   std::optional<net::CurveConfig> curve;

@@ -65,6 +65,13 @@ class BackupStore {
     for (auto& b : state_chain(worker, info)) out.push_back(std::make_shared<const Bytes>(std::move(b)));
     return out;
   }
+  // The chain's shape (state_chain's info) without reading its records. The default reads them; MemoryStore and
+  // RocksDbStore answer from their index.
+  virtual ChainInfo chain_info(int worker) const {
+    ChainInfo info;
+    (void)state_chain(worker, &info);
+    return info;
+  }
   // Compaction: replaces the first `count` records of the chain (the full snapshot and the deltas after it) by
   // `full`, a full record of the same state, provided the chain still has the given generation (no full snapshot,
   // compaction or drop came since it was read) and at least `count` records; else changes nothing and returns

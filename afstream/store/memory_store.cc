@@ -65,6 +65,12 @@ ChainInfo MemoryStore::put_state(int worker, bool full, Bytes record, const SeqB
   return info_of(w);
 }
 
+ChainInfo MemoryStore::chain_info(int worker) const {
+  std::lock_guard lock(mu_);
+  auto it = workers_.find(worker);
+  return it == workers_.end() ? ChainInfo{} : info_of(it->second);
+}
+
 std::vector<Bytes> MemoryStore::state_chain(int worker, ChainInfo* info) const {
   std::vector<Bytes> out;
   for (const auto& p : state_chain_shared(worker, info)) out.push_back(*p);  // copies of the shared records

@@ -16,6 +16,7 @@ class MemoryStore final : public BackupStore {
   ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
   std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
   std::vector<std::shared_ptr<const Bytes>> state_chain_shared(int worker, ChainInfo* info = nullptr) const override;
+  ChainInfo chain_info(int worker) const override;
   bool compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) override;
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;

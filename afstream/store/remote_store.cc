@@ -275,7 +275,12 @@ void RemoteStore::set_endpoint(std::string endpoint) {
 std::string RemoteStore::endpoint() const { return impl_->current_endpoint(); }
 
 ChainInfo RemoteStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
-  net::PutStateReq req{.worker = worker, .full = full, .record = std::move(record), .covered = {}};
+  return put_state(worker, full, std::move(record), covered, 0);
+}
+
+ChainInfo RemoteStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered,
+                                 std::uint64_t digest) {
+  net::PutStateReq req{.worker = worker, .full = full, .record = std::move(record), .covered = {}, .digest = digest};
   req.covered.reserve(covered.size());
   for (const auto& [channel, seq] : covered) req.covered.push_back({channel, seq});
   const std::string what = describe("put_state", worker);
@@ -286,7 +291,7 @@ ChainInfo RemoteStore::put_state(int worker, bool full, Bytes record, const SeqB
 }
 
 std::vector<Bytes> RemoteStore::state_chain(int worker, ChainInfo* info) const {
-  const net::StoreOp op = net::StateChainReq{worker};
+  const net::StoreOp op = net::StateChainReq{worker, {}};
   const std::string what = describe(op);
   auto reply = checked(impl_->call(options_, op), *this, what);
   auto* records = std::get_if<net::StoreRecordsMsg>(&reply.result);
@@ -299,6 +304,28 @@ std::vector<Bytes> RemoteStore::state_chain(int worker, ChainInfo* info) const {
     }
   }
   return std::move(records->records);
+}
+
+RemoteStore::HeldChain RemoteStore::state_chain_held(int worker, std::vector<std::uint64_t> held) const {
+  const std::size_t offered = held.size();
+  const net::StoreOp op = net::StateChainReq{worker, std::move(held)};
+  const std::string what = describe(op);
+  auto reply = checked(impl_->call(options_, op), *this, what);
+  HeldChain out;
+  if (const auto* c = std::get_if<net::StoreChainMsg>(&reply.result)) {
+    if (c->length == 0 || c->length > offered) unexpected(*this, what);
+    out.held = c->length;
+    out.info = ChainInfo{0, c->length, c->full_bytes, c->delta_bytes};
+    return out;
+  }
+  auto* records = std::get_if<net::StoreRecordsMsg>(&reply.result);
+  if (records == nullptr) unexpected(*this, what);
+  out.info.length = records->records.size();
+  for (std::size_t i = 0; i < records->records.size(); ++i) {
+    (i == 0 ? out.info.full_bytes : out.info.delta_bytes) += records->records[i].size();
+  }
+  out.records = std::move(records->records);
+  return out;
 }
 
 void RemoteStore::put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) {

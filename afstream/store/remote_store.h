@@ -85,6 +85,18 @@ class RemoteStore final : public BackupStore {
   std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
   // The server compacts its own chains (afstream/ft/compactor.h): a client does not; always false.
   bool compact_state(int, std::uint64_t, std::uint64_t, Bytes) override { return false; }
+  // For a client that keeps its own copy of its chain (LocalRecoveryStore; BackupServer: "Clients holding their
+  // own copy"): put_state with the record's digest (XXH3-64) sent along, and a chain read that names the digests of
+  // the records held (in order). Its answer: `held`, how many of them (the first ones) are the server's chain, with
+  // the chain's shape in `info` and no records; or, when the server cannot vouch for them (held 0), the chain's
+  // records as state_chain returns them.
+  ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered, std::uint64_t digest);
+  struct HeldChain {
+    std::uint64_t held = 0;
+    ChainInfo info;
+    std::vector<Bytes> records;
+  };
+  HeldChain state_chain_held(int worker, std::vector<std::uint64_t> held) const;
   void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override;
   std::vector<Bytes> item_records(int worker) const override;
   void drop(int worker) override;

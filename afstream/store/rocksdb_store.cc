@@ -430,6 +430,12 @@ std::vector<Bytes> RocksDbStore::state_chain(int worker, ChainInfo* info) const 
   return out;
 }
 
+ChainInfo RocksDbStore::chain_info(int worker) const {
+  std::lock_guard lock(mu_);
+  auto it = index_.find(worker);
+  return it == index_.end() ? ChainInfo{} : info_of(it->second);
+}
+
 std::vector<Bytes> RocksDbStore::item_records(int worker) const { return read_records(worker, kItemsKind); }
 
 void RocksDbStore::drop(int worker) {

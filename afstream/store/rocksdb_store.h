@@ -57,6 +57,7 @@ class RocksDbStore final : public BackupStore {
   ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
   // With info, the read holds the store's lock (puts wait), so that records and info agree.
   std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
+  ChainInfo chain_info(int worker) const override;
   // One batch: the compacted full record takes the key of the last record it replaces (so it sorts before the
   // deltas after it) and the records before it are deleted. Generations live in memory: after a reopen every chain
   // has a new one.

@@ -551,6 +551,33 @@ TEST(ProcessRuntime, ForkServerRestartsKilledWorkersAndKeepsTheResults) {
   EXPECT_EQ(fork_server_line(clean)[0], -1);  // not without failures
 }
 
+// What the backup server's stop line says of local recovery: state chains restored from the workers' own copies
+// (-1: no such line).
+int chains_held(const std::string& output) {
+  std::smatch m;
+  static const std::regex line(R"((\d+) state chains restored from their workers' own copies)");
+  return std::regex_search(output, m, line) ? std::stoi(m[1]) : -1;
+}
+
+// process.local-recovery (on by default): each worker keeps a copy of its state chain in the run's private directory
+// and a restarted one restores from it, the backup server vouching for the copy record by record; the results are
+// those of the failure-free run. Off, every chain comes from the server.
+TEST(ProcessRuntime, LocalRecoveryRestoresFromTheWorkersCopiesAndKeepsTheResults) {
+  TempDir t;
+  const auto [clean, out] = expect_restarts_keep_the_results(t, "--process.local-recovery");
+  EXPECT_EQ(chains_held(clean), 0) << clean;
+  EXPECT_GE(chains_held(out), 3) << out;  // 3 failures of all workers, each with a chain after the first backups
+  const auto off = t.path() / "off";
+  ASSERT_EQ(run_afstream("--job heavy-hitters --items 2000000 --hh.keys 20000 --seed 4 --quiet --ft.mode approx "
+                         "--runtime processes --process.local-recovery=false --fail.at 0.5 --fail.target all --out " +
+                             off.string(),
+                         t.path() / "off.log"),
+            0)
+      << slurp(t.path() / "off.log");
+  EXPECT_EQ(chains_held(slurp(t.path() / "off.log")), 0) << slurp(t.path() / "off.log");
+  EXPECT_EQ(summary(off).at("recall"), "1");
+}
+
 // The exact modes with restarts forked by the fork server (checkpoint mode: workers that roll back SIGKILL
 // themselves and are restarted the same way).
 TEST(ProcessRuntime, ExactModesWithTheForkServerLeaveExactlyTheFailureFreeResults) {

@@ -32,6 +32,7 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/runtime/backup_server.h"
+#include "afstream/store/local_recovery_store.h"
 #include "afstream/store/memory_store.h"
 #include "afstream/store/remote_store.h"
 #include "afstream/store/rocksdb_store.h"
@@ -64,10 +65,13 @@ struct RocksDb : RocksDbIn<false> {};
 struct RocksDbSync : RocksDbIn<true> {};
 
 // A RemoteStore and the BackupServer it talks to (on a thread, serving a MemoryStore), as one BackupStore; its
-// corrupt_latest_state corrupts the record inside the server's store.
+// corrupt_latest_state corrupts the record inside the server's store. With local_dir, the client is wrapped in a
+// LocalRecoveryStore keeping its copies there (afstream/store/local_recovery_store.h): state chains are then read
+// from those copies as far as the server vouches for them, and corrupt_latest_state damages the copy's last record
+// too (else the intact copy would be restored).
 class ServedRemoteStore final : public BackupStore {
  public:
-  explicit ServedRemoteStore(const std::string& listen) {
+  explicit ServedRemoteStore(const std::string& listen, std::string local_dir = "") {
     auto memory = std::make_unique<MemoryStore>();
     memory_ = memory.get();
     server_ = std::make_unique<BackupServer>(listen, std::move(memory));
@@ -79,8 +83,10 @@ class ServedRemoteStore final : public BackupStore {
       }
     });
     client_ = std::make_unique<RemoteStore>(server_->bound_endpoint());
+    if (!local_dir.empty()) local_ = std::make_unique<LocalRecoveryStore>(*client_, local_dir);
   }
   ~ServedRemoteStore() override {
+    local_.reset();
     client_.reset();
     stop_ = true;
     thread_.join();
@@ -88,10 +94,10 @@ class ServedRemoteStore final : public BackupStore {
   }
 
   ChainInfo put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
-    return client_->put_state(w, full, std::move(r), c);
+    return front().put_state(w, full, std::move(r), c);
   }
   std::vector<Bytes> state_chain(int w, ChainInfo* info = nullptr) const override {
-    return client_->state_chain(w, info);
+    return front().state_chain(w, info);
   }
   // Compaction is the server's: through its store.
   bool compact_state(int w, std::uint64_t g, std::uint64_t n, Bytes full) override {
@@ -101,21 +107,35 @@ class ServedRemoteStore final : public BackupStore {
     client_->put_items(w, std::move(r), std::move(i));
   }
   std::vector<Bytes> item_records(int w) const override { return client_->item_records(w); }
-  void drop(int w) override { client_->drop(w); }
+  void drop(int w) override { front().drop(w); }
   void confirm_checkpoint(int w, std::uint64_t id, int n, bool final = false) override {
     client_->confirm_checkpoint(w, id, n, final);
   }
   CheckpointStatus checkpoint_status() const override { return client_->checkpoint_status(); }
   CheckpointStatus rejoin_checkpoints(int w) override { return client_->rejoin_checkpoints(w); }
   StoreStats stats() const override { return client_->stats(); }
-  void corrupt_latest_state(int worker) { memory_->corrupt_latest_state(worker); }
+  void corrupt_latest_state(int worker) {
+    memory_->corrupt_latest_state(worker);
+    if (local_) {
+      std::fstream f(local_->path(worker), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(-1, std::ios::end);
+      const char c = static_cast<char>(f.get() ^ 0x5a);
+      f.seekp(-1, std::ios::end);
+      f.put(c);
+    }
+  }
+  const LocalRecoveryStore* local() const { return local_.get(); }
+  BackupServerCounters server_counters() const { return server_->counters(); }
 
  private:
+  BackupStore& front() const { return local_ ? static_cast<BackupStore&>(*local_) : *client_; }
+
   MemoryStore* memory_ = nullptr;  // owned by the server
   std::unique_ptr<BackupServer> server_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::unique_ptr<RemoteStore> client_;
+  std::unique_ptr<LocalRecoveryStore> local_;
 };
 
 struct Remote {
@@ -127,6 +147,15 @@ struct RemoteIpc {
   using Store = ServedRemoteStore;
   TempDir dir;
   std::unique_ptr<Store> make() { return std::make_unique<ServedRemoteStore>("ipc://" + dir.str() + "/server"); }
+};
+
+// The worker processes' client: a RemoteStore keeping its own copies (local recovery).
+struct LocalRecovery {
+  using Store = ServedRemoteStore;
+  TempDir dir;
+  std::unique_ptr<Store> make() {
+    return std::make_unique<ServedRemoteStore>("ipc://" + dir.str() + "/server", dir.str() + "/local");
+  }
 };
 
 }  // namespace store_contract
@@ -142,7 +171,7 @@ class StoreContract : public ::testing::Test {
   std::unique_ptr<typename Backend::Store> store_ = backend_.make();
 };
 
-using Backends = ::testing::Types<Memory, RocksDb, RocksDbSync, Remote, RemoteIpc>;
+using Backends = ::testing::Types<Memory, RocksDb, RocksDbSync, Remote, RemoteIpc, LocalRecovery>;
 TYPED_TEST_SUITE(StoreContract, Backends);
 
 TYPED_TEST(StoreContract, EmptyWorkerHasNothing) {

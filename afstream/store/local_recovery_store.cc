@@ -1,0 +1,239 @@
+// LocalRecoveryStore: a worker's own copy of its state chain beside the backup server's (local_recovery_store.h).
+#include "afstream/store/local_recovery_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "afstream/core/errors.h"
+
+namespace afs {
+
+namespace {
+
+constexpr std::uint32_t kMagic = 0x524C4641;  // "AFLR" little-endian
+constexpr std::uint32_t kFullFlag = 1;
+constexpr std::size_t kHeaderBytes = 24;
+
+std::uint64_t digest_of(const Bytes& b) { return XXH3_64bits(b.data(), b.size()); }
+
+void put_u32(std::uint8_t* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+void put_u64(std::uint8_t* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+std::uint32_t get_u32(const std::uint8_t* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= std::uint32_t{p[i]} << (8 * i);
+  return v;
+}
+std::uint64_t get_u64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+// Writes all of header + record at the file's end (O_APPEND); false on any error.
+bool write_frame(int fd, bool full, std::uint64_t digest, const Bytes& record) {
+  std::array<std::uint8_t, kHeaderBytes> header{};
+  put_u32(header.data(), kMagic);
+  put_u32(header.data() + 4, full ? kFullFlag : 0);
+  put_u64(header.data() + 8, record.size());
+  put_u64(header.data() + 16, digest);
+  iovec iov[2] = {{header.data(), header.size()}, {const_cast<std::uint8_t*>(record.data()), record.size()}};
+  std::size_t left = header.size() + record.size();
+  int first = 0;
+  while (left > 0) {
+    const ssize_t n = ::writev(fd, iov + first, 2 - first);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    auto done = static_cast<std::size_t>(n);
+    left -= done;
+    while (first < 2 && done >= iov[first].iov_len) {
+      done -= iov[first].iov_len;
+      ++first;
+    }
+    if (first < 2) {
+      iov[first].iov_base = static_cast<std::uint8_t*>(iov[first].iov_base) + done;
+      iov[first].iov_len -= done;
+    }
+  }
+  return true;
+}
+
+bool read_exact(int fd, void* to, std::size_t n, std::uint64_t offset) {
+  auto* p = static_cast<std::uint8_t*>(to);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+    offset += static_cast<std::uint64_t>(r);
+  }
+  return true;
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+LocalRecoveryStore::LocalRecoveryStore(RemoteStore& remote, std::string dir) : remote_(remote), dir_(std::move(dir)) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec || !std::filesystem::is_directory(dir_)) {
+    throw ConfigError("local recovery directory '" + dir_ +
+                      "': " + (ec ? "cannot be created: " + ec.message() : std::string("not a directory")));
+  }
+}
+
+LocalRecoveryStore::~LocalRecoveryStore() = default;
+
+std::string LocalRecoveryStore::path(int worker) const { return dir_ + "/worker-" + std::to_string(worker) + ".chain"; }
+
+LocalRecoveryCounters LocalRecoveryStore::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+void LocalRecoveryStore::remove_copy(int worker) const { (void)::unlink(path(worker).c_str()); }
+
+bool LocalRecoveryStore::append(int worker, bool full, std::uint64_t digest, const Bytes& record) const {
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (full ? O_TRUNC : 0);
+  Fd fd(::open(path(worker).c_str(), flags, 0600));
+  if (fd.get() < 0 || !write_frame(fd.get(), full, digest, record)) {
+    ++counters_.write_errors;
+    remove_copy(worker);
+    return false;
+  }
+  ++counters_.records_written;
+  counters_.bytes_written += kHeaderBytes + record.size();
+  return true;
+}
+
+std::vector<LocalRecoveryStore::Frame> LocalRecoveryStore::read_frames(int worker) const {
+  std::vector<Frame> frames;
+  Fd fd(::open(path(worker).c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return frames;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return frames;
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  std::uint64_t at = 0;
+  while (at < size) {
+    std::array<std::uint8_t, kHeaderBytes> header{};
+    if (size - at < kHeaderBytes || !read_exact(fd.get(), header.data(), header.size(), at)) break;
+    const std::uint32_t flags = get_u32(header.data() + 4);
+    const std::uint64_t bytes = get_u64(header.data() + 8);
+    Frame f;
+    f.full = (flags & kFullFlag) != 0;
+    f.digest = get_u64(header.data() + 16);
+    // A frame must be whole, and the copy must start with a full record and hold only one.
+    if (get_u32(header.data()) != kMagic || (flags & ~kFullFlag) != 0 || bytes > size - at - kHeaderBytes ||
+        f.full != frames.empty()) {
+      ++counters_.bad_frames;
+      break;
+    }
+    f.record.resize(bytes);
+    if (!read_exact(fd.get(), f.record.data(), bytes, at + kHeaderBytes) || digest_of(f.record) != f.digest) {
+      ++counters_.bad_frames;
+      break;
+    }
+    at += kHeaderBytes + bytes;
+    f.end = at;
+    frames.push_back(std::move(f));
+  }
+  return frames;
+}
+
+void LocalRecoveryStore::rewrite(int worker, const std::vector<Bytes>& records) const {
+  if (records.empty()) {
+    remove_copy(worker);
+    return;
+  }
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (!append(worker, i == 0, digest_of(records[i]), records[i])) return;
+  }
+}
+
+ChainInfo LocalRecoveryStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
+  std::lock_guard lock(mu_);
+  const std::uint64_t digest = digest_of(record);
+  // The size before this frame, to take it back if the server does not take the record.
+  struct stat st {};
+  const bool had = !full && ::stat(path(worker).c_str(), &st) == 0;
+  const bool written = append(worker, full, digest, record);
+  try {
+    return remote_.put_state(worker, full, std::move(record), covered, written ? digest : 0);
+  } catch (...) {
+    if (written) {
+      if (had) {
+        (void)::truncate(path(worker).c_str(), st.st_size);
+      } else {
+        remove_copy(worker);
+      }
+    }
+    throw;
+  }
+}
+
+std::vector<Bytes> LocalRecoveryStore::state_chain(int worker, ChainInfo* info) const {
+  std::lock_guard lock(mu_);
+  std::vector<Frame> frames = read_frames(worker);
+  RemoteStore::HeldChain chain;
+  if (frames.empty()) {
+    chain.records = remote_.state_chain(worker, &chain.info);
+  } else {
+    std::vector<std::uint64_t> held;
+    held.reserve(frames.size());
+    for (const auto& f : frames) held.push_back(f.digest);
+    chain = remote_.state_chain_held(worker, std::move(held));
+  }
+  if (info) *info = chain.info;
+  if (chain.held == 0) {
+    ++counters_.restores_remote;
+    rewrite(worker, chain.records);
+    return std::move(chain.records);
+  }
+  ++counters_.restores_local;
+  const auto n = static_cast<std::size_t>(chain.held);
+  // Records the server does not hold (the last put did not reach it) are dropped from the copy too.
+  if (n < frames.size() && ::truncate(path(worker).c_str(), static_cast<off_t>(frames[n - 1].end)) != 0) {
+    remove_copy(worker);
+  }
+  std::vector<Bytes> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back(std::move(frames[i].record));
+  return out;
+}
+
+void LocalRecoveryStore::drop(int worker) {
+  std::lock_guard lock(mu_);
+  remote_.drop(worker);
+  remove_copy(worker);
+}
+
+}  // namespace afs

@@ -1,0 +1,97 @@
+// Local recovery (DESIGN sections 4-5): a worker process keeps its own copy of its state chain in a local directory
+// beside the backup server's, so that its next incarnation, restarted on the same host after the process was killed,
+// restores from that copy instead of receiving the chain from the server. The server stays the source of truth: the
+// copy is used only as far as the server vouches for it, record by record (Flink's task-local recovery works alike).
+//
+// Every put_state first appends the record to the local file (a full record starts it again), then puts it on the
+// server with its digest (XXH3-64; RemoteStore::put_state with a digest), which the server keeps beside the chain.
+// state_chain reads the local file, checks each record against the digest written with it, and asks the server
+// whether these records are its chain (RemoteStore::state_chain_held): the server answers how many of them are (its
+// whole chain, which may end one record short of the copy when the process died between the local write and the
+// server's put), and only if it cannot vouch for them (no copy, a torn or corrupt one, a chain compacted or put by
+// another client, a server restarted) sends the records, which then replace the local copy. So what a restore gets
+// is what the server holds, either way.
+//
+// The copy is for failures of the process, not of the host: it is written to the page cache (no fsync), and a
+// directory on tmpfs (/dev/shm) keeps it off the disk. One file per worker, `worker-<id>.chain`: frames of
+// [u32 magic "AFLR" | u32 flags (1: full) | u64 record bytes | u64 XXH3-64 of the record | the record]. A failed
+// local write (disk full, no permission) removes the copy and is counted; the put goes on to the server as without
+// one. Everything else forwards to the RemoteStore. Thread-safe: puts are serialized (the local file and the
+// server's chain get the records in the same order); reads hold the same lock while they touch the file. Never
+// prints or exits.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "afstream/store/backup_store.h"
+#include "afstream/store/remote_store.h"
+
+namespace afs {
+
+// What the local copy did, for tests and the worker's reports.
+struct LocalRecoveryCounters {
+  std::uint64_t restores_local = 0;   // chain reads answered from the local copy
+  std::uint64_t restores_remote = 0;  // chain reads whose records came from the server (no usable copy)
+  std::uint64_t records_written = 0;  // records appended to the local copy
+  std::uint64_t bytes_written = 0;    // their bytes (frames included)
+  std::uint64_t write_errors = 0;     // local writes that failed (the copy was removed)
+  std::uint64_t bad_frames = 0;       // local frames found torn or failing their digest on read
+};
+
+class LocalRecoveryStore final : public BackupStore {
+ public:
+  // remote: the worker's client of the backup server (must outlive this object). dir: the directory of the local
+  // copies, created if missing. Throws ConfigError naming dir if it cannot be created or is not a directory.
+  LocalRecoveryStore(RemoteStore& remote, std::string dir);
+  ~LocalRecoveryStore() override;
+  LocalRecoveryStore(const LocalRecoveryStore&) = delete;
+  LocalRecoveryStore& operator=(const LocalRecoveryStore&) = delete;
+
+  bool remote() const override { return true; }
+  ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
+  std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
+  bool compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) override {
+    return remote_.compact_state(worker, generation, count, std::move(full));
+  }
+  void put_items(int worker, Bytes record, std::vector<ItemRecordInfo> infos) override {
+    remote_.put_items(worker, std::move(record), std::move(infos));
+  }
+  std::vector<Bytes> item_records(int worker) const override { return remote_.item_records(worker); }
+  void drop(int worker) override;
+  void confirm_checkpoint(int worker, std::uint64_t id, int workers, bool final = false) override {
+    remote_.confirm_checkpoint(worker, id, workers, final);
+  }
+  CheckpointStatus checkpoint_status() const override { return remote_.checkpoint_status(); }
+  CheckpointStatus rejoin_checkpoints(int worker) override { return remote_.rejoin_checkpoints(worker); }
+  StoreStats stats() const override { return remote_.stats(); }
+
+  // The local file of worker's copy.
+  std::string path(int worker) const;
+  const std::string& dir() const { return dir_; }
+  LocalRecoveryCounters counters() const;
+
+ private:
+  struct Frame {
+    bool full = false;
+    std::uint64_t digest = 0;
+    Bytes record;
+    std::uint64_t end = 0;  // file offset just past the frame
+  };
+  // The frames of worker's copy up to the first torn or corrupt one (counted in bad_frames).
+  std::vector<Frame> read_frames(int worker) const;
+  // Appends one frame (truncating the file first when full); false (and the copy removed) if the write failed.
+  bool append(int worker, bool full, std::uint64_t digest, const Bytes& record) const;
+  // Replaces the copy by these records (the server's chain); or removes it if empty.
+  void rewrite(int worker, const std::vector<Bytes>& records) const;
+  void remove_copy(int worker) const;
+
+  RemoteStore& remote_;
+  std::string dir_;
+  mutable std::mutex mu_;  // serializes puts (local write, then server) and the reads and rewrites of the files
+  mutable LocalRecoveryCounters counters_;
+};
+
+}  // namespace afs

@@ -1,0 +1,221 @@
+// LocalRecoveryStore (afstream/store/local_recovery_store.h) against a BackupServer on a thread of this process: a
+// restarted worker (a new client on the same directory) restores from its own copy exactly when the server vouches
+// for it, and gets the server's chain in every other case (no copy, a torn or corrupt copy, a record the server
+// never took, a chain compacted or written by another client, a dropped worker). The store contract
+// (store_contract_test.cc, backend LocalRecovery) checks the rest of the BackupStore semantics through it.
+#include "afstream/store/local_recovery_store.h"
+
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "afstream/core/errors.h"
+#include "afstream/runtime/backup_server.h"
+#include "afstream/store/memory_store.h"
+#include "afstream/store/remote_store.h"
+#include "tests/temp_dir.h"
+
+namespace afs {
+namespace {
+
+Bytes bytes(std::size_t n, std::uint8_t fill) { return Bytes(n, fill); }
+
+class Served {
+ public:
+  explicit Served(const std::string& endpoint) {
+    auto memory = std::make_unique<MemoryStore>();
+    memory_ = memory.get();
+    server_ = std::make_unique<BackupServer>(endpoint, std::move(memory));
+    thread_ = std::thread([this] { server_->run(stop_); });
+  }
+  ~Served() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& endpoint() const { return server_->bound_endpoint(); }
+  std::uint64_t held() const { return server_->counters().chains_held; }
+  MemoryStore& store() { return *memory_; }
+
+ private:
+  MemoryStore* memory_ = nullptr;
+  std::unique_ptr<BackupServer> server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// One incarnation of a worker process: its client of the server and its local copy.
+struct Incarnation {
+  Incarnation(const std::string& endpoint, const std::string& dir) : remote(endpoint), local(remote, dir) {}
+  RemoteStore remote;
+  LocalRecoveryStore local;
+};
+
+class LocalRecoveryStoreTest : public ::testing::Test {
+ protected:
+  testing::TempDir tmp_;
+  std::string dir_ = tmp_.str() + "/local";
+  Served server_{"ipc://" + tmp_.str() + "/server"};
+
+  // A full record and two deltas for worker 3, written by one incarnation.
+  void write_chain() {
+    Incarnation a(server_.endpoint(), dir_);
+    a.local.put_state(3, true, bytes(4000, 1), {{0, 10}});
+    a.local.put_state(3, false, bytes(300, 2), {{0, 20}});
+    a.local.put_state(3, false, bytes(200, 3), {{0, 30}});
+    EXPECT_EQ(a.local.counters().records_written, 3u);
+  }
+  std::vector<Bytes> chain() const { return {bytes(4000, 1), bytes(300, 2), bytes(200, 3)}; }
+};
+
+TEST_F(LocalRecoveryStoreTest, ARestartedWorkerRestoresFromItsCopyWhenTheServerVouchesForIt) {
+  write_chain();
+  Incarnation b(server_.endpoint(), dir_);
+  ChainInfo info;
+  EXPECT_EQ(b.local.state_chain(3, &info), chain());
+  EXPECT_EQ(info.length, 3u);
+  EXPECT_EQ(info.full_bytes, 4000u);
+  EXPECT_EQ(info.delta_bytes, 500u);
+  EXPECT_EQ(b.local.counters().restores_local, 1u);
+  EXPECT_EQ(b.local.counters().restores_remote, 0u);
+  EXPECT_EQ(server_.held(), 1u);
+  // The copy goes on: a delta after the restore, and the next incarnation restores from it again.
+  b.local.put_state(3, false, bytes(100, 4), {{0, 40}});
+  Incarnation c(server_.endpoint(), dir_);
+  auto expected = chain();
+  expected.push_back(bytes(100, 4));
+  EXPECT_EQ(c.local.state_chain(3), expected);
+  EXPECT_EQ(server_.held(), 2u);
+  EXPECT_EQ(c.remote.state_chain(3), expected);  // what the server holds
+}
+
+TEST_F(LocalRecoveryStoreTest, ARecordTheServerNeverTookIsLeftOut) {
+  write_chain();
+  const std::string path = dir_ + "/worker-3.chain";
+  const auto size = std::filesystem::file_size(path);
+  // What a process killed between its local write and the server's put leaves: a whole frame the server lacks.
+  {
+    const Bytes record = bytes(50, 9);
+    const std::uint64_t digest = XXH3_64bits(record.data(), record.size());
+    Bytes frame(24 + record.size(), 0);
+    const std::uint64_t words[] = {0x524C4641, record.size(), digest};  // magic + flags 0, size, digest
+    std::memcpy(frame.data(), &words[0], 4);
+    std::memcpy(frame.data() + 8, &words[1], 8);
+    std::memcpy(frame.data() + 16, &words[2], 8);
+    std::memcpy(frame.data() + 24, record.data(), record.size());
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    out.write(reinterpret_cast<const char*>(frame.data()), static_cast<std::streamsize>(frame.size()));
+  }
+  Incarnation b(server_.endpoint(), dir_);
+  EXPECT_EQ(b.local.state_chain(3), chain());
+  EXPECT_EQ(b.local.counters().restores_local, 1u);
+  EXPECT_EQ(b.local.counters().bad_frames, 0u);
+  EXPECT_EQ(std::filesystem::file_size(path), size);  // the frame is gone from the copy too
+}
+
+TEST_F(LocalRecoveryStoreTest, APutTheServerDidNotTakeIsTakenBackFromTheCopy) {
+  write_chain();
+  const std::string path = dir_ + "/worker-3.chain";
+  const auto size = std::filesystem::file_size(path);
+  RemoteStoreOptions quick;
+  quick.attempt_timeout = quick.attempt_timeout_max = std::chrono::milliseconds(20);
+  quick.backoff = quick.backoff_max = std::chrono::milliseconds(5);
+  quick.deadline = std::chrono::milliseconds(60);
+  RemoteStore nobody("ipc://" + tmp_.str() + "/nobody", quick);
+  LocalRecoveryStore s(nobody, dir_);
+  EXPECT_THROW(s.put_state(3, false, bytes(50, 9), {}), RuntimeError);
+  EXPECT_EQ(std::filesystem::file_size(path), size);
+  EXPECT_THROW(s.put_state(3, true, bytes(60, 9), {}), RuntimeError);
+  EXPECT_FALSE(std::filesystem::exists(path));  // a full one replaced the copy: nothing left to vouch for
+}
+
+TEST_F(LocalRecoveryStoreTest, ATornOrCorruptCopyIsReplacedByTheServersChain) {
+  write_chain();
+  const std::string path = dir_ + "/worker-3.chain";
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 7);  // torn last frame
+  {
+    Incarnation b(server_.endpoint(), dir_);
+    EXPECT_EQ(b.local.state_chain(3), chain());
+    EXPECT_EQ(b.local.counters().restores_remote, 1u);
+    EXPECT_EQ(b.local.counters().bad_frames, 1u);
+  }
+  // The copy was rewritten from the server's records, which the server still vouches for.
+  {
+    Incarnation c(server_.endpoint(), dir_);
+    EXPECT_EQ(c.local.state_chain(3), chain());
+    EXPECT_EQ(c.local.counters().restores_local, 1u);
+  }
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x77');  // inside the full record
+  }
+  Incarnation d(server_.endpoint(), dir_);
+  EXPECT_EQ(d.local.state_chain(3), chain());
+  EXPECT_EQ(d.local.counters().restores_remote, 1u);
+  EXPECT_EQ(d.local.counters().bad_frames, 1u);
+}
+
+TEST_F(LocalRecoveryStoreTest, AChainTheServerChangedOtherwiseComesFromTheServer) {
+  write_chain();
+  // Compacted by the server's store: same state, other records.
+  const ChainInfo before = server_.store().chain_info(3);
+  ASSERT_TRUE(server_.store().compact_state(3, before.generation, 3, bytes(4100, 7)));
+  {
+    Incarnation b(server_.endpoint(), dir_);
+    EXPECT_EQ(b.local.state_chain(3), (std::vector<Bytes>{bytes(4100, 7)}));
+    EXPECT_EQ(b.local.counters().restores_remote, 1u);
+  }
+  // A delta put by a client without a copy (no digest): the server can no longer vouch for the chain.
+  write_chain();
+  RemoteStore plain(server_.endpoint());
+  plain.put_state(3, false, bytes(10, 8), {});
+  auto expected = chain();
+  expected.push_back(bytes(10, 8));
+  {
+    Incarnation b(server_.endpoint(), dir_);
+    EXPECT_EQ(b.local.state_chain(3), expected);
+    EXPECT_EQ(b.local.counters().restores_remote, 1u);
+  }
+  EXPECT_EQ(server_.held(), 0u);
+  // Dropped: nothing to restore, and the copy is gone.
+  write_chain();
+  Incarnation c(server_.endpoint(), dir_);
+  c.local.drop(3);
+  EXPECT_FALSE(std::filesystem::exists(c.local.path(3)));
+  EXPECT_TRUE(c.local.state_chain(3).empty());
+}
+
+TEST_F(LocalRecoveryStoreTest, AServerThatNeverSawTheDigestsSendsTheRecords) {
+  write_chain();
+  // Another server (a restarted one with the same records but no digests): the records come from it.
+  Served other("ipc://" + tmp_.str() + "/restarted");
+  RemoteStore plain(other.endpoint());
+  for (std::size_t i = 0; i < chain().size(); ++i) plain.put_state(3, i == 0, chain()[i], {});
+  Incarnation b(other.endpoint(), dir_);
+  EXPECT_EQ(b.local.state_chain(3), chain());
+  EXPECT_EQ(b.local.counters().restores_remote, 1u);
+  EXPECT_EQ(other.held(), 0u);
+}
+
+TEST_F(LocalRecoveryStoreTest, ADirectoryThatCannotBeMadeIsAConfigError) {
+  RemoteStore r(server_.endpoint());
+  { std::ofstream(tmp_.str() + "/file") << "x"; }
+  try {
+    LocalRecoveryStore s(r, tmp_.str() + "/file");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(tmp_.str() + "/file"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace afs
