@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -43,34 +44,43 @@ std::uint64_t get_u64(const std::uint8_t* p) {
   return v;
 }
 
-// Writes all of header + record at the file's end (O_APPEND); false on any error.
-bool write_frame(int fd, bool full, std::uint64_t digest, const Bytes& record) {
+// Writes header + record + an end marker (a zeroed header) at `offset`; false on any error. The marker stops a
+// reader there, before whatever an earlier, longer chain left after it (the file is written over in place: its
+// pages are reused instead of freed and allocated again at each full record).
+bool write_frame(int fd, std::uint64_t offset, bool full, std::uint64_t digest, const Bytes& record) {
   std::array<std::uint8_t, kHeaderBytes> header{};
+  const std::array<std::uint8_t, kHeaderBytes> marker{};
   put_u32(header.data(), kMagic);
   put_u32(header.data() + 4, full ? kFullFlag : 0);
   put_u64(header.data() + 8, record.size());
   put_u64(header.data() + 16, digest);
-  iovec iov[2] = {{header.data(), header.size()}, {const_cast<std::uint8_t*>(record.data()), record.size()}};
-  std::size_t left = header.size() + record.size();
+  iovec iov[3] = {{header.data(), header.size()},
+                  {const_cast<std::uint8_t*>(record.data()), record.size()},
+                  {const_cast<std::uint8_t*>(marker.data()), marker.size()}};
   int first = 0;
-  while (left > 0) {
-    const ssize_t n = ::writev(fd, iov + first, 2 - first);
+  while (first < 3) {
+    const ssize_t n = ::pwritev(fd, iov + first, 3 - first, static_cast<off_t>(offset));
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;
     }
     auto done = static_cast<std::size_t>(n);
-    left -= done;
-    while (first < 2 && done >= iov[first].iov_len) {
+    offset += done;
+    while (first < 3 && done >= iov[first].iov_len) {
       done -= iov[first].iov_len;
       ++first;
     }
-    if (first < 2) {
+    if (first < 3) {
       iov[first].iov_base = static_cast<std::uint8_t*>(iov[first].iov_base) + done;
       iov[first].iov_len -= done;
     }
   }
   return true;
+}
+
+bool write_marker(int fd, std::uint64_t offset) {
+  const std::array<std::uint8_t, kHeaderBytes> marker{};
+  return ::pwrite(fd, marker.data(), marker.size(), static_cast<off_t>(offset)) == static_cast<ssize_t>(marker.size());
 }
 
 bool read_exact(int fd, void* to, std::size_t n, std::uint64_t offset) {
@@ -111,7 +121,9 @@ LocalRecoveryStore::LocalRecoveryStore(RemoteStore& remote, std::string dir) : r
   }
 }
 
-LocalRecoveryStore::~LocalRecoveryStore() = default;
+LocalRecoveryStore::~LocalRecoveryStore() {
+  for (auto& [worker, copy] : copies_) ::close(copy.fd);
+}
 
 std::string LocalRecoveryStore::path(int worker) const { return dir_ + "/worker-" + std::to_string(worker) + ".chain"; }
 
@@ -120,19 +132,54 @@ LocalRecoveryCounters LocalRecoveryStore::counters() const {
   return counters_;
 }
 
-void LocalRecoveryStore::remove_copy(int worker) const { (void)::unlink(path(worker).c_str()); }
+void LocalRecoveryStore::remove_copy(int worker) const {
+  if (auto it = copies_.find(worker); it != copies_.end()) {
+    ::close(it->second.fd);
+    copies_.erase(it);
+  }
+  (void)::unlink(path(worker).c_str());
+}
 
-bool LocalRecoveryStore::append(int worker, bool full, std::uint64_t digest, const Bytes& record) const {
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (full ? O_TRUNC : 0);
-  Fd fd(::open(path(worker).c_str(), flags, 0600));
-  if (fd.get() < 0 || !write_frame(fd.get(), full, digest, record)) {
+LocalRecoveryStore::Copy* LocalRecoveryStore::open_copy(int worker, bool full) const {
+  auto it = copies_.find(worker);
+  if (it == copies_.end()) {
+    std::uint64_t end = 0;
+    if (!full) {
+      // A delta before any read of the copy (not what a worker does: it restores, or starts with a full record):
+      // it goes after the frames there.
+      const auto frames = read_frames(worker);
+      if (frames.empty()) return nullptr;
+      end = frames.back().end;
+    }
+    const int fd = ::open(path(worker).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return nullptr;
+    it = copies_.emplace(worker, Copy{fd, end}).first;
+  }
+  return &it->second;
+}
+
+std::optional<std::uint64_t> LocalRecoveryStore::append(int worker, bool full, std::uint64_t digest,
+                                                        const Bytes& record) const {
+  Copy* copy = open_copy(worker, full);
+  const std::uint64_t at = full ? 0 : (copy ? copy->end : 0);
+  if (copy == nullptr || !write_frame(copy->fd, at, full, digest, record)) {
     ++counters_.write_errors;
     remove_copy(worker);
-    return false;
+    return std::nullopt;
   }
+  copy->end = at + kHeaderBytes + record.size();
   ++counters_.records_written;
   counters_.bytes_written += kHeaderBytes + record.size();
-  return true;
+  return at;
+}
+
+void LocalRecoveryStore::cut(int worker, std::uint64_t end) const {
+  Copy* copy = open_copy(worker, true);
+  if (copy == nullptr || !write_marker(copy->fd, end)) {
+    remove_copy(worker);
+    return;
+  }
+  copy->end = end;
 }
 
 std::vector<LocalRecoveryStore::Frame> LocalRecoveryStore::read_frames(int worker) const {
@@ -146,6 +193,7 @@ std::vector<LocalRecoveryStore::Frame> LocalRecoveryStore::read_frames(int worke
   while (at < size) {
     std::array<std::uint8_t, kHeaderBytes> header{};
     if (size - at < kHeaderBytes || !read_exact(fd.get(), header.data(), header.size(), at)) break;
+    if (get_u32(header.data()) == 0) break;  // the end marker
     const std::uint32_t flags = get_u32(header.data() + 4);
     const std::uint64_t bytes = get_u64(header.data() + 8);
     Frame f;
@@ -182,19 +230,15 @@ void LocalRecoveryStore::rewrite(int worker, const std::vector<Bytes>& records) 
 ChainInfo LocalRecoveryStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) {
   std::lock_guard lock(mu_);
   const std::uint64_t digest = digest_of(record);
-  // The size before this frame, to take it back if the server does not take the record.
-  struct stat st {};
-  const bool had = !full && ::stat(path(worker).c_str(), &st) == 0;
-  const bool written = append(worker, full, digest, record);
+  const std::optional<std::uint64_t> at = append(worker, full, digest, record);
   try {
-    return remote_.put_state(worker, full, std::move(record), covered, written ? digest : 0);
+    return remote_.put_state(worker, full, std::move(record), covered, at ? digest : 0);
   } catch (...) {
-    if (written) {
-      if (had) {
-        (void)::truncate(path(worker).c_str(), st.st_size);
-      } else {
-        remove_copy(worker);
-      }
+    // The server did not take it: the copy ends where it did (a full record had replaced it: none is left).
+    if (at && full) {
+      remove_copy(worker);
+    } else if (at) {
+      cut(worker, *at);
     }
     throw;
   }
@@ -220,10 +264,8 @@ std::vector<Bytes> LocalRecoveryStore::state_chain(int worker, ChainInfo* info) 
   }
   ++counters_.restores_local;
   const auto n = static_cast<std::size_t>(chain.held);
-  // Records the server does not hold (the last put did not reach it) are dropped from the copy too.
-  if (n < frames.size() && ::truncate(path(worker).c_str(), static_cast<off_t>(frames[n - 1].end)) != 0) {
-    remove_copy(worker);
-  }
+  // The copy goes on after them (a record the server does not hold, when the last put did not reach it, is cut).
+  cut(worker, frames[n - 1].end);
   std::vector<Bytes> out;
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) out.push_back(std::move(frames[i].record));

@@ -14,7 +14,10 @@
 //
 // The copy is for failures of the process, not of the host: it is written to the page cache (no fsync), and a
 // directory on tmpfs (/dev/shm) keeps it off the disk. One file per worker, `worker-<id>.chain`: frames of
-// [u32 magic "AFLR" | u32 flags (1: full) | u64 record bytes | u64 XXH3-64 of the record | the record]. A failed
+// [u32 magic "AFLR" | u32 flags (1: full) | u64 record bytes | u64 XXH3-64 of the record | the record], then an end
+// marker (24 zero bytes). A full record is written over the file from its start, in place (the pages of tmpfs are
+// reused rather than freed and allocated again: that halved what the copy costs a KDD-like learner), so what an
+// earlier, longer chain left lies after the marker and is never read. A failed
 // local write (disk full, no permission) removes the copy and is counted; the put goes on to the server as without
 // one. Everything else forwards to the RemoteStore. Thread-safe: puts are serialized (the local file and the
 // server's chain get the records in the same order); reads hold the same lock while they touch the file. Never
@@ -23,7 +26,9 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "afstream/store/backup_store.h"
@@ -80,10 +85,20 @@ class LocalRecoveryStore final : public BackupStore {
     Bytes record;
     std::uint64_t end = 0;  // file offset just past the frame
   };
-  // The frames of worker's copy up to the first torn or corrupt one (counted in bad_frames).
+  struct Copy {
+    int fd = -1;
+    std::uint64_t end = 0;  // where the next frame goes (the end marker's offset)
+  };
+  // The frames of worker's copy up to its end marker or the first torn or corrupt one (counted in bad_frames).
   std::vector<Frame> read_frames(int worker) const;
-  // Appends one frame (truncating the file first when full); false (and the copy removed) if the write failed.
-  bool append(int worker, bool full, std::uint64_t digest, const Bytes& record) const;
+  // worker's open copy, opened (created) if need be: for a full record written from the start, else after the
+  // frames it holds; null if it cannot be opened.
+  Copy* open_copy(int worker, bool full) const;
+  // Writes one frame at the copy's end (at its start when full) and the end marker after it; returns where the
+  // frame went, or nullopt (and the copy removed) if the write failed.
+  std::optional<std::uint64_t> append(int worker, bool full, std::uint64_t digest, const Bytes& record) const;
+  // Ends the copy at `end` (a frame boundary): the end marker goes there and the next frame after it.
+  void cut(int worker, std::uint64_t end) const;
   // Replaces the copy by these records (the server's chain); or removes it if empty.
   void rewrite(int worker, const std::vector<Bytes>& records) const;
   void remove_copy(int worker) const;
@@ -92,6 +107,7 @@ class LocalRecoveryStore final : public BackupStore {
   std::string dir_;
   mutable std::mutex mu_;  // serializes puts (local write, then server) and the reads and rewrites of the files
   mutable LocalRecoveryCounters counters_;
+  mutable std::unordered_map<int, Copy> copies_;  // the open copies (one per worker written or read)
 };
 
 }  // namespace afs

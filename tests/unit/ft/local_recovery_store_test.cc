@@ -111,14 +111,24 @@ TEST_F(LocalRecoveryStoreTest, ARecordTheServerNeverTookIsLeftOut) {
     std::memcpy(frame.data() + 8, &words[1], 8);
     std::memcpy(frame.data() + 16, &words[2], 8);
     std::memcpy(frame.data() + 24, record.data(), record.size());
-    std::ofstream out(path, std::ios::binary | std::ios::app);
+    frame.resize(frame.size() + 24, 0);  // and the end marker after it
+    std::fstream out(path, std::ios::in | std::ios::out | std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(size - 24));  // over the end marker
     out.write(reinterpret_cast<const char*>(frame.data()), static_cast<std::streamsize>(frame.size()));
   }
-  Incarnation b(server_.endpoint(), dir_);
-  EXPECT_EQ(b.local.state_chain(3), chain());
-  EXPECT_EQ(b.local.counters().restores_local, 1u);
-  EXPECT_EQ(b.local.counters().bad_frames, 0u);
-  EXPECT_EQ(std::filesystem::file_size(path), size);  // the frame is gone from the copy too
+  {
+    Incarnation b(server_.endpoint(), dir_);
+    EXPECT_EQ(b.local.state_chain(3), chain());
+    EXPECT_EQ(b.local.counters().restores_local, 1u);
+    EXPECT_EQ(b.local.counters().bad_frames, 0u);
+    // The copy goes on after the chain, not after the frame the server lacks.
+    b.local.put_state(3, false, bytes(70, 5), {});
+  }
+  auto expected = chain();
+  expected.push_back(bytes(70, 5));
+  Incarnation c(server_.endpoint(), dir_);
+  EXPECT_EQ(c.local.state_chain(3), expected);
+  EXPECT_EQ(c.local.counters().restores_local, 1u);
 }
 
 TEST_F(LocalRecoveryStoreTest, APutTheServerDidNotTakeIsTakenBackFromTheCopy) {
@@ -129,10 +139,20 @@ TEST_F(LocalRecoveryStoreTest, APutTheServerDidNotTakeIsTakenBackFromTheCopy) {
   quick.attempt_timeout = quick.attempt_timeout_max = std::chrono::milliseconds(20);
   quick.backoff = quick.backoff_max = std::chrono::milliseconds(5);
   quick.deadline = std::chrono::milliseconds(60);
+  {
+    RemoteStore nobody("ipc://" + tmp_.str() + "/nobody", quick);
+    LocalRecoveryStore s(nobody, dir_);
+    EXPECT_THROW(s.put_state(3, false, bytes(50, 9), {}), RuntimeError);
+    EXPECT_EQ(s.counters().records_written, 1u);
+  }
+  {
+    Incarnation b(server_.endpoint(), dir_);
+    EXPECT_EQ(b.local.state_chain(3), chain());  // from the copy, which ends where it did
+    EXPECT_EQ(b.local.counters().restores_local, 1u);
+  }
+  EXPECT_EQ(std::filesystem::file_size(path), size + 24 + 50);  // the frame is there, after the end marker
   RemoteStore nobody("ipc://" + tmp_.str() + "/nobody", quick);
   LocalRecoveryStore s(nobody, dir_);
-  EXPECT_THROW(s.put_state(3, false, bytes(50, 9), {}), RuntimeError);
-  EXPECT_EQ(std::filesystem::file_size(path), size);
   EXPECT_THROW(s.put_state(3, true, bytes(60, 9), {}), RuntimeError);
   EXPECT_FALSE(std::filesystem::exists(path));  // a full one replaced the copy: nothing left to vouch for
 }
@@ -140,7 +160,7 @@ TEST_F(LocalRecoveryStoreTest, APutTheServerDidNotTakeIsTakenBackFromTheCopy) {
 TEST_F(LocalRecoveryStoreTest, ATornOrCorruptCopyIsReplacedByTheServersChain) {
   write_chain();
   const std::string path = dir_ + "/worker-3.chain";
-  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 7);  // torn last frame
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 24 - 7);  // torn last frame, no end marker
   {
     Incarnation b(server_.endpoint(), dir_);
     EXPECT_EQ(b.local.state_chain(3), chain());

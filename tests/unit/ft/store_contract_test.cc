@@ -118,9 +118,9 @@ class ServedRemoteStore final : public BackupStore {
     memory_->corrupt_latest_state(worker);
     if (local_) {
       std::fstream f(local_->path(worker), std::ios::in | std::ios::out | std::ios::binary);
-      f.seekg(-1, std::ios::end);
+      f.seekg(-25, std::ios::end);  // the last record's last byte, before the end marker (24 bytes)
       const char c = static_cast<char>(f.get() ^ 0x5a);
-      f.seekp(-1, std::ios::end);
+      f.seekp(-25, std::ios::end);
       f.put(c);
     }
   }
