@@ -185,6 +185,7 @@ int cmd_backup_server(int argc, const char* const* argv) {
   }
   afs::BackupServerOptions server_options;
   server_options.curve = args.curve.config;
+  server_options.local_dir = args.local_dir;
   server_options.on_refused = [](const afs::ZapRefusal& r) {
     std::cerr << "afstream backup-server: refused a connection from " << r.address << ": its key " << r.key
               << " is not in net.curve-authorized" << std::endl;
@@ -224,7 +225,8 @@ int cmd_backup_server(int argc, const char* const* argv) {
             << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
             << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations, "
             << c.unauthorized_connections << " connections refused for their key); " << c.chains_held
-            << " state chains restored from their workers' own copies" << std::endl;
+            << " state chains restored from their workers' own copies, " << c.puts_from_copies
+            << " state records read from them (" << c.copies_refused << " refused)" << std::endl;
   const auto k = server.compactor_counters();
   std::cerr << "afstream backup-server: " << k.compactions << " chain compactions (" << k.records_merged << " records, "
             << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "

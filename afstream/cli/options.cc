@@ -474,6 +474,9 @@ po::options_description backup_server_options() {
       "times its full snapshot (0: never compact; workers then write full snapshots themselves)")(
       "store.compact-deltas", po::value<std::uint64_t>()->default_value(CompactionPolicy{}.max_deltas),
       "... or once it has this many deltas")(
+      "store.local-dir", po::value<std::string>(),
+      "DIR: the local copies of the workers on this host (their --worker.local-state): a put that names its record's "
+      "place in its worker's copy is read from there, checked against its digest (local recovery)")(
       "endpoint-file", po::value<std::string>(),
       "once listening, write the endpoint (with the port chosen for port 0) to this file");
   o.add(curve_options());
@@ -501,6 +504,10 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
   if (vm.count("store.path")) a.store_path = vm["store.path"].as<std::string>();
   a.store_sync = vm["store.sync"].as<bool>();
   if (vm.count("endpoint-file")) a.endpoint_file = vm["endpoint-file"].as<std::string>();
+  if (vm.count("store.local-dir")) {
+    a.local_dir = vm["store.local-dir"].as<std::string>();
+    if (a.local_dir.empty()) throw ConfigError("store.local-dir: expected a directory, got ''");
+  }
   a.compact_ratio = vm["store.compact-ratio"].as<double>();
   if (!(a.compact_ratio >= 0) || !std::isfinite(a.compact_ratio)) {
     throw ConfigError("store.compact-ratio: expected a number >= 0 (0: never compact), got " +

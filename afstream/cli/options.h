@@ -105,6 +105,7 @@ struct BackupServerArgs {
   std::string store_path;         // rocksdb: the store's directory (created if missing)
   bool store_sync = false;        // rocksdb: fsync every put
   std::string endpoint_file;      // written with the bound endpoint once listening (port 0: the one chosen)
+  std::string local_dir;          // the workers' local copies on this host (BackupServerOptions::local_dir)
   double compact_ratio = afs::CompactionPolicy{}.delta_ratio;  // compaction (afstream/ft/compactor.h); 0: off
   std::uint64_t compact_deltas = afs::CompactionPolicy{}.max_deltas;
   CurveArgs curve;

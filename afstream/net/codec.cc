@@ -39,6 +39,8 @@ static_assert(static_cast<std::uint16_t>(StoreErrorKind::kBadRequest) ==
               static_cast<std::uint16_t>(wire::StoreError::Kind::BAD_REQUEST));
 static_assert(static_cast<std::uint16_t>(StoreErrorKind::kStaleIncarnation) ==
               static_cast<std::uint16_t>(wire::StoreError::Kind::STALE_INCARNATION));
+static_assert(static_cast<std::uint16_t>(StoreErrorKind::kNoLocalCopy) ==
+              static_cast<std::uint16_t>(wire::StoreError::Kind::NO_LOCAL_COPY));
 static_assert(static_cast<std::uint16_t>(ReportKind::kRegister) ==
               static_cast<std::uint16_t>(wire::WorkerReport::Kind::REGISTER));
 static_assert(static_cast<std::uint16_t>(ReportKind::kStandby) ==
@@ -61,7 +63,7 @@ constexpr std::size_t kSmallMessageWords = 16;
 // Raw element access to the columnar lists is valid only where the host byte order is the wire's (little).
 constexpr bool kRawLists = std::endian::native == std::endian::little;
 
-constexpr std::uint16_t kMaxStoreErrorKind = static_cast<std::uint16_t>(StoreErrorKind::kStaleIncarnation);
+constexpr std::uint16_t kMaxStoreErrorKind = static_cast<std::uint16_t>(StoreErrorKind::kNoLocalCopy);
 
 // Cap'n Proto's limit on the elements of one list (so on the bytes of one Data blob).
 constexpr std::size_t kMaxListElements = (std::size_t{1} << 29) - 1;
@@ -133,6 +135,8 @@ std::string_view to_string(StoreErrorKind kind) {
       return "bad request";
     case StoreErrorKind::kStaleIncarnation:
       return "stale incarnation";
+    case StoreErrorKind::kNoLocalCopy:
+      return "no local copy";
   }
   return "unknown";
 }
@@ -445,6 +449,11 @@ std::span<const std::uint8_t> Encoder::encode_store_request(std::uint32_t sender
       auto g = r.initPutState();
       g.setFull(p.full);
       g.setDigest(p.digest);
+      if (p.in_copy) {
+        g.setInCopy(true);
+        g.setCopyOffset(p.copy_offset);
+        g.setCopySize(p.copy_size);
+      }
       g.setRecord(as_data(p.record));
       auto covered = g.initCovered(static_cast<unsigned>(p.covered.size()));
       for (unsigned i = 0; i < covered.size(); ++i) {
@@ -762,7 +771,14 @@ StoreRequestMsg read_store_request(wire::StoreRequest::Reader r) {
                     .full = g.getFull(),
                     .record = to_vector(g.getRecord()),
                     .covered = {},
-                    .digest = g.getDigest()};
+                    .digest = g.getDigest(),
+                    .in_copy = g.getInCopy(),
+                    .copy_offset = g.getCopyOffset(),
+                    .copy_size = g.getCopySize()};
+      if (p.in_copy && !p.record.empty()) {
+        throw FormatError("wire store request " + std::to_string(m.request_id) + " (put_state for worker " +
+                          std::to_string(worker) + ") has both a record and its place in a local copy");
+      }
       auto covered = g.getCovered();
       p.covered.reserve(covered.size());
       for (auto c : covered) p.covered.push_back(ChannelSeqMsg{c.getChannel(), c.getSeq()});

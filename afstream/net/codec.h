@@ -111,6 +111,11 @@ struct PutStateReq {
   std::vector<std::uint8_t> record;
   std::vector<ChannelSeqMsg> covered;  // at most one entry per channel (a decoder rejects repeats)
   std::uint64_t digest = 0;            // XXH3-64 of record, as the client computed it (0: none given)
+  // The record is in the client's local copy instead (wire.capnp, putState.inCopy): copy_size bytes at copy_offset
+  // of its worker's file in the server's local directory; `record` is then empty.
+  bool in_copy = false;
+  std::uint64_t copy_offset = 0;
+  std::uint64_t copy_size = 0;
 
   friend bool operator==(const PutStateReq&, const PutStateReq&) = default;
 };
@@ -209,6 +214,7 @@ enum class StoreErrorKind : std::uint16_t {
   kStoreFailure = 2,      // the store could not do it
   kBadRequest = 3,        // the request could not be decoded, or is not a request
   kStaleIncarnation = 4,  // from an incarnation older than one that has used the store since (fenced off)
+  kNoLocalCopy = 5,       // a put in_copy the server cannot read from the client's local copy
 };
 std::string_view to_string(StoreErrorKind kind);
 

@@ -120,6 +120,13 @@ struct StoreRequest {
       record @5 :Data;
       covered @6 :List(ChannelSeq);  # per input channel, the last sequence number the state reflects
       digest @18 :UInt64;            # XXH3-64 of record as the client computed it (0: none given)
+      # The record is not in `record` but in the client's local copy, which the server reads (a server started with
+      # a local directory, on the client's host: afstream/store/local_recovery_store.h): `copySize` bytes at byte
+      # `copyOffset` of its worker's file there, whose XXH3-64 must be `digest`. A server that cannot read it so
+      # answers noLocalCopy, and the client sends the record.
+      inCopy @20 :Bool;
+      copyOffset @21 :UInt64;
+      copySize @22 :UInt64;
     }
     putItems :group {
       record @7 :Data;
@@ -195,6 +202,7 @@ struct StoreError {
     storeFailure @2;   # the store could not do it (e.g. a RocksDB error)
     badRequest @3;     # the request could not be decoded or is not a request
     staleIncarnation @4;  # from an incarnation of the worker older than one that has used the store since
+    noLocalCopy @5;       # a putState inCopy the server cannot read from the client's local copy (none, or not that)
   }
 }
 

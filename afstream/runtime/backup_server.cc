@@ -16,6 +16,7 @@
 #include "afstream/net/endpoint.h"
 #include "afstream/net/handoff.h"
 #include "afstream/runtime/gatekeeper.h"
+#include "afstream/store/local_recovery_store.h"
 
 namespace afs {
 
@@ -153,7 +154,9 @@ BackupServerCounters BackupServer::counters() const {
                               unroutable_.load(),
                               stale_.load(),
                               impl_->gatekeeper ? impl_->gatekeeper->unauthorized() : 0,
-                              held_.load()};
+                              held_.load(),
+                              from_copies_.load(),
+                              copies_refused_.load()};
 }
 
 void BackupServer::run(const std::atomic<bool>& stop) {
@@ -269,6 +272,21 @@ void BackupServer::run(const std::atomic<bool>& stop) {
             [&](auto& op) {
               using Op = std::decay_t<decltype(op)>;
               if constexpr (std::is_same_v<Op, net::PutStateReq>) {
+                if (op.in_copy) {
+                  std::string why = "this server reads no local copies (it was given no local directory)";
+                  std::optional<Bytes> record;
+                  if (!options_.local_dir.empty()) {
+                    record = LocalRecoveryStore::read_record(options_.local_dir, op.worker, op.copy_offset,
+                                                             op.copy_size, op.digest, &why);
+                  }
+                  if (!record) {
+                    ++copies_refused_;
+                    reply.result = net::StoreErrorMsg{net::StoreErrorKind::kNoLocalCopy, why};
+                    return;
+                  }
+                  ++from_copies_;
+                  op.record = std::move(*record);
+                }
                 const ChainInfo info =
                     store_->put_state(op.worker, op.full, std::move(op.record), to_store(op.covered));
                 impl_->note_put(op.worker, op.full, op.digest, info);

@@ -27,6 +27,8 @@
 // a restart forgets them). A state_chain request listing the digests the client holds is answered with the chain's
 // shape alone (StoreChainMsg, its length the number of the client's records that are the chain) when the server's
 // digests are the first of the client's; else with the records, as without them. Counted in chains_held.
+// A server on the clients' host (options.local_dir) also takes a put_state whose record is in the client's copy
+// (in_copy: its offset, size and digest there) by reading it from the copy: the record then crosses no socket.
 //
 // CURVE (BackupServerOptions::curve, on a tcp:// endpoint): the socket serves with the given keypair and lets in
 // only clients whose public key is authorized (afstream/runtime/gatekeeper.h); refusals are counted
@@ -67,6 +69,10 @@ struct BackupServerOptions {
   CompactionPolicy compaction;
   // Called from the compactor's thread for each chain it had to leave alone, e.g. to log it.
   std::function<void(int worker, const std::string& reason)> on_compaction_error;
+  // The directory of the local copies of the workers on this host (LocalRecoveryStore; `afstream backup-server
+  // --store.local-dir`): a put_state whose record is in the client's copy (in_copy) is read from there, checked
+  // against its digest. "": such puts are refused (no local copy), and their clients send the records.
+  std::string local_dir;
 };
 
 // What the server did; each readable at any time from any thread.
@@ -79,6 +85,8 @@ struct BackupServerCounters {
   std::uint64_t stale_incarnations = 0;        // requests refused: a newer incarnation of their worker came since
   std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused, the client's key not authorized
   std::uint64_t chains_held = 0;  // state_chain requests answered by the client's own copy (no records sent)
+  std::uint64_t puts_from_copies = 0;  // put_state records read from the clients' local copies (local_dir)
+  std::uint64_t copies_refused = 0;    // put_state in_copy refused (no local_dir, or the copy did not hold it)
 };
 
 class BackupServer {
@@ -116,7 +124,7 @@ class BackupServer {
   std::string bound_endpoint_;
 
   std::atomic<std::uint64_t> requests_{0}, bad_frames_{0}, duplicates_{0}, store_errors_{0}, unroutable_{0}, stale_{0},
-      held_{0};
+      held_{0}, from_copies_{0}, copies_refused_{0};
 };
 
 }  // namespace afs

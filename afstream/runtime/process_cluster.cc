@@ -517,6 +517,7 @@ struct ProcessCluster::Impl {
       args.push_back("--store.path");
       args.push_back(dir + "/backups");
     }
+    if (!local_dir.empty()) args.insert(args.end(), {"--store.local-dir", local_dir});  // puts read from the copies
     if (curve()) args.insert(args.end(), options.curve_args.begin(), options.curve_args.end());
     if (!tcp) {
       server = spawn(options.program, args);

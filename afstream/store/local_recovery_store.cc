@@ -112,7 +112,8 @@ class Fd {
 
 }  // namespace
 
-LocalRecoveryStore::LocalRecoveryStore(RemoteStore& remote, std::string dir) : remote_(remote), dir_(std::move(dir)) {
+LocalRecoveryStore::LocalRecoveryStore(RemoteStore& remote, std::string dir, bool offer_copies)
+    : remote_(remote), dir_(std::move(dir)), offer_copies_(offer_copies) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec || !std::filesystem::is_directory(dir_)) {
@@ -125,7 +126,31 @@ LocalRecoveryStore::~LocalRecoveryStore() {
   for (auto& [worker, copy] : copies_) ::close(copy.fd);
 }
 
-std::string LocalRecoveryStore::path(int worker) const { return dir_ + "/worker-" + std::to_string(worker) + ".chain"; }
+std::string LocalRecoveryStore::path(const std::string& dir, int worker) {
+  return dir + "/worker-" + std::to_string(worker) + ".chain";
+}
+
+std::optional<Bytes> LocalRecoveryStore::read_record(const std::string& dir, int worker, std::uint64_t offset,
+                                                     std::uint64_t size, std::uint64_t digest, std::string* why) {
+  const std::string file = path(dir, worker);
+  auto fail = [&](const std::string& what) -> std::optional<Bytes> {
+    if (why) *why = "worker " + std::to_string(worker) + "'s local copy " + file + ": " + what;
+    return std::nullopt;
+  };
+  Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return fail(std::string("cannot open it: ") + std::strerror(errno));
+  std::array<std::uint8_t, kHeaderBytes> header{};
+  if (!read_exact(fd.get(), header.data(), header.size(), offset)) return fail("no frame at " + std::to_string(offset));
+  if (get_u32(header.data()) != kMagic || get_u64(header.data() + 8) != size ||
+      get_u64(header.data() + 16) != digest) {
+    return fail("the frame at " + std::to_string(offset) + " is not the record named (size or digest differ)");
+  }
+  Bytes record(size);
+  if (!read_exact(fd.get(), record.data(), size, offset + kHeaderBytes) || digest_of(record) != digest) {
+    return fail("the record at " + std::to_string(offset) + " is torn or does not match its digest");
+  }
+  return record;
+}
 
 LocalRecoveryCounters LocalRecoveryStore::counters() const {
   std::lock_guard lock(mu_);
@@ -232,6 +257,15 @@ ChainInfo LocalRecoveryStore::put_state(int worker, bool full, Bytes record, con
   const std::uint64_t digest = digest_of(record);
   const std::optional<std::uint64_t> at = append(worker, full, digest, record);
   try {
+    if (at && offer_copies_ && refusals_in_a_row_ < kMaxRefusals) {
+      if (auto info = remote_.put_state_in_copy(worker, full, *at, record.size(), digest, covered)) {
+        refusals_in_a_row_ = 0;
+        ++counters_.puts_in_copy;
+        return *info;
+      }
+      ++refusals_in_a_row_;
+      ++counters_.copies_refused;
+    }
     return remote_.put_state(worker, full, std::move(record), covered, at ? digest : 0);
   } catch (...) {
     // The server did not take it: the copy ends where it did (a full record had replaced it: none is left).

@@ -10,7 +10,10 @@
 // whole chain, which may end one record short of the copy when the process died between the local write and the
 // server's put), and only if it cannot vouch for them (no copy, a torn or corrupt one, a chain compacted or put by
 // another client, a server restarted) sends the records, which then replace the local copy. So what a restore gets
-// is what the server holds, either way.
+// is what the server holds, either way. A server on the same host given the copies' directory (`afstream
+// backup-server --store.local-dir`) also reads each put's record from the copy (the put names the frame's place,
+// size and digest; RemoteStore::put_state_in_copy), so the record crosses no socket; one that cannot is answered
+// by sending the record.
 //
 // The copy is for failures of the process, not of the host: it is written to the page cache (no fsync), and a
 // directory on tmpfs (/dev/shm) keeps it off the disk. One file per worker, `worker-<id>.chain`: frames of
@@ -44,13 +47,19 @@ struct LocalRecoveryCounters {
   std::uint64_t bytes_written = 0;    // their bytes (frames included)
   std::uint64_t write_errors = 0;     // local writes that failed (the copy was removed)
   std::uint64_t bad_frames = 0;       // local frames found torn or failing their digest on read
+  std::uint64_t puts_in_copy = 0;     // puts the server read from the copy (the record sent by its place)
+  std::uint64_t copies_refused = 0;   // puts by place the server refused (the record then sent)
 };
 
 class LocalRecoveryStore final : public BackupStore {
  public:
   // remote: the worker's client of the backup server (must outlive this object). dir: the directory of the local
   // copies, created if missing. Throws ConfigError naming dir if it cannot be created or is not a directory.
-  LocalRecoveryStore(RemoteStore& remote, std::string dir);
+  // offer_copies: put records by their place in the copy (RemoteStore::put_state_in_copy) for a server on this
+  // host that reads them from there; after kMaxRefusals refusals in a row (a server that reads no copies) the records
+  // are sent, as they are after each refusal.
+  LocalRecoveryStore(RemoteStore& remote, std::string dir, bool offer_copies = true);
+  static constexpr int kMaxRefusals = 8;
   ~LocalRecoveryStore() override;
   LocalRecoveryStore(const LocalRecoveryStore&) = delete;
   LocalRecoveryStore& operator=(const LocalRecoveryStore&) = delete;
@@ -73,8 +82,14 @@ class LocalRecoveryStore final : public BackupStore {
   CheckpointStatus rejoin_checkpoints(int worker) override { return remote_.rejoin_checkpoints(worker); }
   StoreStats stats() const override { return remote_.stats(); }
 
-  // The local file of worker's copy.
-  std::string path(int worker) const;
+  // The local file of worker's copy in dir.
+  static std::string path(const std::string& dir, int worker);
+  std::string path(int worker) const { return path(dir_, worker); }
+  // For a backup server on this host that reads puts from the copies (BackupServerOptions::local_dir): the record
+  // of the frame at byte `offset` of worker's copy in dir, provided the frame is whole, holds `size` bytes and
+  // has digest `digest`, which the record read must have too; else nullopt, with the reason in *why.
+  static std::optional<Bytes> read_record(const std::string& dir, int worker, std::uint64_t offset, std::uint64_t size,
+                                          std::uint64_t digest, std::string* why);
   const std::string& dir() const { return dir_; }
   LocalRecoveryCounters counters() const;
 
@@ -105,6 +120,8 @@ class LocalRecoveryStore final : public BackupStore {
 
   RemoteStore& remote_;
   std::string dir_;
+  bool offer_copies_;
+  int refusals_in_a_row_ = 0;
   mutable std::mutex mu_;  // serializes puts (local write, then server) and the reads and rewrites of the files
   mutable LocalRecoveryCounters counters_;
   mutable std::unordered_map<int, Copy> copies_;  // the open copies (one per worker written or read)

@@ -306,6 +306,30 @@ std::vector<Bytes> RemoteStore::state_chain(int worker, ChainInfo* info) const {
   return std::move(records->records);
 }
 
+std::optional<ChainInfo> RemoteStore::put_state_in_copy(int worker, bool full, std::uint64_t offset,
+                                                       std::uint64_t size, std::uint64_t digest,
+                                                       const SeqByChannel& covered) {
+  net::PutStateReq req{.worker = worker,
+                       .full = full,
+                       .record = {},
+                       .covered = {},
+                       .digest = digest,
+                       .in_copy = true,
+                       .copy_offset = offset,
+                       .copy_size = size};
+  req.covered.reserve(covered.size());
+  for (const auto& [channel, seq] : covered) req.covered.push_back({channel, seq});
+  const std::string what = describe("put_state", worker);
+  auto reply = impl_->call(options_, std::move(req));
+  if (const auto* e = std::get_if<net::StoreErrorMsg>(&reply.result); e && e->kind == net::StoreErrorKind::kNoLocalCopy) {
+    return std::nullopt;
+  }
+  reply = checked(std::move(reply), *this, what);
+  const auto* c = std::get_if<net::StoreChainMsg>(&reply.result);
+  if (c == nullptr) unexpected(*this, what);
+  return ChainInfo{c->generation, c->length, c->full_bytes, c->delta_bytes};
+}
+
 RemoteStore::HeldChain RemoteStore::state_chain_held(int worker, std::vector<std::uint64_t> held) const {
   const std::size_t offered = held.size();
   const net::StoreOp op = net::StateChainReq{worker, std::move(held)};

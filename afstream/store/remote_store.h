@@ -91,6 +91,11 @@ class RemoteStore final : public BackupStore {
   // the chain's shape in `info` and no records; or, when the server cannot vouch for them (held 0), the chain's
   // records as state_chain returns them.
   ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered, std::uint64_t digest);
+  // The same put with the record left in the client's copy on the server's host (`size` bytes at frame `offset` of
+  // worker's file; BackupServerOptions::local_dir): nullopt if the server cannot read it from there (it was given
+  // no local directory, or the copy does not hold that record), and then nothing was put.
+  std::optional<ChainInfo> put_state_in_copy(int worker, bool full, std::uint64_t offset, std::uint64_t size,
+                                             std::uint64_t digest, const SeqByChannel& covered);
   struct HeldChain {
     std::uint64_t held = 0;
     ChainInfo info;

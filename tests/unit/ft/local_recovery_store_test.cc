@@ -31,10 +31,13 @@ Bytes bytes(std::size_t n, std::uint8_t fill) { return Bytes(n, fill); }
 
 class Served {
  public:
-  explicit Served(const std::string& endpoint) {
+  // local_dir: the server reads puts from the copies there (BackupServerOptions::local_dir).
+  explicit Served(const std::string& endpoint, const std::string& local_dir = "") {
     auto memory = std::make_unique<MemoryStore>();
     memory_ = memory.get();
-    server_ = std::make_unique<BackupServer>(endpoint, std::move(memory));
+    BackupServerOptions options;
+    options.local_dir = local_dir;
+    server_ = std::make_unique<BackupServer>(endpoint, std::move(memory), options);
     thread_ = std::thread([this] { server_->run(stop_); });
   }
   ~Served() {
@@ -43,6 +46,7 @@ class Served {
   }
   const std::string& endpoint() const { return server_->bound_endpoint(); }
   std::uint64_t held() const { return server_->counters().chains_held; }
+  BackupServerCounters counters() const { return server_->counters(); }
   MemoryStore& store() { return *memory_; }
 
  private:
@@ -235,6 +239,51 @@ TEST_F(LocalRecoveryStoreTest, ADirectoryThatCannotBeMadeIsAConfigError) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(tmp_.str() + "/file"), std::string::npos) << e.what();
   }
+}
+
+TEST(LocalRecoveryStore, AServerOnTheHostReadsThePutsFromTheCopies) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.str() + "/local";
+  Served server("ipc://" + tmp.str() + "/server", dir);
+  const std::vector<Bytes> chain{bytes(5000, 1), bytes(300, 2), bytes(200, 3)};
+  {
+    Incarnation a(server.endpoint(), dir);
+    for (std::size_t i = 0; i < chain.size(); ++i) a.local.put_state(3, i == 0, chain[i], {{0, 10 * (i + 1)}});
+    EXPECT_EQ(a.local.counters().puts_in_copy, 3u);
+    EXPECT_EQ(a.local.counters().copies_refused, 0u);
+  }
+  EXPECT_EQ(server.counters().puts_from_copies, 3u);
+  EXPECT_EQ(server.store().state_chain(3), chain);  // the server holds the records themselves
+  // A put naming a record the copy does not hold (another digest, another size, past its end) is refused and
+  // changes nothing.
+  RemoteStore plain(server.endpoint());
+  EXPECT_FALSE(plain.put_state_in_copy(3, false, 0, 5000, 12345, {}));
+  EXPECT_FALSE(plain.put_state_in_copy(3, false, 0, 4999, XXH3_64bits(chain[0].data(), 5000), {}));
+  EXPECT_FALSE(plain.put_state_in_copy(3, false, 1 << 20, 5000, XXH3_64bits(chain[0].data(), 5000), {}));
+  EXPECT_FALSE(plain.put_state_in_copy(4, true, 0, 5000, XXH3_64bits(chain[0].data(), 5000), {}));  // no copy
+  EXPECT_EQ(server.counters().copies_refused, 4u);
+  EXPECT_EQ(server.store().state_chain(3), chain);
+  EXPECT_TRUE(server.store().state_chain(4).empty());
+  // The frame at 0 is what it names: taken (a full record starting worker 3's chain again).
+  EXPECT_TRUE(plain.put_state_in_copy(3, true, 0, 5000, XXH3_64bits(chain[0].data(), 5000), {}));
+  EXPECT_EQ(server.store().state_chain(3), std::vector<Bytes>{chain[0]});
+}
+
+TEST(LocalRecoveryStore, AServerThatReadsNoCopiesGetsTheRecords) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.str() + "/local";
+  Served server("ipc://" + tmp.str() + "/server");  // no local directory
+  Incarnation a(server.endpoint(), dir);
+  for (int i = 0; i < 12; ++i) a.local.put_state(3, i == 0, bytes(100 + i, static_cast<std::uint8_t>(i)), {});
+  // Refused up to kMaxRefusals times in a row, each record then sent; not offered again after that.
+  EXPECT_EQ(a.local.counters().copies_refused, static_cast<std::uint64_t>(LocalRecoveryStore::kMaxRefusals));
+  EXPECT_EQ(a.local.counters().puts_in_copy, 0u);
+  EXPECT_EQ(server.counters().copies_refused, static_cast<std::uint64_t>(LocalRecoveryStore::kMaxRefusals));
+  EXPECT_EQ(server.store().state_chain(3).size(), 12u);
+  // The copy is kept all the same, and restores come from it.
+  Incarnation b(server.endpoint(), dir);
+  EXPECT_EQ(b.local.state_chain(3).size(), 12u);
+  EXPECT_EQ(b.local.counters().restores_local, 1u);
 }
 
 }  // namespace

@@ -66,15 +66,17 @@ struct RocksDbSync : RocksDbIn<true> {};
 
 // A RemoteStore and the BackupServer it talks to (on a thread, serving a MemoryStore), as one BackupStore; its
 // corrupt_latest_state corrupts the record inside the server's store. With local_dir, the client is wrapped in a
-// LocalRecoveryStore keeping its copies there (afstream/store/local_recovery_store.h): state chains are then read
-// from those copies as far as the server vouches for them, and corrupt_latest_state damages the copy's last record
-// too (else the intact copy would be restored).
+// LocalRecoveryStore keeping its copies there (afstream/store/local_recovery_store.h), from which the server reads
+// the puts' records: state chains are then read from those copies as far as the server vouches for them, and
+// corrupt_latest_state damages the copy's last record too (else the intact copy would be restored).
 class ServedRemoteStore final : public BackupStore {
  public:
   explicit ServedRemoteStore(const std::string& listen, std::string local_dir = "") {
     auto memory = std::make_unique<MemoryStore>();
     memory_ = memory.get();
-    server_ = std::make_unique<BackupServer>(listen, std::move(memory));
+    BackupServerOptions options;
+    options.local_dir = local_dir;  // puts name their records' place in the copies, which the server reads
+    server_ = std::make_unique<BackupServer>(listen, std::move(memory), options);
     thread_ = std::thread([this] {
       try {
         server_->run(stop_);

@@ -426,13 +426,21 @@ std::vector<Message> every_request() {
       request_message(PutStateReq{.worker = 3, .full = true, .record = pattern(100, 1), .covered = {}}),
       request_message(
           PutStateReq{.worker = 4, .full = false, .record = pattern(10, 3), .covered = {{1, 2}}, .digest = max}),
+      request_message(PutStateReq{.worker = 5,
+                                  .full = true,
+                                  .record = {},
+                                  .covered = {},
+                                  .digest = 77,
+                                  .in_copy = true,
+                                  .copy_offset = max,
+                                  .copy_size = 12345}),
       request_message(
           PutStateReq{
               .worker = INT_MIN, .full = false, .record = {}, .covered = {{0, 0}, {7, 12345}, {UINT32_MAX, max}}},
           max, 1),
       request_message(PutItemsReq{.worker = INT_MAX, .record = pattern(1000, 2), .infos = {{1, 1, 10}, {2, 5, 8}}}),
       request_message(PutItemsReq{.worker = -1, .record = {}, .infos = {}}, 0, 0),
-      request_message(StateChainReq{7}),
+      request_message(StateChainReq{7, {}}),
       request_message(StateChainReq{8, {0, 1, max, 0x1234567890abcdefULL}}),
       request_message(ItemRecordsReq{-256}),
       request_message(DropReq{0}),
@@ -456,6 +464,7 @@ std::vector<Message> every_reply() {
       reply_message(StoreErrorMsg{StoreErrorKind::kStoreFailure, "rocksdb: IO error \xc3\xa9"}),
       reply_message(StoreErrorMsg{StoreErrorKind::kBadRequest, ""}, 0),
       reply_message(StoreErrorMsg{StoreErrorKind::kStaleIncarnation, "worker 1: incarnation 1 is fenced off"}),
+      reply_message(StoreErrorMsg{StoreErrorKind::kNoLocalCopy, "no local directory"}),
   };
 }
 

@@ -142,13 +142,13 @@ TEST(BackupServer, ServesEveryOperation) {
   EXPECT_EQ(chain_after.delta_bytes, 0u);
   (void)c.call(request(2, net::PutItemsReq{.worker = 2, .record = {5, 5}, .infos = {{0, 1, 3}}}));
   (void)c.call(request(3, net::PutStateReq{.worker = 2, .full = false, .record = {2}, .covered = {{0, 3}}}));
-  const auto chain = c.call(request(4, net::StateChainReq{2}));
+  const auto chain = c.call(request(4, net::StateChainReq{2, {}}));
   EXPECT_EQ(chain.request_id, 4u);
   EXPECT_EQ(std::get<net::StoreRecordsMsg>(chain.result).records, (std::vector<Bytes>{{1}, {2}}));
   EXPECT_TRUE(std::get<net::StoreRecordsMsg>(c.call(request(5, net::ItemRecordsReq{2})).result).records.empty());
   EXPECT_EQ(std::get<net::StoreStatsMsg>(c.call(request(6, net::StatsReq{})).result), (net::StoreStatsMsg{2, 1, 4, 2}));
   (void)c.call(request(7, net::DropReq{2}));
-  EXPECT_TRUE(std::get<net::StoreRecordsMsg>(c.call(request(8, net::StateChainReq{2})).result).records.empty());
+  EXPECT_TRUE(std::get<net::StoreRecordsMsg>(c.call(request(8, net::StateChainReq{2, {}})).result).records.empty());
   EXPECT_EQ(r.server.counters().requests, 8u);
   EXPECT_EQ(r.server.bad_frames(), 0u);
 }
@@ -206,7 +206,7 @@ TEST(BackupServer, BadFramesAreCountedAndAnsweredWhenTheirIdCanBeRead) {
   EXPECT_EQ(r.server.bad_frames(), 6u);
   EXPECT_EQ(r.server.counters().requests, 0u);
   // Nothing bad reached the store, and good requests are still served.
-  const auto chain = c.call(request(35, net::StateChainReq{1}));
+  const auto chain = c.call(request(35, net::StateChainReq{1, {}}));
   EXPECT_TRUE(std::get<net::StoreRecordsMsg>(chain.result).records.empty());
 }
 
@@ -227,7 +227,7 @@ TEST(BackupServer, APutIsAppliedOncePerSessionAndRequestId) {
   (void)c.call(request(1, net::PutStateReq{.worker = 1, .full = false, .record = {4}, .covered = {}}, 0));
   (void)c.call(request(1, net::PutStateReq{.worker = 1, .full = false, .record = {4}, .covered = {}}, 0));
   // Reads are never deduplicated.
-  const auto chain = c.call(request(3, net::StateChainReq{1}, 77));
+  const auto chain = c.call(request(3, net::StateChainReq{1, {}}, 77));
   EXPECT_EQ(std::get<net::StoreRecordsMsg>(chain.result).records, (std::vector<Bytes>{{1}, {3}, {4}, {4}}));
   EXPECT_EQ(std::get<net::StoreRecordsMsg>(c.call(request(3, net::ItemRecordsReq{1}, 77)).result).records,
             (std::vector<Bytes>{{2}}));
@@ -248,7 +248,7 @@ TEST(BackupServer, TheOldestSessionsAreForgottenBeyondTheLimit) {
   (void)c.call(put(3));  // session 1 is forgotten
   (void)c.call(put(3));  // remembered: not applied
   (void)c.call(put(1));  // forgotten: applied again
-  const auto chain = c.call(request(9, net::StateChainReq{1}));
+  const auto chain = c.call(request(9, net::StateChainReq{1, {}}));
   EXPECT_EQ(std::get<net::StoreRecordsMsg>(chain.result).records, (std::vector<Bytes>{{1}, {2}, {3}, {1}}));
 }
 
@@ -284,7 +284,7 @@ TEST(BackupServer, StoreExceptionsBecomeErrorRepliesAndTheServerCarriesOn) {
   ASSERT_TRUE(error_of(reply)) << "a resend gets the same (cached) answer";
   EXPECT_EQ(error_of(reply)->message, "rocksdb put failed for worker 4");
 
-  reply = c.call(request(2, net::StateChainReq{4}));
+  reply = c.call(request(2, net::StateChainReq{4, {}}));
   ASSERT_TRUE(error_of(reply));
   EXPECT_EQ(error_of(reply)->kind, net::StoreErrorKind::kCorruptRecord);
   EXPECT_EQ(error_of(reply)->message, "state backup of worker 4: checksum mismatch");
@@ -309,14 +309,14 @@ TEST(BackupServer, AReplyOverTheLimitBecomesAnError) {
   for (std::uint64_t i = 1; i <= 3; ++i) {
     (void)c.call(request(i, net::PutStateReq{.worker = 1, .full = i == 1, .record = Bytes(30000, 1), .covered = {}}));
   }
-  const auto reply = c.call(request(4, net::StateChainReq{1}));
+  const auto reply = c.call(request(4, net::StateChainReq{1, {}}));
   ASSERT_TRUE(error_of(reply));
   EXPECT_EQ(error_of(reply)->kind, net::StoreErrorKind::kStoreFailure);
   EXPECT_NE(error_of(reply)->message.find("state_chain for worker 1"), std::string::npos) << error_of(reply)->message;
   EXPECT_NE(error_of(reply)->message.find("over the message limit of 65536"), std::string::npos)
       << error_of(reply)->message;
   (void)c.call(request(5, net::PutStateReq{.worker = 1, .full = true, .record = Bytes(10, 1), .covered = {}}));
-  EXPECT_EQ(std::get<net::StoreRecordsMsg>(c.call(request(6, net::StateChainReq{1})).result).records.size(), 1u);
+  EXPECT_EQ(std::get<net::StoreRecordsMsg>(c.call(request(6, net::StateChainReq{1, {}})).result).records.size(), 1u);
 }
 
 TEST(BackupServer, StopsSoonAfterStopIsSet) {
