@@ -209,6 +209,9 @@ po::options_description worker_options() {
       "worker.local-state", po::value<std::string>(),
       "DIR: keep a copy of this worker's state chain in DIR and restore from it as far as the backup server vouches "
       "for it (local recovery; set by a controller with process.local-recovery)")(
+      "worker.store-reads-copies", po::bool_switch(),
+      "with worker.local-state: the backup server (on this host, its store.local-dir the same DIR) reads this "
+      "worker's state records from its copy, so puts name their place there instead of carrying them")(
       "worker.store-deadline-ms", po::value<int>()->default_value(10000),
       "stop when the backup server has not answered a call for this long (ms; retried with backoff until then)")(
       "worker.controller-key", po::value<std::string>(),
@@ -283,6 +286,10 @@ WorkerProcessOptions parse_worker(const po::variables_map& vm) {
   if (vm.count("worker.local-state")) {
     w.local_state = vm["worker.local-state"].as<std::string>();
     if (w.local_state.empty()) throw ConfigError("worker.local-state: expected a directory, got ''");
+  }
+  w.store_reads_copies = vm["worker.store-reads-copies"].as<bool>();
+  if (w.store_reads_copies && w.local_state.empty()) {
+    throw ConfigError("worker.store-reads-copies: needs worker.local-state (the directory of the copies)");
   }
   if (hb <= 0 || timeout <= 0) throw ConfigError("worker.heartbeat-ms and worker.controller-timeout-ms: expected > 0");
   w.heartbeat = std::chrono::milliseconds(hb);

@@ -22,7 +22,7 @@
 namespace afs::net {
 
 // Mirrors `wireVersion` in wire.capnp (static_assert'ed against the generated WIRE_VERSION in codec.cc).
-inline constexpr std::uint16_t kWireVersion = 2;
+inline constexpr std::uint16_t kWireVersion = 3;
 
 // Default largest frame a decoder accepts: 64 MiB (Cap'n Proto's own default traversal limit).
 inline constexpr std::size_t kDefaultMaxMessageBytes = std::size_t{64} << 20;

@@ -20,12 +20,17 @@
 # Still version 2, with Envelope.feedback added (the upstream feedback side channel of parameter servers,
 # afstream/core/operator.h Emitter::feed_back): soft state, lossy by design. Only jobs whose operators feed back send
 # it; a worker built before it would count such a frame as a bad message and drop it, which the channel tolerates.
+#
+# Version 3 (local recovery, afstream/store/local_recovery_store.h): StoreRequest.held, putState.digest and a
+# putState whose record is in the client's local copy (inCopy, copyOffset, copySize), with the error kind
+# noLocalCopy. A version-2 server would store such a put's empty `record` as the chain's record, so 2 and 3 do not
+# talk.
 @0x8f9c61cf0b7a1162;
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("afs::net::wire");
 
-const wireVersion :UInt16 = 2;
+const wireVersion :UInt16 = 3;
 
 struct Envelope {
   version @0 :UInt16;   # must equal wireVersion

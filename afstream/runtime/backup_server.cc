@@ -1,6 +1,8 @@
 // BackupServer: a BackupStore served over a ZeroMQ ROUTER socket (see backup_server.h).
 #include "afstream/runtime/backup_server.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <limits>
@@ -272,10 +274,15 @@ void BackupServer::run(const std::atomic<bool>& stop) {
             [&](auto& op) {
               using Op = std::decay_t<decltype(op)>;
               if constexpr (std::is_same_v<Op, net::PutStateReq>) {
+                const bool from_copy = op.in_copy;
                 if (op.in_copy) {
                   std::string why = "this server reads no local copies (it was given no local directory)";
                   std::optional<Bytes> record;
-                  if (!options_.local_dir.empty()) {
+                  if (op.copy_size > options_.max_message_bytes) {
+                    // It could never be sent back: as over the socket, the limit applies.
+                    why = "a record of " + std::to_string(op.copy_size) + " bytes is over the message limit of " +
+                          std::to_string(options_.max_message_bytes) + " bytes";
+                  } else if (!options_.local_dir.empty()) {
                     record = LocalRecoveryStore::read_record(options_.local_dir, op.worker, op.copy_offset,
                                                              op.copy_size, op.digest, &why);
                   }
@@ -284,11 +291,13 @@ void BackupServer::run(const std::atomic<bool>& stop) {
                     reply.result = net::StoreErrorMsg{net::StoreErrorKind::kNoLocalCopy, why};
                     return;
                   }
-                  ++from_copies_;
                   op.record = std::move(*record);
+                } else if (op.digest != 0 && XXH3_64bits(op.record.data(), op.record.size()) != op.digest) {
+                  op.digest = 0;  // not the record's: vouch for nothing of this chain
                 }
                 const ChainInfo info =
                     store_->put_state(op.worker, op.full, std::move(op.record), to_store(op.covered));
+                if (from_copy) ++from_copies_;
                 impl_->note_put(op.worker, op.full, op.digest, info);
                 if (impl_->compactor) impl_->compactor->notify(op.worker, info);
                 reply.result = net::StoreChainMsg{info.generation, info.length, info.full_bytes, info.delta_bytes};

@@ -22,13 +22,16 @@
 // the next request of the current incarnation establishes it again.
 //
 // Clients holding their own copy of a chain (LocalRecoveryStore): a put_state may carry the record's digest
-// (XXH3-64, as the client computed it). For each worker whose every chain record came with one, the server keeps
+// (XXH3-64, checked against the record: a wrong one counts as none). For each worker whose every chain record came
+// with one, the server keeps
 // the digests of its chain in memory (with the chain's generation: a compaction, a drop, a put without a digest or
 // a restart forgets them). A state_chain request listing the digests the client holds is answered with the chain's
 // shape alone (StoreChainMsg, its length the number of the client's records that are the chain) when the server's
 // digests are the first of the client's; else with the records, as without them. Counted in chains_held.
 // A server on the clients' host (options.local_dir) also takes a put_state whose record is in the client's copy
-// (in_copy: its offset, size and digest there) by reading it from the copy: the record then crosses no socket.
+// (in_copy: its offset, size and digest there) by reading it from the copy (a regular file, the frame whole and
+// within the message limit, the digest the record's): the record then crosses no socket. Else the put is refused
+// with no local copy, and its client sends the record.
 //
 // CURVE (BackupServerOptions::curve, on a tcp:// endpoint): the socket serves with the given keypair and lets in
 // only clients whose public key is authorized (afstream/runtime/gatekeeper.h); refusals are counted
@@ -84,7 +87,7 @@ struct BackupServerCounters {
   std::uint64_t unroutable_replies = 0;        // replies dropped because their client was gone or not reading
   std::uint64_t stale_incarnations = 0;        // requests refused: a newer incarnation of their worker came since
   std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused, the client's key not authorized
-  std::uint64_t chains_held = 0;  // state_chain requests answered by the client's own copy (no records sent)
+  std::uint64_t chains_held = 0;       // state_chain requests answered by the client's own copy (no records sent)
   std::uint64_t puts_from_copies = 0;  // put_state records read from the clients' local copies (local_dir)
   std::uint64_t copies_refused = 0;    // put_state in_copy refused (no local_dir, or the copy did not hold it)
 };

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,7 +169,11 @@ struct ProcessCluster::Impl {
                                          "--worker.heartbeat-ms",
                                          std::to_string(status_every().count())};
     args.insert(args.end(), where.begin(), where.end());
-    if (!local_dir.empty()) args.insert(args.end(), {"--worker.local-state", local_dir});
+    if (!local_dir.empty()) {
+      args.insert(args.end(), {"--worker.local-state", local_dir});
+      // The server this controller starts reads the puts from the copies (start_server); one started by hand does not.
+      if (options.backup_server.empty()) args.push_back("--worker.store-reads-copies");
+    }
     if (curve()) {
       args.insert(args.end(), options.curve_args.begin(), options.curve_args.end());
       // --key=value: a Z85 key may start with '-'.
@@ -617,9 +622,14 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     throw RuntimeError(std::string("cannot create a directory in /tmp: ") + std::strerror(errno));
   im.dir = tmpl;
   if (im.options.local_recovery) {
-    // On tmpfs when there is one: the copies are for failures of processes, and stay off the disk.
+    // On tmpfs when there is one with room to spare (the copies are memory there: up to five times each worker's
+    // state; a container's default /dev/shm is 64 MB): the copies are for failures of processes, and stay off the
+    // disk. Else beside the sockets.
+    struct statvfs fs {};
     char shm[] = "/dev/shm/afs-local-XXXXXX";
-    im.local_dir = ::mkdtemp(shm) != nullptr ? std::string(shm) : im.dir + "/local";
+    const bool roomy = ::statvfs("/dev/shm", &fs) == 0 &&
+                       static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize >= (std::uint64_t{1} << 30);
+    im.local_dir = roomy && ::mkdtemp(shm) != nullptr ? std::string(shm) : im.dir + "/local";
   }
 
   zmq::context_t zmq(1);

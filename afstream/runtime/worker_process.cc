@@ -123,7 +123,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   RemoteStore store(options.store, store_options);
   // Local recovery: the worker's own copy of its chain, beside the server's (local_recovery_store.h).
   std::optional<LocalRecoveryStore> local;
-  if (!options.local_state.empty()) local.emplace(store, options.local_state);
+  if (!options.local_state.empty()) local.emplace(store, options.local_state, options.store_reads_copies);
   BackupStore& backups = local ? static_cast<BackupStore&>(*local) : store;
   std::vector<std::atomic<std::uint64_t>> progress(static_cast<std::size_t>(n));
   ClusterContext ctx;

@@ -49,6 +49,9 @@ struct WorkerProcessOptions {
   // Local recovery (afstream/store/local_recovery_store.h): a directory where this worker keeps a copy of its
   // state chain, from which its next incarnation restores as far as the backup server vouches for it. "": none.
   std::string local_state;
+  // The backup server reads this worker's puts from its copy (it was started with local_state as its local
+  // directory, on this host): puts name their records' place in the copy instead of carrying them.
+  bool store_reads_copies = false;
   // CURVE on tcp:// (net.curve-secret, net.curve-authorized): this process's keypair and the keys let in. Applies to
   // the tcp:// endpoints only (ipc:// stays as it is).
   std::optional<net::CurveConfig> curve;

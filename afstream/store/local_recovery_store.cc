@@ -60,10 +60,8 @@ bool write_frame(int fd, std::uint64_t offset, bool full, std::uint64_t digest, 
   int first = 0;
   while (first < 3) {
     const ssize_t n = ::pwritev(fd, iov + first, 3 - first, static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
     auto done = static_cast<std::size_t>(n);
     offset += done;
     while (first < 3 && done >= iov[first].iov_len) {
@@ -137,12 +135,18 @@ std::optional<Bytes> LocalRecoveryStore::read_record(const std::string& dir, int
     if (why) *why = "worker " + std::to_string(worker) + "'s local copy " + file + ": " + what;
     return std::nullopt;
   };
-  Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  // A regular file only (no symlink out of dir, no FIFO to block the server on).
+  Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (fd.get() < 0) return fail(std::string("cannot open it: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return fail("not a regular file");
+  if (offset > static_cast<std::uint64_t>(st.st_size) || size > static_cast<std::uint64_t>(st.st_size) - offset ||
+      kHeaderBytes > static_cast<std::uint64_t>(st.st_size) - offset - size) {
+    return fail("it holds no frame of " + std::to_string(size) + " bytes at " + std::to_string(offset));
+  }
   std::array<std::uint8_t, kHeaderBytes> header{};
   if (!read_exact(fd.get(), header.data(), header.size(), offset)) return fail("no frame at " + std::to_string(offset));
-  if (get_u32(header.data()) != kMagic || get_u64(header.data() + 8) != size ||
-      get_u64(header.data() + 16) != digest) {
+  if (get_u32(header.data()) != kMagic || get_u64(header.data() + 8) != size || get_u64(header.data() + 16) != digest) {
     return fail("the frame at " + std::to_string(offset) + " is not the record named (size or digest differ)");
   }
   Bytes record(size);

@@ -45,7 +45,8 @@ struct LocalRecoveryCounters {
   std::uint64_t restores_remote = 0;  // chain reads whose records came from the server (no usable copy)
   std::uint64_t records_written = 0;  // records appended to the local copy
   std::uint64_t bytes_written = 0;    // their bytes (frames included)
-  std::uint64_t write_errors = 0;     // local writes that failed (the copy was removed)
+  std::uint64_t write_errors = 0;     // puts not written to the copy (a write failed, or a delta had no copy to go
+                                      // after: the copy is then removed until the next full record)
   std::uint64_t bad_frames = 0;       // local frames found torn or failing their digest on read
   std::uint64_t puts_in_copy = 0;     // puts the server read from the copy (the record sent by its place)
   std::uint64_t copies_refused = 0;   // puts by place the server refused (the record then sent)
@@ -55,10 +56,10 @@ class LocalRecoveryStore final : public BackupStore {
  public:
   // remote: the worker's client of the backup server (must outlive this object). dir: the directory of the local
   // copies, created if missing. Throws ConfigError naming dir if it cannot be created or is not a directory.
-  // offer_copies: put records by their place in the copy (RemoteStore::put_state_in_copy) for a server on this
-  // host that reads them from there; after kMaxRefusals refusals in a row (a server that reads no copies) the records
-  // are sent, as they are after each refusal.
-  LocalRecoveryStore(RemoteStore& remote, std::string dir, bool offer_copies = true);
+  // offer_copies: put records by their place in the copy (RemoteStore::put_state_in_copy), for a server on this
+  // host that reads them from there; each refusal is answered by sending the record, and after kMaxRefusals in a
+  // row (a server that reads no copies after all) the records are sent without asking.
+  LocalRecoveryStore(RemoteStore& remote, std::string dir, bool offer_copies = false);
   static constexpr int kMaxRefusals = 8;
   ~LocalRecoveryStore() override;
   LocalRecoveryStore(const LocalRecoveryStore&) = delete;
@@ -67,6 +68,8 @@ class LocalRecoveryStore final : public BackupStore {
   bool remote() const override { return true; }
   ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
   std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
+  // The server's answer (RemoteStore reads the chain for it); the copy is not touched.
+  ChainInfo chain_info(int worker) const override { return remote_.chain_info(worker); }
   bool compact_state(int worker, std::uint64_t generation, std::uint64_t count, Bytes full) override {
     return remote_.compact_state(worker, generation, count, std::move(full));
   }

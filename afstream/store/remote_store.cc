@@ -306,9 +306,8 @@ std::vector<Bytes> RemoteStore::state_chain(int worker, ChainInfo* info) const {
   return std::move(records->records);
 }
 
-std::optional<ChainInfo> RemoteStore::put_state_in_copy(int worker, bool full, std::uint64_t offset,
-                                                       std::uint64_t size, std::uint64_t digest,
-                                                       const SeqByChannel& covered) {
+std::optional<ChainInfo> RemoteStore::put_state_in_copy(int worker, bool full, std::uint64_t offset, std::uint64_t size,
+                                                        std::uint64_t digest, const SeqByChannel& covered) {
   net::PutStateReq req{.worker = worker,
                        .full = full,
                        .record = {},
@@ -321,7 +320,8 @@ std::optional<ChainInfo> RemoteStore::put_state_in_copy(int worker, bool full, s
   for (const auto& [channel, seq] : covered) req.covered.push_back({channel, seq});
   const std::string what = describe("put_state", worker);
   auto reply = impl_->call(options_, std::move(req));
-  if (const auto* e = std::get_if<net::StoreErrorMsg>(&reply.result); e && e->kind == net::StoreErrorKind::kNoLocalCopy) {
+  if (const auto* e = std::get_if<net::StoreErrorMsg>(&reply.result);
+      e && e->kind == net::StoreErrorKind::kNoLocalCopy) {
     return std::nullopt;
   }
   reply = checked(std::move(reply), *this, what);
@@ -337,7 +337,10 @@ RemoteStore::HeldChain RemoteStore::state_chain_held(int worker, std::vector<std
   auto reply = checked(impl_->call(options_, op), *this, what);
   HeldChain out;
   if (const auto* c = std::get_if<net::StoreChainMsg>(&reply.result)) {
-    if (c->length == 0 || c->length > offered) unexpected(*this, what);
+    if (c->length == 0 || c->length > offered) {
+      throw RuntimeError("backup server " + endpoint() + ": " + what + ": vouched for " + std::to_string(c->length) +
+                         " of the " + std::to_string(offered) + " records held");
+    }
     out.held = c->length;
     out.info = ChainInfo{0, c->length, c->full_bytes, c->delta_bytes};
     return out;

@@ -567,6 +567,11 @@ TEST(ProcessRuntime, LocalRecoveryRestoresFromTheWorkersCopiesAndKeepsTheResults
   const auto [clean, out] = expect_restarts_keep_the_results(t, "--process.local-recovery");
   EXPECT_EQ(chains_held(clean), 0) << clean;
   EXPECT_GE(chains_held(out), 3) << out;  // 3 failures of all workers, each with a chain after the first backups
+  // The server it started read the puts' records from the copies, and refused none.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"((\d+) state records read from them \((\d+) refused\))"))) << out;
+  EXPECT_GT(std::stoi(m[1]), 10) << out;
+  EXPECT_EQ(std::stoi(m[2]), 0) << out;
   const auto off = t.path() / "off";
   ASSERT_EQ(run_afstream("--job heavy-hitters --items 2000000 --hh.keys 20000 --seed 4 --quiet --ft.mode approx "
                          "--runtime processes --process.local-recovery=false --fail.at 0.5 --fail.target all --out " +

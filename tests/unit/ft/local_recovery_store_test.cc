@@ -58,7 +58,8 @@ class Served {
 
 // One incarnation of a worker process: its client of the server and its local copy.
 struct Incarnation {
-  Incarnation(const std::string& endpoint, const std::string& dir) : remote(endpoint), local(remote, dir) {}
+  Incarnation(const std::string& endpoint, const std::string& dir, bool offer_copies = false)
+      : remote(endpoint), local(remote, dir, offer_copies) {}
   RemoteStore remote;
   LocalRecoveryStore local;
 };
@@ -230,6 +231,18 @@ TEST_F(LocalRecoveryStoreTest, AServerThatNeverSawTheDigestsSendsTheRecords) {
   EXPECT_EQ(other.held(), 0u);
 }
 
+TEST_F(LocalRecoveryStoreTest, ADigestThatIsNotTheRecordsVouchesForNothing) {
+  write_chain();
+  // Another record put with the digest of the copy's full record: the server checks digests it is sent against the
+  // records, so it does not vouch for the copy, whose record is not the one it holds.
+  const Bytes other = bytes(4000, 9);
+  RemoteStore plain(server_.endpoint());
+  plain.put_state(3, true, other, {}, XXH3_64bits(chain()[0].data(), chain()[0].size()));
+  Incarnation b(server_.endpoint(), dir_);
+  EXPECT_EQ(b.local.state_chain(3), std::vector<Bytes>{other});
+  EXPECT_EQ(b.local.counters().restores_remote, 1u);
+}
+
 TEST_F(LocalRecoveryStoreTest, ADirectoryThatCannotBeMadeIsAConfigError) {
   RemoteStore r(server_.endpoint());
   { std::ofstream(tmp_.str() + "/file") << "x"; }
@@ -247,7 +260,7 @@ TEST(LocalRecoveryStore, AServerOnTheHostReadsThePutsFromTheCopies) {
   Served server("ipc://" + tmp.str() + "/server", dir);
   const std::vector<Bytes> chain{bytes(5000, 1), bytes(300, 2), bytes(200, 3)};
   {
-    Incarnation a(server.endpoint(), dir);
+    Incarnation a(server.endpoint(), dir, true);
     for (std::size_t i = 0; i < chain.size(); ++i) a.local.put_state(3, i == 0, chain[i], {{0, 10 * (i + 1)}});
     EXPECT_EQ(a.local.counters().puts_in_copy, 3u);
     EXPECT_EQ(a.local.counters().copies_refused, 0u);
@@ -273,7 +286,7 @@ TEST(LocalRecoveryStore, AServerThatReadsNoCopiesGetsTheRecords) {
   testing::TempDir tmp;
   const std::string dir = tmp.str() + "/local";
   Served server("ipc://" + tmp.str() + "/server");  // no local directory
-  Incarnation a(server.endpoint(), dir);
+  Incarnation a(server.endpoint(), dir, true);
   for (int i = 0; i < 12; ++i) a.local.put_state(3, i == 0, bytes(100 + i, static_cast<std::uint8_t>(i)), {});
   // Refused up to kMaxRefusals times in a row, each record then sent; not offered again after that.
   EXPECT_EQ(a.local.counters().copies_refused, static_cast<std::uint64_t>(LocalRecoveryStore::kMaxRefusals));

@@ -85,7 +85,7 @@ class ServedRemoteStore final : public BackupStore {
       }
     });
     client_ = std::make_unique<RemoteStore>(server_->bound_endpoint());
-    if (!local_dir.empty()) local_ = std::make_unique<LocalRecoveryStore>(*client_, local_dir);
+    if (!local_dir.empty()) local_ = std::make_unique<LocalRecoveryStore>(*client_, local_dir, true);
   }
   ~ServedRemoteStore() override {
     local_.reset();

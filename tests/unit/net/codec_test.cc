@@ -313,13 +313,14 @@ TEST(NetCodec, RandomCorruptionNeverCrashes) {
 }
 
 TEST(NetCodec, OtherVersionThrows) {
-  // Version 1 (before workers announced their endpoints) is another version too.
-  for (std::uint16_t version : {std::uint16_t{0}, std::uint16_t{1}, std::uint16_t{3}, std::uint16_t{65535}}) {
+  // Version 1 (before workers announced their endpoints) and 2 (before local recovery) are other versions too.
+  for (std::uint16_t version :
+       {std::uint16_t{0}, std::uint16_t{1}, std::uint16_t{2}, std::uint16_t{4}, std::uint16_t{65535}}) {
     const Bytes frame = raw_frame([&](wire::Envelope::Builder env) {
       env.setVersion(version);
       env.initAck().setSeq(1);
     });
-    expect_format_error(frame, {"version " + std::to_string(version), "expected version 2"});
+    expect_format_error(frame, {"version " + std::to_string(version), "expected version 3"});
   }
 }
 
@@ -590,7 +591,7 @@ TEST(NetCodecStore, UnsetOperationOrResultThrows) {
 }
 
 TEST(NetCodecStore, UnsetOrUnknownErrorKindThrows) {
-  for (std::uint16_t kind : {std::uint16_t{0}, std::uint16_t{5}, std::uint16_t{999}}) {
+  for (std::uint16_t kind : {std::uint16_t{0}, std::uint16_t{6}, std::uint16_t{999}}) {
     const Bytes frame = raw_frame([&](wire::Envelope::Builder env) {
       env.setVersion(kWireVersion);
       auto reply = env.initStoreReply();
@@ -605,6 +606,12 @@ TEST(NetCodecStore, CoveredChannelTwiceThrows) {
   const Bytes frame = encode(request_message(
       PutStateReq{.worker = 4, .full = false, .record = {1}, .covered = {{3, 10}, {1, 2}, {3, 11}}}, 77));
   expect_format_error(frame, {"store request 77", "worker 4", "channel 3 twice"});
+}
+
+TEST(NetCodecStore, APutInACopyWithARecordThrows) {
+  const Bytes frame = encode(request_message(
+      PutStateReq{.worker = 4, .full = false, .record = {1}, .covered = {}, .digest = 1, .in_copy = true}, 78));
+  expect_format_error(frame, {"store request 78", "worker 4", "both a record and its place in a local copy"});
 }
 
 TEST(NetCodecStore, PeekReadsTheRequestIdOfFramesThatDoNotDecode) {
