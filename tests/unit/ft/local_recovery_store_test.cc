@@ -243,6 +243,42 @@ TEST_F(LocalRecoveryStoreTest, ADigestThatIsNotTheRecordsVouchesForNothing) {
   EXPECT_EQ(b.local.counters().restores_remote, 1u);
 }
 
+// A replaced incarnation still running (fenced off by the server) writes into the same copy as its successor: the
+// successor's restores still get exactly the server's chain.
+TEST_F(LocalRecoveryStoreTest, AStrayIncarnationWritingTheSameCopyChangesNoRestore) {
+  const auto incarnation = [&](std::uint32_t epoch) {
+    RemoteStoreOptions o;
+    o.incarnation = epoch;
+    o.deadline = std::chrono::milliseconds(2000);
+    return o;
+  };
+  RemoteStore stray_remote(server_.endpoint(), incarnation(1));
+  LocalRecoveryStore stray(stray_remote, dir_);
+  stray.put_state(3, true, bytes(4000, 1), {});
+  stray.put_state(3, false, bytes(300, 2), {});
+  // Its successor restores from the copy and goes on.
+  RemoteStore next_remote(server_.endpoint(), incarnation(2));
+  LocalRecoveryStore next(next_remote, dir_);
+  EXPECT_EQ(next.state_chain(3), (std::vector<Bytes>{bytes(4000, 1), bytes(300, 2)}));
+  next.put_state(3, false, bytes(200, 3), {});
+  // The stray writes its frame where it thinks the copy ends (over the successor's last frame), is refused by the
+  // server, and cuts the copy back there.
+  EXPECT_THROW(stray.put_state(3, false, bytes(250, 9), {}), RuntimeError);
+  const std::vector<Bytes> held{bytes(4000, 1), bytes(300, 2), bytes(200, 3)};
+  EXPECT_EQ(server_.store().state_chain(3), held);
+  {
+    RemoteStore r(server_.endpoint(), incarnation(3));
+    LocalRecoveryStore third(r, dir_);
+    EXPECT_EQ(third.state_chain(3), held);  // from the server: the copy lost the successor's frame
+    EXPECT_EQ(third.counters().restores_remote, 1u);
+  }
+  // The copy was rewritten from the server's records: the next restore comes from it again.
+  RemoteStore r(server_.endpoint(), incarnation(4));
+  LocalRecoveryStore fourth(r, dir_);
+  EXPECT_EQ(fourth.state_chain(3), held);
+  EXPECT_EQ(fourth.counters().restores_local, 1u);
+}
+
 TEST_F(LocalRecoveryStoreTest, ADirectoryThatCannotBeMadeIsAConfigError) {
   RemoteStore r(server_.endpoint());
   { std::ofstream(tmp_.str() + "/file") << "x"; }
