@@ -539,6 +539,16 @@ TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
       {"worker " + job + " --worker.fork-server --worker.bind tcp://127.0.0.1 --worker.controller " + nobody +
            " --worker.directory " + nobody + " --worker.store " + nobody + " < " + garbage.string(),
        {"fork server: malformed request 'two words' (expected WORKER EPOCH FAILURES)"}},
+      {"worker " + job +
+           " --worker.id 1 --worker.store-reads-copies --worker.bind tcp://127.0.0.1 "
+           "--worker.controller " +
+           nobody + " --worker.directory " + nobody + " --worker.store " + nobody,
+       {"worker.store-reads-copies: needs worker.local-state"}},
+      {"worker " + job + " --worker.id 1 --worker.local-state " + garbage.string() +
+           " --worker.bind tcp://127.0.0.1 --worker.controller " + nobody + " --worker.directory " + nobody +
+           " --worker.store " + nobody,
+       {"local recovery directory '" + garbage.string() + "'", "Not a directory"}},
+      {"backup-server --store memory --store.local-dir ''", {"store.local-dir: expected a directory"}},
       {"controller " + job + " --controller.bind tcp://0.0.0.0", {"controller.bind: 'tcp://0.0.0.0'", "wildcard"}},
       {"controller " + job + " --controller.bind 127.0.0.1", {"controller.bind: '127.0.0.1'"}},
       {"controller " + job + " --controller.remote-workers 1,9",
