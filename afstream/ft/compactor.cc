@@ -61,8 +61,13 @@ Bytes compact_chain(const std::vector<Bytes>& chain, const OperatorMaker& make) 
 }
 
 ChainCompactor::ChainCompactor(BackupStore& store, OperatorMaker make, CompactionPolicy policy,
-                               std::function<void(int, const std::string&)> on_error)
-    : store_(store), make_(std::move(make)), policy_(policy), on_error_(std::move(on_error)) {
+                               std::function<void(int, const std::string&)> on_error,
+                               std::function<void(int, std::uint64_t, std::uint64_t)> on_compacted)
+    : store_(store),
+      make_(std::move(make)),
+      policy_(policy),
+      on_error_(std::move(on_error)),
+      on_compacted_(std::move(on_compacted)) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -148,6 +153,7 @@ void ChainCompactor::compact_one(int worker) {
     Bytes full = compact_chain(chain, make_);
     const std::uint64_t written = full.size();
     const bool applied = store_.compact_state(worker, info.generation, chain.size(), std::move(full));
+    if (applied && on_compacted_) on_compacted_(worker, info.generation, chain.size());
     std::lock_guard lock(mu_);
     if (applied) {
       ++counters_.compactions;

@@ -70,8 +70,11 @@ class ChainCompactor {
  public:
   // on_error (optional, called on the compactor's thread) hears of each chain left alone, with the reason; a
   // chain is retried only once its generation changes.
+  // on_compacted (optional, called on the compactor's thread) hears of each compaction applied: the chain of
+  // `generation` had its first `count` records replaced by one full record (the chain now has another generation).
   ChainCompactor(BackupStore& store, OperatorMaker make, CompactionPolicy policy = {},
-                 std::function<void(int worker, const std::string& reason)> on_error = {});
+                 std::function<void(int worker, const std::string& reason)> on_error = {},
+                 std::function<void(int worker, std::uint64_t generation, std::uint64_t count)> on_compacted = {});
   ~ChainCompactor();  // finishes the compaction in progress, drops the queue
   ChainCompactor(const ChainCompactor&) = delete;
   ChainCompactor& operator=(const ChainCompactor&) = delete;
@@ -91,6 +94,7 @@ class ChainCompactor {
   OperatorMaker make_;
   CompactionPolicy policy_;
   std::function<void(int, const std::string&)> on_error_;
+  std::function<void(int, std::uint64_t, std::uint64_t)> on_compacted_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

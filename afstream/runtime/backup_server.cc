@@ -4,9 +4,12 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <limits>
+#include <mutex>
 #include <optional>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -67,36 +70,70 @@ struct BackupServer::Impl {
   std::unordered_map<std::int32_t, std::uint32_t> incarnations;  // per worker, the newest incarnation seen
   std::unique_ptr<ChainCompactor> compactor;                     // before the store goes (Impl is destroyed first)
   // Per worker, the digests its client gave for the records of its chain of `generation`, in order: present only
-  // while every record of that chain came with one (backup_server.h).
+  // while every record of that chain came with one (backup_server.h). The server's first record stands for the
+  // client's first `prefix` records (more than one once the compactor replaced them by a full record of the same
+  // state), each later one for one of the client's.
   struct Manifest {
     std::uint64_t generation = 0;
     std::vector<std::uint64_t> digests;
+    std::uint64_t prefix = 1;
+    std::uint64_t server_length() const { return digests.size() - prefix + 1; }
   };
   std::unordered_map<std::int32_t, Manifest> manifests;
+  // Compactions applied, reported from the compactor's thread (worker, generation compacted, records replaced).
+  std::mutex compacted_mu;
+  std::vector<std::tuple<std::int32_t, std::uint64_t, std::uint64_t>> compacted;
+  std::atomic<bool> any_compacted{false};
 
   // After a put_state applied with `digest` (0: none) that left the chain as `info`.
   void note_put(std::int32_t worker, bool full, std::uint64_t digest, const ChainInfo& info) {
     auto it = manifests.find(worker);
     if (digest != 0 && full && info.length == 1) {
-      manifests[worker] = Manifest{info.generation, {digest}};
+      manifests[worker] = Manifest{info.generation, {digest}, 1};
     } else if (digest != 0 && !full && it != manifests.end() && it->second.generation == info.generation &&
-               it->second.digests.size() + 1 == info.length) {
+               it->second.server_length() + 1 == info.length) {
       it->second.digests.push_back(digest);
     } else if (it != manifests.end()) {
       manifests.erase(it);
     }
   }
-  // How many of `held` (a client's digests, in order) are worker's chain as it is now (`info`): the chain's length
-  // if its digests are known and are the first of held, else 0.
+  // The compactions reported since the last call: a manifest of the compacted generation follows its chain to the
+  // new one (read from the store now: no put for the worker came in between, this thread handles them), provided
+  // the lengths agree; else it is dropped. Called before each request.
+  void follow_compactions(const BackupStore& store) {
+    if (!any_compacted.load(std::memory_order_acquire)) return;
+    std::vector<std::tuple<std::int32_t, std::uint64_t, std::uint64_t>> done;
+    {
+      std::lock_guard lock(compacted_mu);
+      done.swap(compacted);
+      any_compacted.store(false, std::memory_order_release);
+    }
+    for (const auto& [worker, generation, count] : done) {
+      auto it = manifests.find(worker);
+      if (it == manifests.end() || it->second.generation != generation || count < 1) continue;
+      const ChainInfo info = store.chain_info(worker);
+      auto& m = it->second;
+      m.generation = info.generation;
+      m.prefix += count - 1;
+      if (m.prefix > m.digests.size() || m.server_length() != info.length) manifests.erase(it);
+    }
+  }
+  // How many of `held` (a client's digests, in order) stand for worker's chain as it is now (`info`): all of the
+  // client's records the manifest lists, if they are the first of held and the manifest is of this chain; else 0.
   std::uint64_t held_length(std::int32_t worker, const std::vector<std::uint64_t>& held, const ChainInfo& info) const {
     auto it = manifests.find(worker);
     if (it == manifests.end() || info.length == 0) return 0;
     const auto& m = it->second;
-    if (m.generation != info.generation || m.digests.size() != info.length || m.digests.size() > held.size()) return 0;
-    return std::equal(m.digests.begin(), m.digests.end(), held.begin()) ? info.length : 0;
+    if (m.generation != info.generation || m.server_length() != info.length || m.digests.size() > held.size()) {
+      return 0;
+    }
+    return std::equal(m.digests.begin(), m.digests.end(), held.begin()) ? m.digests.size() : 0;
   }
 
-  ~Impl() { socket.close(); }
+  ~Impl() {
+    compactor.reset();  // its thread reports into `compacted` until it stops
+    socket.close();
+  }
 
   Session& remember(std::uint64_t session, std::size_t capacity) {
     if (sessions.size() >= capacity && !sessions.count(session)) {
@@ -133,8 +170,14 @@ BackupServer::BackupServer(std::string endpoint, std::unique_ptr<BackupStore> st
                       " (expected tcp://HOST:PORT, port 0 for any free one, or ipc://PATH)");
   }
   if (options_.make_operator) {
-    impl_->compactor = std::make_unique<ChainCompactor>(*store_, options_.make_operator, options_.compaction,
-                                                        options_.on_compaction_error);
+    Impl* im = impl_.get();
+    impl_->compactor = std::make_unique<ChainCompactor>(
+        *store_, options_.make_operator, options_.compaction, options_.on_compaction_error,
+        [im](int worker, std::uint64_t generation, std::uint64_t count) {
+          std::lock_guard lock(im->compacted_mu);
+          im->compacted.emplace_back(worker, generation, count);
+          im->any_compacted.store(true, std::memory_order_release);
+        });
   }
 }
 
@@ -268,6 +311,7 @@ void BackupServer::run(const std::atomic<bool>& stop) {
         newest = incarnation;
       }
 
+      impl_->follow_compactions(*store_);
       net::StoreReplyMsg reply{request->request_id, net::StoreOkMsg{}};
       try {
         std::visit(

@@ -23,11 +23,12 @@
 //
 // Clients holding their own copy of a chain (LocalRecoveryStore): a put_state may carry the record's digest
 // (XXH3-64, checked against the record: a wrong one counts as none). For each worker whose every chain record came
-// with one, the server keeps
-// the digests of its chain in memory (with the chain's generation: a compaction, a drop, a put without a digest or
-// a restart forgets them). A state_chain request listing the digests the client holds is answered with the chain's
-// shape alone (StoreChainMsg, its length the number of the client's records that are the chain) when the server's
-// digests are the first of the client's; else with the records, as without them. Counted in chains_held.
+// with one, the server keeps the digests of its chain in memory, with the chain's generation (a drop, a put without
+// a digest or a restart forgets them; a compaction by the compactor is followed: the new full record stands for the
+// client's records it replaced). A state_chain request listing the digests the client holds is answered with the
+// chain's shape alone (StoreChainMsg, its length the number of the client's records that stand for the chain) when
+// the server's digests are the first of the client's; else with the records, as without them. Counted in
+// chains_held.
 // A server on the clients' host (options.local_dir) also takes a put_state whose record is in the client's copy
 // (in_copy: its offset, size and digest there) by reading it from the copy (a regular file, the frame whole and
 // within the message limit, the digest the record's): the record then crosses no socket. Else the put is refused

@@ -19,6 +19,7 @@
 #include "afstream/runtime/backup_server.h"
 #include "afstream/state/snapshot.h"
 #include "afstream/state/tracked_array.h"
+#include "afstream/store/local_recovery_store.h"
 #include "afstream/store/memory_store.h"
 #include "afstream/store/remote_store.h"
 #include "afstream/store/rocksdb_store.h"
@@ -348,6 +349,46 @@ TEST(ChainCompactor, TheBackupServerCompactsWhatWorkersPut) {
     EXPECT_LE(info.length, 6u);
     EXPECT_GT(server.compactor_counters().compactions, 0u);
     EXPECT_EQ(restored(client.state_chain(6)), w.op().values());
+  }
+  stop = true;
+  serving.join();
+}
+
+// A worker keeping its own copy (LocalRecoveryStore) against a server that compacts its chain: the server follows
+// each compaction with the digests it keeps, so the worker's next incarnation still restores from its copy (the
+// records the compacted full record stands for, and the deltas after it), and gets the same state.
+TEST(ChainCompactor, CompactedChainsStillRestoreFromTheWorkersCopies) {
+  const Registry reg = slots_registry();
+  testing::TempDir tmp;
+  BackupServerOptions o;
+  o.make_operator = maker(reg);
+  o.compaction = CompactionPolicy{1.0, 4};
+  BackupServer server("tcp://127.0.0.1:0", std::make_unique<MemoryStore>(), o);
+  std::atomic<bool> stop{false};
+  std::thread serving([&] { server.run(stop); });
+  {
+    Writer w(12);
+    {
+      RemoteStore client(server.bound_endpoint());
+      LocalRecoveryStore local(client, tmp.str());
+      local.put_state(6, true, w.record(true), {});
+      for (int i = 0; i < 30; ++i) {
+        w.feed(40);
+        local.put_state(6, false, w.record(false), {});
+        server.wait_compactions();
+      }
+      w.feed(40);
+      local.put_state(6, false, w.record(false), {});  // after the last compaction
+    }
+    ASSERT_GT(server.compactor_counters().compactions, 2u);
+    RemoteStore client(server.bound_endpoint());
+    LocalRecoveryStore next(client, tmp.str());
+    const auto chain = next.state_chain(6);
+    EXPECT_EQ(next.counters().restores_local, 1u);
+    EXPECT_EQ(chain.size(), 32u);  // the copy's records: the full one and every delta
+    EXPECT_EQ(restored(chain), w.op().values());
+    EXPECT_EQ(restored(client.state_chain(6)), w.op().values());  // what the server holds, compacted
+    EXPECT_LT(client.state_chain(6).size(), 8u);
   }
   stop = true;
   serving.join();
