@@ -39,7 +39,8 @@
 
 namespace afs {
 
-// What the local copy did, for tests and the worker's reports.
+// What the local copy did, for tests (the backup server counts the restores and the puts read from the copies, and
+// prints them when it stops).
 struct LocalRecoveryCounters {
   std::uint64_t restores_local = 0;   // chain reads answered from the local copy
   std::uint64_t restores_remote = 0;  // chain reads whose records came from the server (no usable copy)
