@@ -15,6 +15,7 @@
 #include <system_error>
 #include <utility>
 
+#include "afstream/core/bytes.h"
 #include "afstream/core/errors.h"
 
 namespace afs {
@@ -27,33 +28,24 @@ constexpr std::size_t kHeaderBytes = 24;
 
 std::uint64_t digest_of(const Bytes& b) { return XXH3_64bits(b.data(), b.size()); }
 
-void put_u32(std::uint8_t* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
-void put_u64(std::uint8_t* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
-std::uint32_t get_u32(const std::uint8_t* p) {
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::uint32_t{p[i]} << (8 * i);
-  return v;
-}
-std::uint64_t get_u64(const std::uint8_t* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= std::uint64_t{p[i]} << (8 * i);
-  return v;
+// A frame's header: magic, flags, record size, record digest (afstream/core/bytes.h's byte order).
+std::array<std::uint8_t, kHeaderBytes> header_of(bool full, std::uint64_t size, std::uint64_t digest) {
+  ByteWriter w;
+  w.put<std::uint32_t>(kMagic);
+  w.put<std::uint32_t>(full ? kFullFlag : 0);
+  w.put<std::uint64_t>(size);
+  w.put<std::uint64_t>(digest);
+  std::array<std::uint8_t, kHeaderBytes> h{};
+  std::memcpy(h.data(), w.buffer().data(), h.size());
+  return h;
 }
 
 // Writes header + record + an end marker (a zeroed header) at `offset`; false on any error. The marker stops a
 // reader there, before whatever an earlier, longer chain left after it (the file is written over in place: its
 // pages are reused instead of freed and allocated again at each full record).
 bool write_frame(int fd, std::uint64_t offset, bool full, std::uint64_t digest, const Bytes& record) {
-  std::array<std::uint8_t, kHeaderBytes> header{};
+  auto header = header_of(full, record.size(), digest);
   const std::array<std::uint8_t, kHeaderBytes> marker{};
-  put_u32(header.data(), kMagic);
-  put_u32(header.data() + 4, full ? kFullFlag : 0);
-  put_u64(header.data() + 8, record.size());
-  put_u64(header.data() + 16, digest);
   iovec iov[3] = {{header.data(), header.size()},
                   {const_cast<std::uint8_t*>(record.data()), record.size()},
                   {const_cast<std::uint8_t*>(marker.data()), marker.size()}};
@@ -140,20 +132,39 @@ std::optional<Bytes> LocalRecoveryStore::read_record(const std::string& dir, int
   if (fd.get() < 0) return fail(std::string("cannot open it: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return fail("not a regular file");
-  if (offset > static_cast<std::uint64_t>(st.st_size) || size > static_cast<std::uint64_t>(st.st_size) - offset ||
-      kHeaderBytes > static_cast<std::uint64_t>(st.st_size) - offset - size) {
-    return fail("it holds no frame of " + std::to_string(size) + " bytes at " + std::to_string(offset));
+  bool bad = false;
+  auto frame = read_frame(fd.get(), offset, static_cast<std::uint64_t>(st.st_size), &bad);
+  if (!frame || frame->record.size() != size || frame->digest != digest) {
+    return fail("no whole frame of " + std::to_string(size) + " bytes with digest " + std::to_string(digest) + " at " +
+                std::to_string(offset));
   }
+  return std::move(frame->record);
+}
+
+std::optional<LocalRecoveryStore::Frame> LocalRecoveryStore::read_frame(int fd, std::uint64_t at,
+                                                                        std::uint64_t file_size, bool* bad) {
+  *bad = false;
   std::array<std::uint8_t, kHeaderBytes> header{};
-  if (!read_exact(fd.get(), header.data(), header.size(), offset)) return fail("no frame at " + std::to_string(offset));
-  if (get_u32(header.data()) != kMagic || get_u64(header.data() + 8) != size || get_u64(header.data() + 16) != digest) {
-    return fail("the frame at " + std::to_string(offset) + " is not the record named (size or digest differ)");
+  if (at > file_size || file_size - at < kHeaderBytes || !read_exact(fd, header.data(), header.size(), at)) {
+    return std::nullopt;
   }
-  Bytes record(size);
-  if (!read_exact(fd.get(), record.data(), size, offset + kHeaderBytes) || digest_of(record) != digest) {
-    return fail("the record at " + std::to_string(offset) + " is torn or does not match its digest");
+  ByteReader r(header);
+  const auto magic = r.get<std::uint32_t>();
+  if (magic == 0) return std::nullopt;  // the end marker
+  const auto flags = r.get<std::uint32_t>();
+  const auto bytes = r.get<std::uint64_t>();
+  Frame f;
+  f.full = (flags & kFullFlag) != 0;
+  f.digest = r.get<std::uint64_t>();
+  *bad = true;
+  if (magic != kMagic || (flags & ~kFullFlag) != 0 || bytes > file_size - at - kHeaderBytes) return std::nullopt;
+  f.record.resize(bytes);
+  if (!read_exact(fd, f.record.data(), bytes, at + kHeaderBytes) || digest_of(f.record) != f.digest) {
+    return std::nullopt;
   }
-  return record;
+  *bad = false;
+  f.end = at + kHeaderBytes + bytes;
+  return f;
 }
 
 LocalRecoveryCounters LocalRecoveryStore::counters() const {
@@ -218,30 +229,14 @@ std::vector<LocalRecoveryStore::Frame> LocalRecoveryStore::read_frames(int worke
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return frames;
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  std::uint64_t at = 0;
-  while (at < size) {
-    std::array<std::uint8_t, kHeaderBytes> header{};
-    if (size - at < kHeaderBytes || !read_exact(fd.get(), header.data(), header.size(), at)) break;
-    if (get_u32(header.data()) == 0) break;  // the end marker
-    const std::uint32_t flags = get_u32(header.data() + 4);
-    const std::uint64_t bytes = get_u64(header.data() + 8);
-    Frame f;
-    f.full = (flags & kFullFlag) != 0;
-    f.digest = get_u64(header.data() + 16);
-    // A frame must be whole, and the copy must start with a full record and hold only one.
-    if (get_u32(header.data()) != kMagic || (flags & ~kFullFlag) != 0 || bytes > size - at - kHeaderBytes ||
-        f.full != frames.empty()) {
-      ++counters_.bad_frames;
-      break;
-    }
-    f.record.resize(bytes);
-    if (!read_exact(fd.get(), f.record.data(), bytes, at + kHeaderBytes) || digest_of(f.record) != f.digest) {
-      ++counters_.bad_frames;
-      break;
-    }
-    at += kHeaderBytes + bytes;
-    f.end = at;
-    frames.push_back(std::move(f));
+  // The copy must start with a full record and hold only one.
+  for (;;) {
+    bool bad = false;
+    auto f = read_frame(fd.get(), frames.empty() ? 0 : frames.back().end, size, &bad);
+    if (f && f->full != frames.empty()) bad = true;
+    if (bad) ++counters_.bad_frames;
+    if (!f || bad) break;
+    frames.push_back(std::move(*f));
   }
   return frames;
 }

@@ -108,6 +108,9 @@ class LocalRecoveryStore final : public BackupStore {
     int fd = -1;
     std::uint64_t end = 0;  // where the next frame goes (the end marker's offset)
   };
+  // The frame at byte `at` of a copy of file_size bytes: nullopt at the end marker or the file's end (*bad false),
+  // or when it is torn, malformed or does not match its digest (*bad true).
+  static std::optional<Frame> read_frame(int fd, std::uint64_t at, std::uint64_t file_size, bool* bad);
   // The frames of worker's copy up to its end marker or the first torn or corrupt one (counted in bad_frames).
   std::vector<Frame> read_frames(int worker) const;
   // worker's open copy, opened (created) if need be: for a full record written from the start, else after the

@@ -278,16 +278,45 @@ ChainInfo RemoteStore::put_state(int worker, bool full, Bytes record, const SeqB
   return put_state(worker, full, std::move(record), covered, 0);
 }
 
-ChainInfo RemoteStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered,
-                                 std::uint64_t digest) {
-  net::PutStateReq req{.worker = worker, .full = full, .record = std::move(record), .covered = {}, .digest = digest};
-  req.covered.reserve(covered.size());
-  for (const auto& [channel, seq] : covered) req.covered.push_back({channel, seq});
-  const std::string what = describe("put_state", worker);
-  auto reply = checked(impl_->call(options_, std::move(req)), *this, what);
+namespace {
+
+std::vector<net::ChannelSeqMsg> covered_msg(const SeqByChannel& covered) {
+  std::vector<net::ChannelSeqMsg> out;
+  out.reserve(covered.size());
+  for (const auto& [channel, seq] : covered) out.push_back({channel, seq});
+  return out;
+}
+
+// The shape of a chain read whole (its records in order).
+ChainInfo shape_of(const std::vector<Bytes>& records) {
+  ChainInfo info;
+  info.length = records.size();
+  for (std::size_t i = 0; i < records.size(); ++i) (i == 0 ? info.full_bytes : info.delta_bytes) += records[i].size();
+  return info;
+}
+
+}  // namespace
+
+// A put_state's reply: the chain after it, or, for a put in_copy, nullopt if the server could not read the record
+// from the client's copy (no local copy).
+std::optional<ChainInfo> RemoteStore::put(net::PutStateReq req) {
+  const std::string what = describe("put_state", req.worker);
+  const bool in_copy = req.in_copy;
+  auto reply = impl_->call(options_, std::move(req));
+  if (const auto* e = std::get_if<net::StoreErrorMsg>(&reply.result);
+      in_copy && e && e->kind == net::StoreErrorKind::kNoLocalCopy) {
+    return std::nullopt;
+  }
+  reply = checked(std::move(reply), *this, what);
   const auto* c = std::get_if<net::StoreChainMsg>(&reply.result);
   if (c == nullptr) unexpected(*this, what);
   return ChainInfo{c->generation, c->length, c->full_bytes, c->delta_bytes};
+}
+
+ChainInfo RemoteStore::put_state(int worker, bool full, Bytes record, const SeqByChannel& covered,
+                                 std::uint64_t digest) {
+  return *put(net::PutStateReq{
+      .worker = worker, .full = full, .record = std::move(record), .covered = covered_msg(covered), .digest = digest});
 }
 
 std::vector<Bytes> RemoteStore::state_chain(int worker, ChainInfo* info) const {
@@ -296,38 +325,20 @@ std::vector<Bytes> RemoteStore::state_chain(int worker, ChainInfo* info) const {
   auto reply = checked(impl_->call(options_, op), *this, what);
   auto* records = std::get_if<net::StoreRecordsMsg>(&reply.result);
   if (records == nullptr) unexpected(*this, what);
-  if (info) {
-    *info = {};
-    info->length = records->records.size();
-    for (std::size_t i = 0; i < records->records.size(); ++i) {
-      (i == 0 ? info->full_bytes : info->delta_bytes) += records->records[i].size();
-    }
-  }
+  if (info) *info = shape_of(records->records);
   return std::move(records->records);
 }
 
 std::optional<ChainInfo> RemoteStore::put_state_in_copy(int worker, bool full, std::uint64_t offset, std::uint64_t size,
                                                         std::uint64_t digest, const SeqByChannel& covered) {
-  net::PutStateReq req{.worker = worker,
-                       .full = full,
-                       .record = {},
-                       .covered = {},
-                       .digest = digest,
-                       .in_copy = true,
-                       .copy_offset = offset,
-                       .copy_size = size};
-  req.covered.reserve(covered.size());
-  for (const auto& [channel, seq] : covered) req.covered.push_back({channel, seq});
-  const std::string what = describe("put_state", worker);
-  auto reply = impl_->call(options_, std::move(req));
-  if (const auto* e = std::get_if<net::StoreErrorMsg>(&reply.result);
-      e && e->kind == net::StoreErrorKind::kNoLocalCopy) {
-    return std::nullopt;
-  }
-  reply = checked(std::move(reply), *this, what);
-  const auto* c = std::get_if<net::StoreChainMsg>(&reply.result);
-  if (c == nullptr) unexpected(*this, what);
-  return ChainInfo{c->generation, c->length, c->full_bytes, c->delta_bytes};
+  return put(net::PutStateReq{.worker = worker,
+                              .full = full,
+                              .record = {},
+                              .covered = covered_msg(covered),
+                              .digest = digest,
+                              .in_copy = true,
+                              .copy_offset = offset,
+                              .copy_size = size});
 }
 
 RemoteStore::HeldChain RemoteStore::state_chain_held(int worker, std::vector<std::uint64_t> held) const {
@@ -347,10 +358,7 @@ RemoteStore::HeldChain RemoteStore::state_chain_held(int worker, std::vector<std
   }
   auto* records = std::get_if<net::StoreRecordsMsg>(&reply.result);
   if (records == nullptr) unexpected(*this, what);
-  out.info.length = records->records.size();
-  for (std::size_t i = 0; i < records->records.size(); ++i) {
-    (i == 0 ? out.info.full_bytes : out.info.delta_bytes) += records->records[i].size();
-  }
+  out.info = shape_of(records->records);
   out.records = std::move(records->records);
   return out;
 }

@@ -42,6 +42,10 @@
 
 namespace afs {
 
+namespace net {
+struct PutStateReq;
+}  // namespace net
+
 struct RemoteStoreOptions {
   std::chrono::milliseconds attempt_timeout{500};       // wait for the reply to the first attempt
   std::chrono::milliseconds attempt_timeout_max{5000};  // the wait doubles per attempt up to this
@@ -120,6 +124,7 @@ class RemoteStore final : public BackupStore {
   const RemoteStoreOptions& options() const { return options_; }
 
  private:
+  std::optional<ChainInfo> put(net::PutStateReq req);
   struct Impl;
   RemoteStoreOptions options_;
   std::unique_ptr<Impl> impl_;

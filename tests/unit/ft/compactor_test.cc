@@ -326,72 +326,78 @@ TEST(ChainCompactor, ACompactionOvertakenByAFullBackupIsNotApplied) {
   EXPECT_EQ(store.state_chain(2), std::vector<Bytes>{newer});
 }
 
-// The backup server compacts in the background when given an operator maker, and answers puts with the chain, so
-// a worker sees the compacted length.
-TEST(ChainCompactor, TheBackupServerCompactsWhatWorkersPut) {
-  const Registry reg = slots_registry();
-  BackupServerOptions o;
-  o.make_operator = maker(reg);
-  o.compaction = CompactionPolicy{1.0, 4};
-  BackupServer server("tcp://127.0.0.1:0", std::make_unique<MemoryStore>(), o);
-  std::atomic<bool> stop{false};
-  std::thread serving([&] { server.run(stop); });
-  {
-    RemoteStore client(server.bound_endpoint());
-    Writer w(11);
+// A backup server on a thread of this process, serving a MemoryStore and compacting at 1x or 4 deltas.
+class CompactingServer {
+ public:
+  CompactingServer() : server_("tcp://127.0.0.1:0", std::make_unique<MemoryStore>(), options()) {
+    serving_ = std::thread([this] { server_.run(stop_); });
+  }
+  ~CompactingServer() {
+    stop_ = true;
+    serving_.join();
+  }
+  BackupServer& operator*() { return server_; }
+  BackupServer* operator->() { return &server_; }
+
+  // Writes worker 6's chain as a worker does (a full record, then 31 deltas), letting each compaction finish
+  // before the next put; returns the chain after the last put.
+  ChainInfo write_chain(BackupStore& client, Writer& w) {
     client.put_state(6, true, w.record(true), {});
     for (int i = 0; i < 30; ++i) {
       w.feed(40);
       client.put_state(6, false, w.record(false), {});
-      server.wait_compactions();
+      server_.wait_compactions();
     }
-    const ChainInfo info = client.put_state(6, false, w.record(false), {});
-    EXPECT_LE(info.length, 6u);
-    EXPECT_GT(server.compactor_counters().compactions, 0u);
-    EXPECT_EQ(restored(client.state_chain(6)), w.op().values());
+    w.feed(40);
+    return client.put_state(6, false, w.record(false), {});  // after the last compaction
   }
-  stop = true;
-  serving.join();
+
+ private:
+  BackupServerOptions options() {
+    BackupServerOptions o;
+    o.make_operator = maker(reg_);
+    o.compaction = CompactionPolicy{1.0, 4};
+    return o;
+  }
+  const Registry reg_ = slots_registry();
+  BackupServer server_;
+  std::atomic<bool> stop_{false};
+  std::thread serving_;
+};
+
+// The backup server compacts in the background when given an operator maker, and answers puts with the chain, so
+// a worker sees the compacted length.
+TEST(ChainCompactor, TheBackupServerCompactsWhatWorkersPut) {
+  CompactingServer server;
+  RemoteStore client(server->bound_endpoint());
+  Writer w(11);
+  const ChainInfo info = server.write_chain(client, w);
+  EXPECT_LE(info.length, 6u);
+  EXPECT_GT(server->compactor_counters().compactions, 0u);
+  EXPECT_EQ(restored(client.state_chain(6)), w.op().values());
 }
 
 // A worker keeping its own copy (LocalRecoveryStore) against a server that compacts its chain: the server follows
 // each compaction with the digests it keeps, so the worker's next incarnation still restores from its copy (the
 // records the compacted full record stands for, and the deltas after it), and gets the same state.
 TEST(ChainCompactor, CompactedChainsStillRestoreFromTheWorkersCopies) {
-  const Registry reg = slots_registry();
   testing::TempDir tmp;
-  BackupServerOptions o;
-  o.make_operator = maker(reg);
-  o.compaction = CompactionPolicy{1.0, 4};
-  BackupServer server("tcp://127.0.0.1:0", std::make_unique<MemoryStore>(), o);
-  std::atomic<bool> stop{false};
-  std::thread serving([&] { server.run(stop); });
+  CompactingServer server;
+  Writer w(12);
   {
-    Writer w(12);
-    {
-      RemoteStore client(server.bound_endpoint());
-      LocalRecoveryStore local(client, tmp.str());
-      local.put_state(6, true, w.record(true), {});
-      for (int i = 0; i < 30; ++i) {
-        w.feed(40);
-        local.put_state(6, false, w.record(false), {});
-        server.wait_compactions();
-      }
-      w.feed(40);
-      local.put_state(6, false, w.record(false), {});  // after the last compaction
-    }
-    ASSERT_GT(server.compactor_counters().compactions, 2u);
-    RemoteStore client(server.bound_endpoint());
-    LocalRecoveryStore next(client, tmp.str());
-    const auto chain = next.state_chain(6);
-    EXPECT_EQ(next.counters().restores_local, 1u);
-    EXPECT_EQ(chain.size(), 32u);  // the copy's records: the full one and every delta
-    EXPECT_EQ(restored(chain), w.op().values());
-    EXPECT_EQ(restored(client.state_chain(6)), w.op().values());  // what the server holds, compacted
-    EXPECT_LT(client.state_chain(6).size(), 8u);
+    RemoteStore client(server->bound_endpoint());
+    LocalRecoveryStore local(client, tmp.str());
+    server.write_chain(local, w);
   }
-  stop = true;
-  serving.join();
+  ASSERT_GT(server->compactor_counters().compactions, 2u);
+  RemoteStore client(server->bound_endpoint());
+  LocalRecoveryStore next(client, tmp.str());
+  const auto chain = next.state_chain(6);
+  EXPECT_EQ(next.counters().restores_local, 1u);
+  EXPECT_EQ(chain.size(), 32u);  // the copy's records: the full one and every delta
+  EXPECT_EQ(restored(chain), w.op().values());
+  EXPECT_EQ(restored(client.state_chain(6)), w.op().values());  // what the server holds, compacted
+  EXPECT_LT(client.state_chain(6).size(), 8u);
 }
 
 }  // namespace
