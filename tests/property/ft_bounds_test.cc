@@ -205,12 +205,16 @@ TEST(FtBoundsProperty, ZeroThresholdsLoseNothing) {
   for (int seed = 1; seed <= 3; ++seed) {
     std::mt19937_64 rng(seed * 31);
     auto s = small_setup(seed);
-    s.items = 30000;
-    s.phi = 300;
+    // Long enough, and the source held to the sketches' pace (in-flight limit), for the failure points to find
+    // their workers still running on a loaded machine: with 30,000 items the job once finished before any failure
+    // point was polled (CI, 2026-12-04).
+    s.items = 300000;
+    s.phi = 3000;
     RunConfig none;
     none.mode = FtMode::None;
     const auto reference = run_hh(s, none);
     auto cfg = approx_config(0, 0, 0);
+    cfg.in_flight_max = 4 * cfg.batch_items;
     cfg.failures = random_failures(rng, 3, s.items, 4);
     const auto run = run_hh(s, cfg);
     ASSERT_FALSE(run.result.failures.empty());
