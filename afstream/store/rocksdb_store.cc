@@ -18,6 +18,16 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/state/snapshot.h"
+#include "afstream/store/crc32c.h"
+
+// RocksDB's CRC-32C, defined in the program so that the dynamic linker binds librocksdb's calls here (see
+// crc32c.h): the same checksums, with the crc32 instruction instead of Debian's portable build's tables.
+// `RocksDbStore.LibrocksdbsChecksumsRunOnTheCrc32Instruction` checks that the binding holds.
+namespace rocksdb::crc32c {
+std::uint32_t Extend(std::uint32_t init_crc, const char* data, std::size_t n) {
+  return afs::crc32c_extend(init_crc, data, n);
+}
+}  // namespace rocksdb::crc32c
 
 namespace afs {
 namespace {
