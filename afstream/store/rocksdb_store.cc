@@ -2,19 +2,25 @@
 // write batches behind every put (see rocksdb_store.h for the layout and what survives what).
 #include "afstream/store/rocksdb_store.h"
 
+#include <fcntl.h>
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "afstream/core/errors.h"
 #include "afstream/state/snapshot.h"
@@ -40,10 +46,16 @@ constexpr std::size_t kChecksumSize = 8;
 constexpr std::size_t kStateHeaderSize = kChecksumSize + 1 + 1 + 1;       // checksum | version | kind | full
 constexpr std::size_t kItemsFixedHeaderSize = kChecksumSize + 1 + 1 + 4;  // checksum | version | kind | count
 constexpr std::size_t kItemInfoSize = 4 + 8 + 8;
+constexpr std::uint8_t kReferenceFormatVersion = 2;  // a state record in a value file: the value is a reference
+constexpr std::size_t kReferenceSize = kChecksumSize + 1 + 1 + 1 + 8 + 8 + 8 + 8;  // header | file | at | size | xxh3
+const char* const kValuesDir = "state-values";
 
 // The format marker: a key no record can have (kind 0), written when a store is created.
 const std::string kMetaKey = std::string(5, '\0') + "afstream-backup-store";
-const std::string kMetaFormat = "1";
+// Format 2 may hold references to value files (format version 2 values), which format 1's readers do not know; a
+// format 1 store is read as it is and marked format 2 when opened.
+const std::string kMetaFormat = "2";
+const std::string kMetaFormatWithoutValueFiles = "1";
 // The checkpoint ledger (checkpoint mode), one value beside the records (kind 0 too).
 const std::string kLedgerKey = std::string(5, '\0') + "afstream-checkpoint-ledger";
 
@@ -108,11 +120,35 @@ StateHeader state_header(bool full, const Bytes& record) {
 }
 
 // batch.Put(key, header + record).
-void put_state_value(rocksdb::WriteBatch& batch, const std::string& key, bool full, const Bytes& record) {
+void put_inline_state(rocksdb::WriteBatch& batch, const std::string& key, bool full, const Bytes& record) {
   const StateHeader header = state_header(full, record);
   const rocksdb::Slice key_part(key);
   const rocksdb::Slice value_parts[2] = {header.slice(), {reinterpret_cast<const char*>(record.data()), record.size()}};
   batch.Put(rocksdb::SliceParts(&key_part, 1), rocksdb::SliceParts(value_parts, 2));
+}
+
+// A state record kept in a value file: which file, where in it, and the size and xxh3 its bytes must have.
+struct Reference {
+  bool full = false;
+  std::uint64_t file = 0;
+  std::uint64_t at = 0;
+  std::uint64_t size = 0;
+  std::uint64_t digest = 0;
+};
+
+std::string reference_value(const Reference& r) {
+  std::string v;
+  v.reserve(kReferenceSize);
+  v.append(kChecksumSize, '\0');
+  v.push_back(static_cast<char>(kReferenceFormatVersion));
+  v.push_back(static_cast<char>(kStateKind));
+  v.push_back(static_cast<char>(r.full ? 1 : 0));
+  put_le(v, r.file, 8);
+  put_le(v, r.at, 8);
+  put_le(v, r.size, 8);
+  put_le(v, r.digest, 8);
+  seal(v);
+  return v;
 }
 
 std::string items_value(const std::vector<ItemRecordInfo>& infos, const Bytes& record) {
@@ -134,10 +170,12 @@ std::string items_value(const std::vector<ItemRecordInfo>& infos, const Bytes& r
 
 const char* what_of(std::uint8_t kind) { return kind == kStateKind ? "state backup" : "item backup"; }
 
-// A verified value: the record bytes and, for item records, the infos.
+// A verified value: the record bytes and, for item records, the infos; or, for a state record in a value file,
+// its reference (record empty).
 struct OpenedValue {
   std::string_view record;
   std::vector<ItemRecordInfo> infos;
+  std::optional<Reference> reference;
 };
 
 // Verifies the checksum, the format version and the kind of a value; throws FormatError naming the worker and
@@ -156,6 +194,15 @@ OpenedValue open_value(std::string_view v, std::uint8_t kind, const std::string&
   }
   if (get_le(v.data(), 8) != checksum_of(v.substr(kChecksumSize))) throw fail("checksum mismatch");
   const auto version = static_cast<std::uint8_t>(v[kChecksumSize]);
+  if (version == kReferenceFormatVersion && kind == kStateKind) {
+    if (static_cast<std::uint8_t>(v[kChecksumSize + 1]) != kind) throw fail("wrong record kind");
+    if (v.size() != kReferenceSize) throw fail("a value file reference of " + std::to_string(v.size()) + " bytes");
+    OpenedValue out;
+    const char* p = v.data() + kStateHeaderSize;
+    out.reference =
+        Reference{v[kChecksumSize + 2] != 0, get_le(p, 8), get_le(p + 8, 8), get_le(p + 16, 8), get_le(p + 24, 8)};
+    return out;
+  }
   if (version != kValueFormatVersion) {
     throw fail("unsupported record format version " + std::to_string(version) + ", expected " +
                std::to_string(kValueFormatVersion));
@@ -231,11 +278,24 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path
     }
   } else if (!m.ok()) {
     throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + m.ToString());
+  } else if (format == kMetaFormatWithoutValueFiles) {
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    const rocksdb::Status w = db_->Put(wo, kMetaKey, kMetaFormat);
+    if (!w.ok()) {
+      throw ConfigError("backup store: cannot upgrade RocksDB directory '" + path_ + "': " + w.ToString());
+    }
   } else if (format != kMetaFormat) {
     throw ConfigError("backup store: RocksDB directory '" + path_ + "' has backup store format '" + format +
-                      "', this program reads format '" + kMetaFormat + "'");
+                      "', this program reads formats '" + kMetaFormatWithoutValueFiles + "' and '" + kMetaFormat + "'");
+  }
+  values_dir_ = path_ + "/" + kValuesDir;
+  std::filesystem::create_directories(values_dir_, ec);
+  if (ec) {
+    throw ConfigError("backup store: cannot create the value file directory '" + values_dir_ + "': " + ec.message());
   }
   load_index();
+  check_value_files();
 }
 
 RocksDbStore::~RocksDbStore() {
@@ -267,9 +327,20 @@ void RocksDbStore::load_index() {
     WorkerIndex& w = index_[worker];
     w.next_counter = std::max(w.next_counter, counter + 1);
     if (kind == kStateKind) {
-      const std::uint64_t size = value.size() - std::min(value.size(), kStateHeaderSize);
-      w.chain.push_back({counter, size});
-      stats_.bytes_stored += size;
+      StateEntry e{counter, value.size() - std::min(value.size(), kStateHeaderSize), 0};
+      if (value.size() > kChecksumSize && static_cast<std::uint8_t>(value[kChecksumSize]) == kReferenceFormatVersion) {
+        e.size = 0;  // a corrupt reference: reading it reports the corruption
+        try {
+          const Reference r = *open_value(value, kStateKind, path_, worker, counter).reference;
+          e.size = r.size;
+          e.file = r.file;
+          e.end = r.at + r.size;
+          next_file_ = std::max(next_file_, r.file + 1);
+        } catch (const FormatError&) {
+        }
+      }
+      w.chain.push_back(e);
+      stats_.bytes_stored += e.size;
     } else {
       ItemEntry e;
       e.counter = counter;
@@ -295,6 +366,162 @@ void RocksDbStore::load_index() {
     throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + it->status().ToString());
   }
   for (auto& entry : index_) entry.second.generation = next_generation_++;
+}
+
+std::string RocksDbStore::value_file_path(std::uint64_t file) const { return values_dir_ + "/" + std::to_string(file); }
+
+// After a machine crash without sync, a reference may have reached the disk before the bytes it names: each chain is
+// cut before its first record whose file is missing or too short (a chain without its full record goes whole), as
+// if those puts had not happened. Then files named by a number that no reference names are left over from a crash
+// (written but their batch not, or a batch written but the files it released not yet removed) and are removed.
+// Other names are not the store's and are left alone.
+void RocksDbStore::check_value_files() {
+  std::unordered_map<std::uint64_t, std::uint64_t> sizes;  // of the files referenced; absent: missing
+  for (const auto& [worker, w] : index_) {
+    for (const auto& e : w.chain) {
+      if (e.file == 0 || sizes.contains(e.file)) continue;
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(value_file_path(e.file), ec);
+      if (!ec) sizes[e.file] = size;
+    }
+  }
+  rocksdb::WriteBatch batch;
+  for (auto& [worker, w] : index_) {
+    std::size_t keep = 0;
+    while (keep < w.chain.size()) {
+      const StateEntry& e = w.chain[keep];
+      if (e.file != 0 && (!sizes.contains(e.file) || sizes[e.file] < e.end)) break;
+      ++keep;
+    }
+    for (std::size_t i = keep; i < w.chain.size(); ++i) {
+      batch.Delete(record_key(worker, kStateKind, w.chain[i].counter));
+      stats_.bytes_stored -= w.chain[i].size;
+    }
+    w.chain.resize(keep);
+  }
+  if (batch.Count() > 0) {
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.sync;
+    const rocksdb::Status st = db_->Write(wo, &batch);
+    if (!st.ok()) {
+      throw ConfigError("backup store: cannot cut the chains short of their value files in RocksDB directory '" +
+                        path_ + "': " + st.ToString());
+    }
+  }
+  for (const auto& [worker, w] : index_) {
+    for (const auto& e : w.chain) {
+      if (e.file != 0) ++file_refs_[e.file];
+    }
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(values_dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::uint64_t file = 0;
+    const auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), file);
+    if (err != std::errc() || end != name.data() + name.size() || file == 0) continue;
+    next_file_ = std::max(next_file_, file + 1);
+    if (!file_refs_.contains(file)) remove_value_file(file);
+  }
+  if (ec) {
+    throw ConfigError("backup store: cannot list the value file directory '" + values_dir_ + "': " + ec.message());
+  }
+}
+
+// Best effort: a file left behind is removed on the next open.
+void RocksDbStore::remove_value_file(std::uint64_t file) const {
+  if (file != 0) ::unlink(value_file_path(file).c_str());
+}
+
+// One reference fewer to file: with none left it goes, unless its worker still appends to it.
+void RocksDbStore::release_value_file(const WorkerIndex& w, std::uint64_t file) {
+  if (file == 0) return;
+  auto it = file_refs_.find(file);
+  if (it == file_refs_.end() || --it->second > 0) return;
+  file_refs_.erase(it);
+  if (file != w.append_file) remove_value_file(file);
+}
+
+// The worker's records go to `file` from now on (0: to a new file at the next large record); the file it appended to
+// before goes if no reference names it.
+void RocksDbStore::set_append_file(WorkerIndex& w, std::uint64_t file, std::uint64_t at) {
+  const std::uint64_t old = w.append_file;
+  w.append_file = file;
+  w.append_at = at;
+  if (old != 0 && old != file && !file_refs_.contains(old)) remove_value_file(old);
+}
+
+RocksDbStore::ValueWrite RocksDbStore::write_value(int worker, const WorkerIndex& w, bool new_file,
+                                                   const Bytes& record) {
+  ValueWrite out;
+  out.created = new_file || w.append_file == 0;
+  out.file = out.created ? next_file_++ : w.append_file;
+  out.at = out.created ? 0 : w.append_at;
+  const std::string path = value_file_path(out.file);
+  auto fail = [&](const std::string& what) {
+    return RuntimeError("backup store '" + path_ + "': put_state of worker " + std::to_string(worker) + ": " + what +
+                        " value file '" + path + "' failed: " + std::strerror(errno));
+  };
+  const int fd = out.created ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)
+                             : ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw fail(out.created ? "creating" : "opening");
+  auto give_up = [&](const std::string& what) {
+    const RuntimeError e = fail(what);
+    ::close(fd);
+    if (out.created) ::unlink(path.c_str());  // else the bytes past the last reference are written over next time
+    return e;
+  };
+  std::size_t done = 0;
+  while (done < record.size()) {
+    const ssize_t n = ::pwrite(fd, record.data() + done, record.size() - done, static_cast<off_t>(out.at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = ENOSPC;
+      throw give_up("writing");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (options_.sync && ::fdatasync(fd) != 0) throw give_up("syncing");
+  ::close(fd);
+  if (options_.sync && out.created) {  // the file's name too, before a reference to it can be durable
+    const int dir = ::open(values_dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const bool synced = dir >= 0 && ::fsync(dir) == 0;
+    if (dir >= 0) ::close(dir);
+    if (!synced) {
+      const RuntimeError e = fail("syncing the directory of");
+      ::unlink(path.c_str());
+      throw e;
+    }
+  }
+  return out;
+}
+
+std::optional<RocksDbStore::ValueWrite> RocksDbStore::put_state_value(rocksdb::WriteBatch& batch, int worker,
+                                                                      const WorkerIndex& w, std::uint64_t counter,
+                                                                      bool full, bool new_file, const Bytes& record) {
+  const std::string key = record_key(worker, kStateKind, counter);
+  if (options_.value_file_min_bytes == 0 || record.empty() || record.size() < options_.value_file_min_bytes) {
+    put_inline_state(batch, key, full, record);
+    return std::nullopt;
+  }
+  const ValueWrite v = write_value(worker, w, new_file, record);
+  batch.Put(key, reference_value({full, v.file, v.at, record.size(), checksum(record)}));
+  return v;
+}
+
+// Writes the batch that references `value` (if any), which then counts one more record and takes the worker's next
+// ones. If the batch fails, a file the value created goes; bytes it appended are written over next time.
+void RocksDbStore::write_with_value(rocksdb::WriteBatch& batch, const char* operation, int worker, WorkerIndex& w,
+                                    const std::optional<ValueWrite>& value, std::uint64_t size) {
+  try {
+    write(batch, operation, worker);
+  } catch (...) {
+    if (value && value->created) remove_value_file(value->file);
+    throw;
+  }
+  if (value) {
+    ++file_refs_[value->file];
+    set_append_file(w, value->file, value->at + size);
+  }
 }
 
 void RocksDbStore::write(rocksdb::WriteBatch& batch, const char* operation, int worker) {
@@ -327,7 +554,8 @@ ChainInfo RocksDbStore::put_state(int worker, bool full, Bytes record, const Seq
     }
   }
   const std::uint64_t counter = w.next_counter;
-  put_state_value(batch, record_key(worker, kStateKind, counter), full, record);
+  // A new chain starts a new file: the old chain's file goes whole once the new full record is written.
+  const auto value = put_state_value(batch, worker, w, counter, full, full, record);
   // Drop item records wholly covered by this state, in the same batch.
   std::vector<bool> trimmed(w.items.size(), false);
   for (std::size_t i = 0; i < w.items.size(); ++i) {
@@ -347,15 +575,19 @@ ChainInfo RocksDbStore::put_state(int worker, bool full, Bytes record, const Seq
       dropped_bytes += e.size;
     }
   }
-  write(batch, "put_state", worker);
+  write_with_value(batch, "put_state", worker, w, value, record.size());
 
   // Written: update the index to match.
+  if (!value && full) set_append_file(w, 0, 0);
+  if (full) {
+    for (const auto& s : w.chain) release_value_file(w, s.file);
+  }
   w.next_counter = counter + 1;
   if (full || w.generation == 0) {
     w.chain.clear();
     w.generation = next_generation_++;
   }
-  w.chain.push_back({counter, record.size()});
+  w.chain.push_back({counter, record.size(), value ? value->file : 0, value ? value->at + record.size() : 0});
   std::deque<ItemEntry> kept;
   for (std::size_t i = 0; i < w.items.size(); ++i) {
     if (!trimmed[i]) kept.push_back(std::move(w.items[i]));
@@ -380,10 +612,13 @@ bool RocksDbStore::compact_state(int worker, std::uint64_t generation, std::uint
     dropped_bytes += w.chain[i].size;
   }
   const std::uint64_t counter = w.chain[count - 1].counter;
-  put_state_value(batch, record_key(worker, kStateKind, counter), true, full);
-  write(batch, "compact_state", worker);
+  // The compacted record starts a new file, which the deltas after it then follow: the files of the records it
+  // replaces go as soon as no record names them.
+  const auto value = put_state_value(batch, worker, w, counter, true, true, full);
+  write_with_value(batch, "compact_state", worker, w, value, full.size());
+  for (std::uint64_t i = 0; i < count; ++i) release_value_file(w, w.chain[i].file);
   w.chain.erase(w.chain.begin(), w.chain.begin() + static_cast<std::ptrdiff_t>(count - 1));
-  w.chain.front() = {counter, full.size()};
+  w.chain.front() = {counter, full.size(), value ? value->file : 0, value ? value->at + full.size() : 0};
   w.generation = next_generation_++;
   stats_.bytes_stored = stats_.bytes_stored - dropped_bytes + full.size();
   return true;
@@ -408,8 +643,8 @@ void RocksDbStore::put_items(int worker, Bytes record, std::vector<ItemRecordInf
   stats_.bytes_stored += record.size();
 }
 
-// Reads need no lock: a RocksDB iterator sees one consistent snapshot, and every put is one atomic batch, so a
-// concurrent put shows either wholly or not at all.
+// Item records need no lock: a RocksDB iterator sees one consistent snapshot, and every put is one atomic batch, so a
+// concurrent put shows either wholly or not at all. State records do (read_state).
 std::vector<Bytes> RocksDbStore::read_records(int worker, std::uint8_t kind) const {
   const std::string lower = record_key(worker, kind, 0);
   const std::string upper = record_key(worker, static_cast<std::uint8_t>(kind + 1), 0);
@@ -430,15 +665,95 @@ std::vector<Bytes> RocksDbStore::read_records(int worker, std::uint8_t kind) con
   return out;
 }
 
-std::vector<Bytes> RocksDbStore::state_chain(int worker, ChainInfo* info) const {
-  if (!info) return read_records(worker, kStateKind);
-  std::lock_guard lock(mu_);
-  *info = {};
-  auto out = read_records(worker, kStateKind);
-  auto it = index_.find(worker);
-  if (it != index_.end()) *info = info_of(it->second);
+struct RocksDbStore::PendingState {
+  std::uint64_t counter = 0;
+  Bytes record;
+  std::optional<Reference> reference;
+  int fd = -1;  // the reference's file, opened under the lock
+  int open_errno = 0;
+
+  PendingState() = default;
+  PendingState(PendingState&& o) noexcept
+      : counter(o.counter),
+        record(std::move(o.record)),
+        reference(o.reference),
+        fd(std::exchange(o.fd, -1)),
+        open_errno(o.open_errno) {}
+  PendingState& operator=(PendingState&&) = delete;
+  ~PendingState() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The chain's references are read and their files opened under the lock, so that no put removes a file between the
+// two (an open file stays readable once removed); the files are read after it is released.
+std::vector<Bytes> RocksDbStore::read_state(int worker, ChainInfo* info) const {
+  std::vector<PendingState> pending;
+  {
+    std::lock_guard lock(mu_);
+    const std::string lower = record_key(worker, kStateKind, 0);
+    const std::string upper = record_key(worker, kItemsKind, 0);
+    const rocksdb::Slice upper_slice(upper);
+    rocksdb::ReadOptions ro;
+    ro.iterate_upper_bound = &upper_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+    for (it->Seek(lower); it->Valid(); it->Next()) {
+      PendingState p;
+      p.counter = get_be(it->key().data() + 5, 8);
+      OpenedValue opened = open_value(view(it->value()), kStateKind, path_, worker, p.counter);
+      if (opened.reference) {
+        p.reference = opened.reference;
+        p.fd = ::open(value_file_path(opened.reference->file).c_str(), O_RDONLY | O_CLOEXEC);
+        p.open_errno = p.fd < 0 ? errno : 0;
+      } else {
+        p.record.assign(opened.record.begin(), opened.record.end());
+      }
+      pending.push_back(std::move(p));
+    }
+    if (!it->status().ok()) {
+      throw RuntimeError("backup store '" + path_ + "': reading the state backups of worker " + std::to_string(worker) +
+                         " failed: " + it->status().ToString());
+    }
+    if (info) {
+      *info = {};
+      auto w = index_.find(worker);
+      if (w != index_.end()) *info = info_of(w->second);
+    }
+  }
+  std::vector<Bytes> out;
+  out.reserve(pending.size());
+  for (PendingState& p : pending) {
+    if (!p.reference) {
+      out.push_back(std::move(p.record));
+      continue;
+    }
+    const Reference& r = *p.reference;
+    const std::string path = value_file_path(r.file);
+    auto fail = [&](const std::string& why) {
+      return FormatError("backup store '" + path_ + "': corrupt state backup #" + std::to_string(p.counter) +
+                         " of worker " + std::to_string(worker) + " (its value file '" + path + "' " + why +
+                         "); it will not be restored");
+    };
+    if (p.fd < 0) throw fail("cannot be opened: " + std::string(std::strerror(p.open_errno)));
+    Bytes record(r.size);
+    std::size_t done = 0;
+    while (done < record.size()) {
+      const ssize_t n = ::pread(p.fd, record.data() + done, record.size() - done, static_cast<off_t>(r.at + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw fail("cannot be read: " + std::string(std::strerror(errno)));
+      if (n == 0) {
+        throw fail("ends " + std::to_string(r.size - done) + " bytes short of the record's " + std::to_string(r.size) +
+                   " bytes at offset " + std::to_string(r.at));
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (checksum(record) != r.digest) throw fail("checksum mismatch at offset " + std::to_string(r.at));
+    out.push_back(std::move(record));
+  }
   return out;
 }
+
+std::vector<Bytes> RocksDbStore::state_chain(int worker, ChainInfo* info) const { return read_state(worker, info); }
 
 ChainInfo RocksDbStore::chain_info(int worker) const {
   std::lock_guard lock(mu_);
@@ -467,6 +782,8 @@ void RocksDbStore::drop(int worker) {
     dropped_bytes += e.size;
   }
   write(batch, "drop", worker);
+  set_append_file(it->second, 0, 0);
+  for (const auto& s : it->second.chain) release_value_file(it->second, s.file);
   stats_.bytes_stored -= dropped_bytes;
   index_.erase(it);
 }
@@ -504,6 +821,19 @@ void RocksDbStore::corrupt_latest_state(int worker) {
   std::lock_guard lock(mu_);
   auto it = index_.find(worker);
   if (it == index_.end() || it->second.chain.empty()) return;
+  if (const std::uint64_t file = it->second.chain.back().file; file != 0) {
+    const int fd = ::open(value_file_path(file).c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) return;
+    const StateEntry& e = it->second.chain.back();
+    const auto middle = static_cast<off_t>(e.end - e.size + e.size / 2);
+    char c = 0;
+    if (::pread(fd, &c, 1, middle) == 1) {
+      c = static_cast<char>(c ^ 0x5a);
+      (void)!::pwrite(fd, &c, 1, middle);
+    }
+    ::close(fd);
+    return;
+  }
   const std::string key = record_key(worker, kStateKind, it->second.chain.back().counter);
   std::string value;
   const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, &value);

@@ -16,12 +16,26 @@
 // Opening scans the store once to rebuild the in-memory index (record sizes, item infos, the next counter of each
 // worker: one past its last key). An item record that fails its checksum there is kept but never trimmed (its infos
 // cannot be trusted); reading it throws FormatError until the worker is dropped.
+//
+// Large state records live in value files (key-value separation, as WiscKey and RocksDB's BlobDB do): a state record
+// of at least `value_file_min_bytes` is written to a file under `<path>/state-values/` (named by a number the store
+// never reuses) before the batch that puts, under its key, a reference instead of the record (format version 2: u8
+// full, u64 file, u64 offset, u64 size, u64 xxh3 of the record). A chain's records are appended to one file; a full
+// record or a compaction starts a new one, and a file is removed once the batch that deletes its last reference is
+// written. RocksDB then writes tens of bytes for such a put instead of the record, which it would copy into its
+// write batch, its write-ahead log and its memtable, and flush and compress into a table file, most often after the
+// chain was already replaced. With sync, the file (and the directory of a new one) is fsynced before the batch. On
+// open, files no reference names (a crash between a file's write and its batch, or between a batch and the removal
+// of the files it released) are removed, and each chain is cut before its first record whose file is missing or too
+// short (after a machine crash without sync the reference may have reached the disk before the bytes): as if those
+// puts had not happened, the whole chain if its full record is lost. Every read checks the record's size and xxh3.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +54,9 @@ struct RocksDbStoreOptions {
   // false: a put survives a SIGKILL of this process once it returns (the write-ahead log is in the OS page cache).
   // true: a put is fsynced before it returns and also survives a machine crash or power loss.
   bool sync = false;
+  // State records of at least this many bytes go to value files beside the RocksDB store (see above); 0: every
+  // record inside RocksDB.
+  std::size_t value_file_min_bytes = 16 * 1024;
 };
 
 class RocksDbStore final : public BackupStore {
@@ -83,7 +100,12 @@ class RocksDbStore final : public BackupStore {
   struct StateEntry {
     std::uint64_t counter = 0;
     std::uint64_t size = 0;  // record bytes
+    std::uint64_t file = 0;  // the record's value file, 0: the record is in RocksDB
+    std::uint64_t end = 0;   // where the record ends in its file
   };
+  // A state record as read from RocksDB under the lock: the record itself, or its value file opened (an open file
+  // stays readable when a put removes it).
+  struct PendingState;
   struct ItemEntry {
     std::uint64_t counter = 0;
     std::uint64_t size = 0;
@@ -95,11 +117,32 @@ class RocksDbStore final : public BackupStore {
     std::deque<ItemEntry> items;
     std::uint64_t next_counter = 0;
     std::uint64_t generation = 0;
+    std::uint64_t append_file = 0;  // the value file the worker's next large delta goes to (0: a new one)
+    std::uint64_t append_at = 0;
+  };
+  struct ValueWrite {
+    std::uint64_t file = 0;
+    std::uint64_t at = 0;
+    bool created = false;
   };
 
   void load_index();
+  void check_value_files();
   static ChainInfo info_of(const WorkerIndex& w);
   std::vector<Bytes> read_records(int worker, std::uint8_t kind) const;
+  std::vector<Bytes> read_state(int worker, ChainInfo* info) const;
+  // The value file functions run under mu_.
+  // Writes a record at the end of the worker's append file, or of a new one (synced when options_.sync).
+  ValueWrite write_value(int worker, const WorkerIndex& w, bool new_file, const Bytes& record);
+  // Puts header + record, or a reference to the record written to a value file first, into the batch.
+  std::optional<ValueWrite> put_state_value(rocksdb::WriteBatch& batch, int worker, const WorkerIndex& w,
+                                            std::uint64_t counter, bool full, bool new_file, const Bytes& record);
+  void write_with_value(rocksdb::WriteBatch& batch, const char* operation, int worker, WorkerIndex& w,
+                        const std::optional<ValueWrite>& value, std::uint64_t size);
+  void release_value_file(const WorkerIndex& w, std::uint64_t file);
+  void set_append_file(WorkerIndex& w, std::uint64_t file, std::uint64_t at);
+  void remove_value_file(std::uint64_t file) const;
+  std::string value_file_path(std::uint64_t file) const;
   void write(rocksdb::WriteBatch& batch, const char* operation, int worker);
   void save_ledger(const char* operation, int worker);  // under mu_
 
@@ -111,6 +154,9 @@ class RocksDbStore final : public BackupStore {
   std::unordered_map<int, WorkerIndex> index_;
   StoreStats stats_;
   std::uint64_t next_generation_ = 1;
+  std::string values_dir_;
+  std::uint64_t next_file_ = 1;
+  std::unordered_map<std::uint64_t, std::uint64_t> file_refs_;  // value file -> records naming it
   CheckpointLedger ledger_;
 };
 

@@ -2,8 +2,9 @@
 // puts, which drops the chain before it), MemoryStore vs RocksDbStore without and with fsync. Reports bytes/s and
 // puts/s (items_per_second), both per wall-clock second (an fsync waits without using CPU); compare the backends within
 // one run (DESIGN.md section 9: absolute numbers on shared machines are noise, ratios are the result).
-// BM_PutState_RocksDbCpu/SIZE: the CPU time of the whole process (RocksDB's flush threads included) per put of SIZE
-// bytes. BM_Crc32c/SIZE: RocksDB's checksum (afstream/store/crc32c.h) on the crc32 instruction and from tables.
+// BM_PutState_RocksDbCpu/SIZE/FILES: the CPU time of the whole process (RocksDB's flush threads included) per put of
+// SIZE bytes, with every record inside RocksDB (FILES 0) or in value files (FILES 1; rocksdb_store.h). BM_Crc32c/SIZE:
+// RocksDB's checksum (afstream/store/crc32c.h) on the crc32 instruction and from tables.
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
@@ -82,7 +83,7 @@ void BM_PutState_RocksDbCpu(benchmark::State& state) {
     state.SkipWithError("mkdtemp failed");
     return;
   }
-  afs::RocksDbStore store(dir.path() + "/db");
+  afs::RocksDbStore store(dir.path() + "/db", afs::RocksDbStoreOptions{false, state.range(1) != 0 ? 1u : 0u});
   put_states(state, store);
 }
 
@@ -99,7 +100,9 @@ void BM_Crc32c(benchmark::State& state) {
 }
 
 BENCHMARK(BM_PutState_Memory)->Arg(32 << 10)->UseRealTime();
-BENCHMARK(BM_PutState_RocksDbCpu)->Arg(4 << 10)->Arg(32 << 10)->Arg(310 << 10)->MeasureProcessCPUTime();
+BENCHMARK(BM_PutState_RocksDbCpu)
+    ->ArgsProduct({{4 << 10, 16 << 10, 32 << 10, 310 << 10}, {0, 1}})
+    ->MeasureProcessCPUTime();
 BENCHMARK(BM_Crc32c<true>)->Name("BM_Crc32c_Hardware")->Arg(310 << 10);
 BENCHMARK(BM_Crc32c<false>)->Name("BM_Crc32c_Tables")->Arg(310 << 10);
 BENCHMARK(BM_PutState_RocksDb<false>)->Name("BM_PutState_RocksDb")->Arg(32 << 10)->UseRealTime();

@@ -25,9 +25,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "afstream/core/errors.h"
@@ -55,14 +57,20 @@ struct Memory {
   std::unique_ptr<Store> make() { return std::make_unique<MemoryStore>(); }
 };
 
-template <bool Sync>
+// ValueFileMin: RocksDbStoreOptions::value_file_min_bytes (0: every record inside RocksDB; 1: every non-empty state
+// record in a value file of its own).
+template <bool Sync, std::size_t ValueFileMin>
 struct RocksDbIn {
   using Store = RocksDbStore;
   TempDir dir;
-  std::unique_ptr<Store> make() { return std::make_unique<RocksDbStore>(dir.str() + "/db", RocksDbStoreOptions{Sync}); }
+  std::unique_ptr<Store> make() {
+    return std::make_unique<RocksDbStore>(dir.str() + "/db", RocksDbStoreOptions{Sync, ValueFileMin});
+  }
 };
-struct RocksDb : RocksDbIn<false> {};
-struct RocksDbSync : RocksDbIn<true> {};
+struct RocksDb : RocksDbIn<false, 0> {};
+struct RocksDbSync : RocksDbIn<true, 0> {};
+struct RocksDbValueFiles : RocksDbIn<false, 1> {};
+struct RocksDbValueFilesSync : RocksDbIn<true, 1> {};
 
 // A RemoteStore and the BackupServer it talks to (on a thread, serving a MemoryStore), as one BackupStore; its
 // corrupt_latest_state corrupts the record inside the server's store. With local_dir, the client is wrapped in a
@@ -173,7 +181,8 @@ class StoreContract : public ::testing::Test {
   std::unique_ptr<typename Backend::Store> store_ = backend_.make();
 };
 
-using Backends = ::testing::Types<Memory, RocksDb, RocksDbSync, Remote, RemoteIpc, LocalRecovery>;
+using Backends = ::testing::Types<Memory, RocksDb, RocksDbSync, RocksDbValueFiles, RocksDbValueFilesSync, Remote,
+                                  RemoteIpc, LocalRecovery>;
 TYPED_TEST_SUITE(StoreContract, Backends);
 
 TYPED_TEST(StoreContract, EmptyWorkerHasNothing) {
@@ -483,76 +492,81 @@ TYPED_TEST(StoreContract, ReadersSeeOnlyWholeChains) {
 
 // --- RocksDbStore only ---------------------------------------------------------------------------------------------
 
+// With the state records inside RocksDB, and with those of 50 bytes or more in value files.
 TEST(RocksDbStore, ReopenKeepsChainsItemsAndBytesStoredAndCarriesOn) {
-  TempDir dir;
-  const std::string path = dir.str() + "/db";
-  {
-    RocksDbStore s(path);
-    s.put_state(1, true, bytes(100, 1), {});
-    s.put_state(1, true, bytes(60, 2), {});  // the first chain is gone
-    s.put_state(1, false, bytes(10, 3), {{1, 4}});
-    s.put_items(1, bytes(40, 0xA), {{1, 1, 10}, {2, 5, 8}});
-    s.put_items(1, bytes(30, 0xB), {{1, 11, 20}});
-    s.put_state(2, true, bytes(7, 4), {});
-    s.put_items(2, bytes(5, 0xC), {{0, 1, 1}});
-    s.put_items(3, bytes(9, 0xD), {{0, 1, 1}});
-    s.drop(3);
-    EXPECT_EQ(s.stats().bytes_stored, 60u + 10 + 40 + 30 + 7 + 5);
-  }
-  {
-    RocksDbStore s(path);
-    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(60, 2), bytes(10, 3)}));
-    EXPECT_EQ(s.item_records(1), (std::vector<Bytes>{bytes(40, 0xA), bytes(30, 0xB)}));
-    EXPECT_EQ(s.state_chain(2), (std::vector<Bytes>{bytes(7, 4)}));
-    EXPECT_EQ(s.item_records(2), (std::vector<Bytes>{bytes(5, 0xC)}));
-    EXPECT_TRUE(s.state_chain(3).empty());
-    EXPECT_TRUE(s.item_records(3).empty());
-    StoreStats st = s.stats();
-    EXPECT_EQ(st.bytes_stored, 60u + 10 + 40 + 30 + 7 + 5);
-    EXPECT_EQ(st.state_backups, 0u);  // writes of this process only
-    EXPECT_EQ(st.item_backups, 0u);
-    EXPECT_EQ(st.bytes_written, 0u);
+  for (const std::size_t value_file_min : {std::size_t{0}, std::size_t{50}}) {
+    SCOPED_TRACE("value_file_min_bytes " + std::to_string(value_file_min));
+    const RocksDbStoreOptions o{false, value_file_min};
+    TempDir dir;
+    const std::string path = dir.str() + "/db";
+    {
+      RocksDbStore s(path, o);
+      s.put_state(1, true, bytes(100, 1), {});
+      s.put_state(1, true, bytes(60, 2), {});  // the first chain is gone
+      s.put_state(1, false, bytes(10, 3), {{1, 4}});
+      s.put_items(1, bytes(40, 0xA), {{1, 1, 10}, {2, 5, 8}});
+      s.put_items(1, bytes(30, 0xB), {{1, 11, 20}});
+      s.put_state(2, true, bytes(7, 4), {});
+      s.put_items(2, bytes(5, 0xC), {{0, 1, 1}});
+      s.put_items(3, bytes(9, 0xD), {{0, 1, 1}});
+      s.drop(3);
+      EXPECT_EQ(s.stats().bytes_stored, 60u + 10 + 40 + 30 + 7 + 5);
+    }
+    {
+      RocksDbStore s(path, o);
+      EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(60, 2), bytes(10, 3)}));
+      EXPECT_EQ(s.item_records(1), (std::vector<Bytes>{bytes(40, 0xA), bytes(30, 0xB)}));
+      EXPECT_EQ(s.state_chain(2), (std::vector<Bytes>{bytes(7, 4)}));
+      EXPECT_EQ(s.item_records(2), (std::vector<Bytes>{bytes(5, 0xC)}));
+      EXPECT_TRUE(s.state_chain(3).empty());
+      EXPECT_TRUE(s.item_records(3).empty());
+      StoreStats st = s.stats();
+      EXPECT_EQ(st.bytes_stored, 60u + 10 + 40 + 30 + 7 + 5);
+      EXPECT_EQ(st.state_backups, 0u);  // writes of this process only
+      EXPECT_EQ(st.item_backups, 0u);
+      EXPECT_EQ(st.bytes_written, 0u);
 
-    // New records follow the old ones; trimming uses the item infos stored before the reopen.
-    s.put_state(1, false, bytes(11, 5), {{1, 15}, {2, 8}});  // covers A only
-    s.put_items(1, bytes(20, 0xE), {{1, 21, 30}});
-    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(60, 2), bytes(10, 3), bytes(11, 5)}));
-    EXPECT_EQ(s.item_records(1), (std::vector<Bytes>{bytes(30, 0xB), bytes(20, 0xE)}));
-    st = s.stats();
-    EXPECT_EQ(st.bytes_stored, 60u + 10 + 11 + 30 + 20 + 7 + 5);
-    EXPECT_EQ(st.state_backups, 1u);
-    EXPECT_EQ(st.item_backups, 1u);
-    EXPECT_EQ(st.bytes_written, 31u);
-  }
-  {
-    // A compaction is as durable as a put; the chain after it carries on after a reopen.
-    RocksDbStore s(path);
-    ChainInfo info;
-    ASSERT_EQ(s.state_chain(1, &info).size(), 3u);
-    ASSERT_TRUE(s.compact_state(1, info.generation, 2, bytes(65, 6)));
-  }
-  {
-    RocksDbStore s(path);
-    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5)}));
-    EXPECT_EQ(s.stats().bytes_stored, 65u + 11 + 30 + 20 + 7 + 5);
-    s.put_state(1, false, bytes(3, 7), {});
-    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5), bytes(3, 7)}));
-  }
-  {
-    RocksDbStore s(path);
-    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5), bytes(3, 7)}));
-    EXPECT_EQ(s.item_records(1), (std::vector<Bytes>{bytes(30, 0xB), bytes(20, 0xE)}));
-    s.put_state(1, true, bytes(1, 6), {{1, 30}});  // a full backup after reopens drops the whole old chain
+      // New records follow the old ones; trimming uses the item infos stored before the reopen.
+      s.put_state(1, false, bytes(11, 5), {{1, 15}, {2, 8}});  // covers A only
+      s.put_items(1, bytes(20, 0xE), {{1, 21, 30}});
+      EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(60, 2), bytes(10, 3), bytes(11, 5)}));
+      EXPECT_EQ(s.item_records(1), (std::vector<Bytes>{bytes(30, 0xB), bytes(20, 0xE)}));
+      st = s.stats();
+      EXPECT_EQ(st.bytes_stored, 60u + 10 + 11 + 30 + 20 + 7 + 5);
+      EXPECT_EQ(st.state_backups, 1u);
+      EXPECT_EQ(st.item_backups, 1u);
+      EXPECT_EQ(st.bytes_written, 31u);
+    }
+    {
+      // A compaction is as durable as a put; the chain after it carries on after a reopen.
+      RocksDbStore s(path, o);
+      ChainInfo info;
+      ASSERT_EQ(s.state_chain(1, &info).size(), 3u);
+      ASSERT_TRUE(s.compact_state(1, info.generation, 2, bytes(65, 6)));
+    }
+    {
+      RocksDbStore s(path, o);
+      EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5)}));
+      EXPECT_EQ(s.stats().bytes_stored, 65u + 11 + 30 + 20 + 7 + 5);
+      s.put_state(1, false, bytes(3, 7), {});
+      EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5), bytes(3, 7)}));
+    }
+    {
+      RocksDbStore s(path, o);
+      EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(65, 6), bytes(11, 5), bytes(3, 7)}));
+      EXPECT_EQ(s.item_records(1), (std::vector<Bytes>{bytes(30, 0xB), bytes(20, 0xE)}));
+      s.put_state(1, true, bytes(1, 6), {{1, 30}});  // a full backup after reopens drops the whole old chain
+      EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(1, 6)}));
+      EXPECT_TRUE(s.item_records(1).empty());
+      s.drop(2);
+      EXPECT_EQ(s.stats().bytes_stored, 1u);
+    }
+    RocksDbStore s(path, o);
     EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(1, 6)}));
     EXPECT_TRUE(s.item_records(1).empty());
-    s.drop(2);
+    EXPECT_TRUE(s.state_chain(2).empty());
     EXPECT_EQ(s.stats().bytes_stored, 1u);
   }
-  RocksDbStore s(path);
-  EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(1, 6)}));
-  EXPECT_TRUE(s.item_records(1).empty());
-  EXPECT_TRUE(s.state_chain(2).empty());
-  EXPECT_EQ(s.stats().bytes_stored, 1u);
 }
 
 TEST(RocksDbStore, ReopenKeepsTheCheckpointLedger) {
@@ -627,18 +641,22 @@ TEST(RocksDbStore, ForeignRocksDbGivesConfigError) {
 }
 
 TEST(RocksDbStore, CorruptStateStaysReportedAfterReopen) {
-  TempDir dir;
-  const std::string path = dir.str() + "/db";
-  {
-    RocksDbStore s(path);
-    s.put_state(6, true, bytes(64, 1), {});
-    s.put_state(6, false, bytes(16, 2), {});
-    s.corrupt_latest_state(6);
+  for (const std::size_t value_file_min : {std::size_t{0}, std::size_t{10}}) {
+    SCOPED_TRACE("value_file_min_bytes " + std::to_string(value_file_min));
+    const RocksDbStoreOptions o{false, value_file_min};
+    TempDir dir;
+    const std::string path = dir.str() + "/db";
+    {
+      RocksDbStore s(path, o);
+      s.put_state(6, true, bytes(64, 1), {});
+      s.put_state(6, false, bytes(16, 2), {});
+      s.corrupt_latest_state(6);
+    }
+    RocksDbStore s(path, o);
+    EXPECT_THROW(s.state_chain(6), FormatError);
+    s.put_state(6, true, bytes(32, 9), {});
+    EXPECT_EQ(s.state_chain(6), (std::vector<Bytes>{bytes(32, 9)}));
   }
-  RocksDbStore s(path);
-  EXPECT_THROW(s.state_chain(6), FormatError);
-  s.put_state(6, true, bytes(32, 9), {});
-  EXPECT_EQ(s.state_chain(6), (std::vector<Bytes>{bytes(32, 9)}));
 }
 
 // An item record damaged on disk: reported (never returned), and never trimmed, since its infos cannot be trusted
@@ -690,9 +708,192 @@ TEST(RocksDbStore, CorruptItemRecordOnDiskIsReportedAndNeverTrimmed) {
   EXPECT_EQ(s.stats().bytes_stored, 50u);
 }
 
+// --- RocksDbStore's value files -------------------------------------------------------------------------------------
+
+std::string values_dir(const std::string& path) { return path + "/state-values"; }
+
+std::size_t value_files(const std::string& path) {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(values_dir(path))) n += e.is_regular_file() ? 1 : 0;
+  return n;
+}
+
+// The store's marker key (format), as rocksdb_store.cc writes it.
+const std::string kFormatKey = std::string(5, '\0') + "afstream-backup-store";
+
+// A state record of at least value_file_min_bytes lives in a value file: a chain's records are appended to one file,
+// a full record or a compaction starts a new one, and a file goes once no record names it (and no delta will follow).
+TEST(RocksDbStoreValueFiles, LargeRecordsLiveInOneFileAChainAndGoWithIt) {
+  TempDir dir;
+  const std::string path = dir.str() + "/db";
+  RocksDbStore s(path, {false, 64});
+  s.put_state(1, true, bytes(100, 1), {});  // a new file
+  s.put_state(1, false, bytes(10, 2), {});  // inside RocksDB
+  s.put_state(1, false, bytes(64, 3), {});  // appended to the chain's file
+  EXPECT_EQ(value_files(path), 1u);
+  EXPECT_EQ(std::filesystem::file_size(values_dir(path) + "/1"), 164u);
+  EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(100, 1), bytes(10, 2), bytes(64, 3)}));
+  s.put_state(2, true, bytes(200, 4), {});  // each worker its own
+  EXPECT_EQ(value_files(path), 2u);
+  s.put_state(1, true, bytes(70, 5), {});  // a new chain, a new file; the old chain's goes
+  EXPECT_EQ(value_files(path), 2u);
+  EXPECT_FALSE(std::filesystem::exists(values_dir(path) + "/1"));
+  s.put_state(1, false, bytes(80, 6), {});
+  s.put_state(1, false, bytes(90, 7), {});
+  EXPECT_EQ(value_files(path), 2u);
+  ChainInfo info;
+  ASSERT_EQ(s.state_chain(1, &info).size(), 3u);
+  EXPECT_EQ(info.full_bytes, 70u);
+  EXPECT_EQ(info.delta_bytes, 170u);
+  // A compaction of the first two: its record starts a new file, the third record keeps the old one alive.
+  ASSERT_TRUE(s.compact_state(1, info.generation, 2, bytes(120, 8)));
+  EXPECT_EQ(value_files(path), 3u);
+  s.put_state(1, false, bytes(64, 9), {});  // follows the compacted record
+  EXPECT_EQ(value_files(path), 3u);
+  EXPECT_EQ(s.state_chain(1, &info), (std::vector<Bytes>{bytes(120, 8), bytes(90, 7), bytes(64, 9)}));
+  ASSERT_TRUE(s.compact_state(1, info.generation, 2, bytes(20, 10)));  // into RocksDB; the old file has no record left
+  EXPECT_EQ(value_files(path), 2u);
+  EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(20, 10), bytes(64, 9)}));
+  s.put_state(1, true, bytes(30, 11), {});  // a full record inside RocksDB: the chain's file goes
+  EXPECT_EQ(value_files(path), 1u);
+  s.put_state(1, false, bytes(100, 12), {});  // a new file for the chain's first large record
+  EXPECT_EQ(value_files(path), 2u);
+  s.drop(2);
+  s.drop(1);
+  EXPECT_EQ(value_files(path), 0u);
+  EXPECT_TRUE(s.state_chain(1).empty());
+  EXPECT_EQ(s.stats().bytes_stored, 0u);
+}
+
+// A file no record names (left by a crash between writing it and its batch, or between a batch and removing the files
+// it released) is removed on open; a file not named by a number is not the store's and stays; numbers are not reused.
+TEST(RocksDbStoreValueFiles, FilesNoRecordNamesAreRemovedOnOpen) {
+  TempDir dir;
+  const std::string path = dir.str() + "/db";
+  { RocksDbStore(path, {false, 1}).put_state(1, true, bytes(100, 1), {}); }
+  ASSERT_EQ(value_files(path), 1u);
+  std::ofstream(values_dir(path) + "/7") << "a file written before a crash";
+  std::ofstream(values_dir(path) + "/notes") << "not the store's";
+  RocksDbStore s(path, {false, 1});
+  EXPECT_FALSE(std::filesystem::exists(values_dir(path) + "/7"));
+  EXPECT_TRUE(std::filesystem::exists(values_dir(path) + "/notes"));
+  EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(100, 1)}));
+  s.put_state(1, false, bytes(5, 2), {});  // after a reopen, a new file
+  EXPECT_TRUE(std::filesystem::exists(values_dir(path) + "/8"));
+  EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(100, 1), bytes(5, 2)}));
+}
+
+// A machine crash without sync may leave references whose bytes never reached the disk. On open each chain is cut
+// before its first such record, as if its puts had not happened; a chain whose full record is gone goes whole.
+TEST(RocksDbStoreValueFiles, ChainsAreCutShortOfTheirFilesOnOpen) {
+  TempDir dir;
+  const std::string path = dir.str() + "/db";
+  {
+    RocksDbStore s(path, {false, 50});
+    s.put_state(1, true, bytes(100, 1), {});  // file 1 [0, 100)
+    s.put_state(1, false, bytes(10, 2), {});  // inside RocksDB
+    s.put_state(1, false, bytes(60, 3), {});  // file 1 [100, 160)
+    s.put_state(1, false, bytes(70, 4), {});  // file 1 [160, 230)
+    s.put_state(2, true, bytes(80, 5), {});   // file 2
+    s.put_state(2, false, bytes(5, 6), {});
+    s.put_items(2, bytes(9, 0xA), {{0, 1, 1}});
+  }
+  std::filesystem::resize_file(values_dir(path) + "/1", 150);  // the second delta in it is cut short
+  std::filesystem::remove(values_dir(path) + "/2");            // worker 2's full record is gone
+  {
+    RocksDbStore s(path, {false, 50});
+    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(100, 1), bytes(10, 2)}));
+    EXPECT_TRUE(s.state_chain(2).empty());
+    EXPECT_EQ(s.item_records(2), (std::vector<Bytes>{bytes(9, 0xA)}));
+    EXPECT_EQ(s.stats().bytes_stored, 110u + 9);
+    s.put_state(1, false, bytes(60, 7), {});  // carries on, in a new file
+    EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(100, 1), bytes(10, 2), bytes(60, 7)}));
+  }
+  RocksDbStore s(path, {false, 50});
+  EXPECT_EQ(s.state_chain(1), (std::vector<Bytes>{bytes(100, 1), bytes(10, 2), bytes(60, 7)}));
+  EXPECT_EQ(s.stats().bytes_stored, 170u + 9);
+}
+
+// A value file cut short, changed or gone while the store is open: reading the chain reports it (FormatError naming
+// the worker and the file) and never returns it; the next full backup starts a chain that reads again.
+TEST(RocksDbStoreValueFiles, DamagedFilesAreReportedNamingTheWorkerAndTheFile) {
+  const std::vector<std::pair<std::string, std::function<void(const std::string&)>>> damages = {
+      {"cut short", [](const std::string& f) { std::filesystem::resize_file(f, 99); }},
+      {"changed",
+       [](const std::string& f) {
+         std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+         io.seekp(42);
+         io.put('\x5a');
+       }},
+      {"gone", [](const std::string& f) { std::filesystem::remove(f); }},
+  };
+  for (const auto& [what, damage] : damages) {
+    SCOPED_TRACE(what);
+    TempDir dir;
+    const std::string path = dir.str() + "/db";
+    RocksDbStore s(path, {false, 1});
+    s.put_state(4, true, bytes(100, 1), {});
+    ASSERT_EQ(value_files(path), 1u);
+    const std::string file = std::filesystem::directory_iterator(values_dir(path))->path().string();
+    damage(file);
+    try {
+      const auto chain = s.state_chain(4);
+      ADD_FAILURE() << "a damaged value file was read (" << chain.size() << " records)";
+    } catch (const FormatError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("worker 4"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(file), std::string::npos) << msg;
+    }
+    s.put_state(4, true, bytes(30, 2), {});
+    EXPECT_EQ(s.state_chain(4), (std::vector<Bytes>{bytes(30, 2)}));
+  }
+}
+
+// A store of format 1 (every record inside RocksDB) is read as it is, carries on with value files, and is marked
+// format 2; a format this program does not know is refused.
+TEST(RocksDbStoreValueFiles, AFormatOneStoreIsReadAndCarriesOn) {
+  TempDir dir;
+  const std::string path = dir.str() + "/db";
+  {
+    RocksDbStore s(path, {false, 0});
+    s.put_state(3, true, bytes(100, 1), {});
+    s.put_items(3, bytes(10, 0xA), {{0, 1, 2}});
+  }
+  auto set_format = [&](const std::string& format) {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), path, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), kFormatKey, format).ok());
+  };
+  auto format = [&] {
+    rocksdb::DB* raw = nullptr;
+    EXPECT_TRUE(rocksdb::DB::Open(rocksdb::Options(), path, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string f;
+    EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), kFormatKey, &f).ok());
+    return f;
+  };
+  set_format("1");
+  {
+    RocksDbStore s(path, {false, 1});
+    EXPECT_EQ(s.state_chain(3), (std::vector<Bytes>{bytes(100, 1)}));
+    s.put_state(3, false, bytes(50, 2), {});
+    EXPECT_EQ(value_files(path), 1u);
+  }
+  EXPECT_EQ(format(), "2");
+  {
+    RocksDbStore s(path);
+    EXPECT_EQ(s.state_chain(3), (std::vector<Bytes>{bytes(100, 1), bytes(50, 2)}));
+    EXPECT_EQ(s.item_records(3), (std::vector<Bytes>{bytes(10, 0xA)}));
+    EXPECT_EQ(s.stats().bytes_stored, 160u);
+  }
+  set_format("3");
+  expect_config_error_naming(path, "format '3'");
+}
+
 // --- crash test: a writer process killed with SIGKILL -------------------------------------------------------------
 
-constexpr const char* kCrashChildEnv = "AFS_STORE_CRASH_CHILD";  // "<store dir> <ack pipe fd>"
+constexpr const char* kCrashChildEnv = "AFS_STORE_CRASH_CHILD";  // "<store dir> <ack pipe fd> <value file min>"
 constexpr int kCrashWorker = 7;
 constexpr std::uint32_t kCrashOps = 200000;
 
@@ -725,11 +926,13 @@ void crash_op(BackupStore& s, std::uint32_t i) {
 
 // The child: writes the workload, reporting each put that returned with one byte on the pipe.
 [[noreturn]] void crash_child(const std::string& spec) {
-  const auto space = spec.rfind(' ');
+  const auto last = spec.rfind(' ');
+  const auto space = spec.rfind(' ', last - 1);
   const std::string dir = spec.substr(0, space);
   const int fd = std::atoi(spec.c_str() + space + 1);
+  const auto value_file_min = static_cast<std::size_t>(std::atoll(spec.c_str() + last + 1));
   try {
-    RocksDbStore s(dir);
+    RocksDbStore s(dir, {false, value_file_min});
     for (std::uint32_t i = 0; i < kCrashOps; ++i) {
       crash_op(s, i);
       const char ack = 'x';
@@ -769,7 +972,7 @@ std::size_t read_acks(int fd, std::size_t want, std::chrono::steady_clock::time_
 
 // Runs the child until it has reported `kill_after` puts, kills it with SIGKILL, and returns how many puts it
 // reported in all (including those still in the pipe).
-std::size_t run_and_kill_child(const std::string& store_dir, std::size_t kill_after) {
+std::size_t run_and_kill_child(const std::string& store_dir, std::size_t value_file_min, std::size_t kill_after) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   // Everything the child needs is prepared before fork: between fork and exec only async-signal-safe calls.
@@ -780,7 +983,8 @@ std::size_t run_and_kill_child(const std::string& store_dir, std::size_t kill_af
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::string(*e).rfind(std::string(kCrashChildEnv) + "=", 0) != 0) env_strings.emplace_back(*e);
   }
-  env_strings.push_back(std::string(kCrashChildEnv) + "=" + store_dir + " " + std::to_string(fds[1]));
+  env_strings.push_back(std::string(kCrashChildEnv) + "=" + store_dir + " " + std::to_string(fds[1]) + " " +
+                        std::to_string(value_file_min));
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -820,39 +1024,48 @@ std::size_t run_and_kill_child(const std::string& store_dir, std::size_t kill_af
 TEST(RocksDbStoreCrash, SigkillLosesNoAcknowledgedBackupAndLeavesNoHalfWrittenOne) {
   if (const char* spec = std::getenv(kCrashChildEnv)) crash_child(spec);
 
-  for (const std::size_t kill_after : {std::size_t{1}, std::size_t{777}, std::size_t{100000}}) {
-    SCOPED_TRACE("killed after " + std::to_string(kill_after) + " acknowledged puts");
-    TempDir dir;
-    const std::string path = dir.str() + "/db";
-    const std::size_t acked = run_and_kill_child(path, kill_after);
-    ASSERT_GE(acked, kill_after);
+  // Value files for no state record, and for those of 1,000 bytes or more (about a third of them).
+  for (const std::size_t value_file_min : {std::size_t{0}, std::size_t{1000}})
+    for (const std::size_t kill_after : {std::size_t{1}, std::size_t{777}, std::size_t{100000}}) {
+      SCOPED_TRACE("killed after " + std::to_string(kill_after) + " acknowledged puts, value_file_min_bytes " +
+                   std::to_string(value_file_min));
+      TempDir dir;
+      const std::string path = dir.str() + "/db";
+      const std::size_t acked = run_and_kill_child(path, value_file_min, kill_after);
+      ASSERT_GE(acked, kill_after);
 
-    RocksDbStore s(path);
-    const std::vector<Bytes> chain = s.state_chain(kCrashWorker);  // throws FormatError on any bad checksum
-    const std::vector<Bytes> items = s.item_records(kCrashWorker);
-    ASSERT_FALSE(chain.empty());
-    EXPECT_EQ(chain.front().at(4), 'F') << "the chain does not start with a full backup";
-    // The last put that reached the store; every put before it must be there, the ones after it not at all.
-    std::uint32_t last = 0;
-    for (const auto& b : chain) last = std::max(last, crash_index(b));
-    for (const auto& b : items) last = std::max(last, crash_index(b));
-    const std::size_t persisted = std::size_t{last} + 1;
-    EXPECT_GE(persisted, acked) << "acknowledged puts were lost";
-    EXPECT_LE(persisted, acked + 1) << "more than the one put in flight was written without being acknowledged";
+      RocksDbStore s(path, {false, value_file_min});
+      const std::vector<Bytes> chain = s.state_chain(kCrashWorker);  // throws FormatError on any bad checksum
+      const std::vector<Bytes> items = s.item_records(kCrashWorker);
+      ASSERT_FALSE(chain.empty());
+      EXPECT_EQ(chain.front().at(4), 'F') << "the chain does not start with a full backup";
+      // The last put that reached the store; every put before it must be there, the ones after it not at all.
+      std::uint32_t last = 0;
+      for (const auto& b : chain) last = std::max(last, crash_index(b));
+      for (const auto& b : items) last = std::max(last, crash_index(b));
+      const std::size_t persisted = std::size_t{last} + 1;
+      EXPECT_GE(persisted, acked) << "acknowledged puts were lost";
+      EXPECT_LE(persisted, acked + 1) << "more than the one put in flight was written without being acknowledged";
 
-    // The store must hold exactly what a store that saw those puts and nothing else holds.
-    MemoryStore model;
-    for (std::uint32_t i = 0; i < persisted; ++i) crash_op(model, i);
-    EXPECT_EQ(chain, model.state_chain(kCrashWorker));
-    EXPECT_EQ(items, model.item_records(kCrashWorker));
-    EXPECT_EQ(s.stats().bytes_stored, model.stats().bytes_stored);
+      // The store must hold exactly what a store that saw those puts and nothing else holds.
+      MemoryStore model;
+      for (std::uint32_t i = 0; i < persisted; ++i) crash_op(model, i);
+      EXPECT_EQ(chain, model.state_chain(kCrashWorker));
+      EXPECT_EQ(items, model.item_records(kCrashWorker));
+      EXPECT_EQ(s.stats().bytes_stored, model.stats().bytes_stored);
+      // The chain's records in value files lie in one file (its records are appended to it), and a file half-written
+      // or left by the kill is gone.
+      std::size_t in_files = 0;
+      for (const auto& b : model.state_chain(kCrashWorker))
+        in_files += value_file_min > 0 && b.size() >= value_file_min;
+      EXPECT_EQ(value_files(path), in_files > 0 ? 1u : 0u);
 
-    // And it carries on: the next put follows the recovered ones.
-    crash_op(s, last + 1);
-    crash_op(model, last + 1);
-    EXPECT_EQ(s.state_chain(kCrashWorker), model.state_chain(kCrashWorker));
-    EXPECT_EQ(s.item_records(kCrashWorker), model.item_records(kCrashWorker));
-  }
+      // And it carries on: the next put follows the recovered ones.
+      crash_op(s, last + 1);
+      crash_op(model, last + 1);
+      EXPECT_EQ(s.state_chain(kCrashWorker), model.state_chain(kCrashWorker));
+      EXPECT_EQ(s.item_records(kCrashWorker), model.item_records(kCrashWorker));
+    }
 }
 
 }  // namespace
