@@ -2,6 +2,7 @@
 #include "afstream/store/crc32c.h"
 
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -67,5 +68,12 @@ std::uint32_t crc32c_extend_portable(std::uint32_t crc, const void* data, std::s
 }
 
 bool crc32c_hardware() { return kHardware; }
+
+namespace {
+std::atomic<std::uint64_t> rocksdb_calls{0};
+}  // namespace
+
+std::uint64_t rocksdb_crc32c_calls() { return rocksdb_calls.load(std::memory_order_relaxed); }
+void count_rocksdb_crc32c_call() { rocksdb_calls.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace afs

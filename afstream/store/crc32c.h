@@ -21,5 +21,9 @@ std::uint32_t crc32c_extend(std::uint32_t crc, const void* data, std::size_t n);
 std::uint32_t crc32c_extend_portable(std::uint32_t crc, const void* data, std::size_t n);
 // True when crc32c_extend uses the crc32 instruction.
 bool crc32c_hardware();
+// Calls of rocksdb::crc32c::Extend that reached the program's definition (rocksdb_store.cc; 0 where there is none,
+// off x86-64): how a test sees that librocksdb's checksums run here.
+std::uint64_t rocksdb_crc32c_calls();
+void count_rocksdb_crc32c_call();
 
 }  // namespace afs

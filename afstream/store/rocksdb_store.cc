@@ -27,13 +27,17 @@
 #include "afstream/store/crc32c.h"
 
 // RocksDB's CRC-32C, defined in the program so that the dynamic linker binds librocksdb's calls here (see
-// crc32c.h): the same checksums, with the crc32 instruction instead of Debian's portable build's tables.
-// `RocksDbStore.LibrocksdbsChecksumsRunOnTheCrc32Instruction` checks that the binding holds.
+// crc32c.h): the same checksums, with the crc32 instruction instead of Debian's portable build's tables. x86-64 only
+// (elsewhere librocksdb's own tables are faster than crc32c.cc's). Each call is counted for
+// `RocksDbStore.LibrocksdbsChecksumsRunOnTheCrc32Instruction`, which checks that the binding holds.
+#if defined(__x86_64__)
 namespace rocksdb::crc32c {
 std::uint32_t Extend(std::uint32_t init_crc, const char* data, std::size_t n) {
+  afs::count_rocksdb_crc32c_call();
   return afs::crc32c_extend(init_crc, data, n);
 }
 }  // namespace rocksdb::crc32c
+#endif
 
 namespace afs {
 namespace {
@@ -205,7 +209,8 @@ OpenedValue open_value(std::string_view v, std::uint8_t kind, const std::string&
   }
   if (version != kValueFormatVersion) {
     throw fail("unsupported record format version " + std::to_string(version) + ", expected " +
-               std::to_string(kValueFormatVersion));
+               std::to_string(kValueFormatVersion) +
+               (kind == kStateKind ? " or " + std::to_string(kReferenceFormatVersion) : std::string()));
   }
   if (static_cast<std::uint8_t>(v[kChecksumSize + 1]) != kind) throw fail("wrong record kind");
   OpenedValue out;
@@ -279,12 +284,7 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path
   } else if (!m.ok()) {
     throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + m.ToString());
   } else if (format == kMetaFormatWithoutValueFiles) {
-    rocksdb::WriteOptions wo;
-    wo.sync = options_.sync;
-    const rocksdb::Status w = db_->Put(wo, kMetaKey, kMetaFormat);
-    if (!w.ok()) {
-      throw ConfigError("backup store: cannot upgrade RocksDB directory '" + path_ + "': " + w.ToString());
-    }
+    format_1_ = true;  // marked format 2 by the first batch that writes a reference
   } else if (format != kMetaFormat) {
     throw ConfigError("backup store: RocksDB directory '" + path_ + "' has backup store format '" + format +
                       "', this program reads formats '" + kMetaFormatWithoutValueFiles + "' and '" + kMetaFormat + "'");
@@ -295,11 +295,13 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path
     throw ConfigError("backup store: cannot create the value file directory '" + values_dir_ + "': " + ec.message());
   }
   load_index();
-  check_value_files();
+  remove_unreferenced_value_files();
 }
 
 RocksDbStore::~RocksDbStore() {
-  if (db_) db_->Close();  // best effort: the write-ahead log already holds every put
+  if (!db_) return;
+  remove_retired_value_files();
+  db_->Close();  // best effort: the write-ahead log already holds every put
 }
 
 void RocksDbStore::load_index() {
@@ -370,44 +372,9 @@ void RocksDbStore::load_index() {
 
 std::string RocksDbStore::value_file_path(std::uint64_t file) const { return values_dir_ + "/" + std::to_string(file); }
 
-// After a machine crash without sync, a reference may have reached the disk before the bytes it names: each chain is
-// cut before its first record whose file is missing or too short (a chain without its full record goes whole), as
-// if those puts had not happened. Then files named by a number that no reference names are left over from a crash
-// (written but their batch not, or a batch written but the files it released not yet removed) and are removed.
-// Other names are not the store's and are left alone.
-void RocksDbStore::check_value_files() {
-  std::unordered_map<std::uint64_t, std::uint64_t> sizes;  // of the files referenced; absent: missing
-  for (const auto& [worker, w] : index_) {
-    for (const auto& e : w.chain) {
-      if (e.file == 0 || sizes.contains(e.file)) continue;
-      std::error_code ec;
-      const auto size = std::filesystem::file_size(value_file_path(e.file), ec);
-      if (!ec) sizes[e.file] = size;
-    }
-  }
-  rocksdb::WriteBatch batch;
-  for (auto& [worker, w] : index_) {
-    std::size_t keep = 0;
-    while (keep < w.chain.size()) {
-      const StateEntry& e = w.chain[keep];
-      if (e.file != 0 && (!sizes.contains(e.file) || sizes[e.file] < e.end)) break;
-      ++keep;
-    }
-    for (std::size_t i = keep; i < w.chain.size(); ++i) {
-      batch.Delete(record_key(worker, kStateKind, w.chain[i].counter));
-      stats_.bytes_stored -= w.chain[i].size;
-    }
-    w.chain.resize(keep);
-  }
-  if (batch.Count() > 0) {
-    rocksdb::WriteOptions wo;
-    wo.sync = options_.sync;
-    const rocksdb::Status st = db_->Write(wo, &batch);
-    if (!st.ok()) {
-      throw ConfigError("backup store: cannot cut the chains short of their value files in RocksDB directory '" +
-                        path_ + "': " + st.ToString());
-    }
-  }
+// Files named by a number that no reference names are left over from a crash (written but their batch not, or a
+// batch written but the files it released not yet removed) and are removed. Other names are not the store's.
+void RocksDbStore::remove_unreferenced_value_files() {
   for (const auto& [worker, w] : index_) {
     for (const auto& e : w.chain) {
       if (e.file != 0) ++file_refs_[e.file];
@@ -432,13 +399,35 @@ void RocksDbStore::remove_value_file(std::uint64_t file) const {
   if (file != 0) ::unlink(value_file_path(file).c_str());
 }
 
+// A file no record names any more goes once the batch that released it is on disk: with sync that is now; without,
+// the files wait for one fsync of the write-ahead log for many of them (a machine crash could otherwise bring back a
+// reference to a file already gone). At most kReleasedBytesMax bytes of them wait.
+void RocksDbStore::retire_value_file(std::uint64_t file) {
+  if (options_.sync) {
+    remove_value_file(file);
+    return;
+  }
+  retired_.push_back(file);
+  std::error_code ec;
+  retired_bytes_ += std::filesystem::file_size(value_file_path(file), ec);
+  if (retired_bytes_ >= kRetiredBytesMax || retired_.size() >= kRetiredFilesMax) remove_retired_value_files();
+}
+
+void RocksDbStore::remove_retired_value_files() {
+  if (retired_.empty()) return;
+  if (!db_->SyncWAL().ok()) return;  // they wait for the next try (or the next open)
+  for (const std::uint64_t f : retired_) remove_value_file(f);
+  retired_.clear();
+  retired_bytes_ = 0;
+}
+
 // One reference fewer to file: with none left it goes, unless its worker still appends to it.
 void RocksDbStore::release_value_file(const WorkerIndex& w, std::uint64_t file) {
   if (file == 0) return;
   auto it = file_refs_.find(file);
   if (it == file_refs_.end() || --it->second > 0) return;
   file_refs_.erase(it);
-  if (file != w.append_file) remove_value_file(file);
+  if (file != w.append_file) retire_value_file(file);
 }
 
 // The worker's records go to `file` from now on (0: to a new file at the next large record); the file it appended to
@@ -447,7 +436,7 @@ void RocksDbStore::set_append_file(WorkerIndex& w, std::uint64_t file, std::uint
   const std::uint64_t old = w.append_file;
   w.append_file = file;
   w.append_at = at;
-  if (old != 0 && old != file && !file_refs_.contains(old)) remove_value_file(old);
+  if (old != 0 && old != file && !file_refs_.contains(old)) retire_value_file(old);
 }
 
 RocksDbStore::ValueWrite RocksDbStore::write_value(int worker, const WorkerIndex& w, bool new_file,
@@ -509,15 +498,21 @@ std::optional<RocksDbStore::ValueWrite> RocksDbStore::put_state_value(rocksdb::W
 }
 
 // Writes the batch that references `value` (if any), which then counts one more record and takes the worker's next
-// ones. If the batch fails, a file the value created goes; bytes it appended are written over next time.
+// ones. If the batch fails, a file the value created goes; the worker's next record goes after bytes it appended.
 void RocksDbStore::write_with_value(rocksdb::WriteBatch& batch, const char* operation, int worker, WorkerIndex& w,
                                     const std::optional<ValueWrite>& value, std::uint64_t size) {
+  if (value && format_1_) batch.Put(kMetaKey, kMetaFormat);  // the store holds references from now on
   try {
     write(batch, operation, worker);
   } catch (...) {
-    if (value && value->created) remove_value_file(value->file);
+    if (value && value->created) {
+      remove_value_file(value->file);
+    } else if (value) {
+      w.append_at = value->at + size;  // never over bytes a batch may have named after all
+    }
     throw;
   }
+  if (value && format_1_) format_1_ = false;
   if (value) {
     ++file_refs_[value->file];
     set_append_file(w, value->file, value->at + size);
@@ -665,30 +660,53 @@ std::vector<Bytes> RocksDbStore::read_records(int worker, std::uint8_t kind) con
   return out;
 }
 
+namespace {
+
+// The value files a read opened under the lock, each once (a chain may name one file a thousand times), closed when
+// the read ends.
+class OpenFiles {
+ public:
+  OpenFiles() = default;
+  OpenFiles(const OpenFiles&) = delete;
+  OpenFiles& operator=(const OpenFiles&) = delete;
+  ~OpenFiles() {
+    for (const auto& [file, f] : files_) {
+      if (f.fd >= 0) ::close(f.fd);
+    }
+  }
+  void open(std::uint64_t file, const std::string& path) {
+    if (files_.contains(file)) return;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    files_[file] = {fd, fd < 0 ? errno : 0};
+  }
+  // The file's descriptor, or -1 with the open's errno.
+  std::pair<int, int> get(std::uint64_t file) const {
+    const auto& f = files_.at(file);
+    return {f.fd, f.error};
+  }
+
+ private:
+  struct Opened {
+    int fd = -1;
+    int error = 0;
+  };
+  std::unordered_map<std::uint64_t, Opened> files_;
+};
+
+}  // namespace
+
+// A state record as read under the lock: the record itself, or its reference.
 struct RocksDbStore::PendingState {
   std::uint64_t counter = 0;
   Bytes record;
   std::optional<Reference> reference;
-  int fd = -1;  // the reference's file, opened under the lock
-  int open_errno = 0;
-
-  PendingState() = default;
-  PendingState(PendingState&& o) noexcept
-      : counter(o.counter),
-        record(std::move(o.record)),
-        reference(o.reference),
-        fd(std::exchange(o.fd, -1)),
-        open_errno(o.open_errno) {}
-  PendingState& operator=(PendingState&&) = delete;
-  ~PendingState() {
-    if (fd >= 0) ::close(fd);
-  }
 };
 
 // The chain's references are read and their files opened under the lock, so that no put removes a file between the
 // two (an open file stays readable once removed); the files are read after it is released.
 std::vector<Bytes> RocksDbStore::read_state(int worker, ChainInfo* info) const {
   std::vector<PendingState> pending;
+  OpenFiles files;
   {
     std::lock_guard lock(mu_);
     const std::string lower = record_key(worker, kStateKind, 0);
@@ -703,8 +721,7 @@ std::vector<Bytes> RocksDbStore::read_state(int worker, ChainInfo* info) const {
       OpenedValue opened = open_value(view(it->value()), kStateKind, path_, worker, p.counter);
       if (opened.reference) {
         p.reference = opened.reference;
-        p.fd = ::open(value_file_path(opened.reference->file).c_str(), O_RDONLY | O_CLOEXEC);
-        p.open_errno = p.fd < 0 ? errno : 0;
+        files.open(p.reference->file, value_file_path(p.reference->file));
       } else {
         p.record.assign(opened.record.begin(), opened.record.end());
       }
@@ -734,13 +751,23 @@ std::vector<Bytes> RocksDbStore::read_state(int worker, ChainInfo* info) const {
                          " of worker " + std::to_string(worker) + " (its value file '" + path + "' " + why +
                          "); it will not be restored");
     };
-    if (p.fd < 0) throw fail("cannot be opened: " + std::string(std::strerror(p.open_errno)));
+    const auto [fd, open_error] = files.get(r.file);
+    if (fd < 0 && open_error == ENOENT) throw fail("is missing");
+    if (fd < 0) {
+      throw RuntimeError("backup store '" + path_ + "': reading state backup #" + std::to_string(p.counter) +
+                         " of worker " + std::to_string(worker) + ": cannot open its value file '" + path +
+                         "': " + std::strerror(open_error));
+    }
     Bytes record(r.size);
     std::size_t done = 0;
     while (done < record.size()) {
-      const ssize_t n = ::pread(p.fd, record.data() + done, record.size() - done, static_cast<off_t>(r.at + done));
+      const ssize_t n = ::pread(fd, record.data() + done, record.size() - done, static_cast<off_t>(r.at + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw fail("cannot be read: " + std::string(std::strerror(errno)));
+      if (n < 0) {
+        throw RuntimeError("backup store '" + path_ + "': reading state backup #" + std::to_string(p.counter) +
+                           " of worker " + std::to_string(worker) + " from its value file '" + path +
+                           "' failed: " + std::strerror(errno));
+      }
       if (n == 0) {
         throw fail("ends " + std::to_string(r.size - done) + " bytes short of the record's " + std::to_string(r.size) +
                    " bytes at offset " + std::to_string(r.at));

@@ -18,17 +18,19 @@
 // cannot be trusted); reading it throws FormatError until the worker is dropped.
 //
 // Large state records live in value files (key-value separation, as WiscKey and RocksDB's BlobDB do): a state record
-// of at least `value_file_min_bytes` is written to a file under `<path>/state-values/` (named by a number the store
-// never reuses) before the batch that puts, under its key, a reference instead of the record (format version 2: u8
+// of at least `value_file_min_bytes` is written to a file under `<path>/state-values/` (named by a number no file of
+// the store has) before the batch that puts, under its key, a reference instead of the record (format version 2: u8
 // full, u64 file, u64 offset, u64 size, u64 xxh3 of the record). A chain's records are appended to one file; a full
 // record or a compaction starts a new one, and a file is removed once the batch that deletes its last reference is
-// written. RocksDB then writes tens of bytes for such a put instead of the record, which it would copy into its
-// write batch, its write-ahead log and its memtable, and flush and compress into a table file, most often after the
+// on disk (without sync, after the next fsync of the write-ahead log, which the store calls once for up to 64 files
+// or 64 MB of them). RocksDB then writes tens of bytes for such a put instead of the record, which it would copy into
+// its write batch, its write-ahead log and its memtable, and flush and compress into a table file, most often after the
 // chain was already replaced. With sync, the file (and the directory of a new one) is fsynced before the batch. On
 // open, files no reference names (a crash between a file's write and its batch, or between a batch and the removal
-// of the files it released) are removed, and each chain is cut before its first record whose file is missing or too
-// short (after a machine crash without sync the reference may have reached the disk before the bytes): as if those
-// puts had not happened, the whole chain if its full record is lost. Every read checks the record's size and xxh3.
+// of the files it released) are removed. Every read checks the record's size and xxh3. Without sync, a machine crash
+// may also leave a reference whose bytes never reached the disk (the write-ahead log and the file are written back
+// independently): reading that chain then reports it (FormatError naming the file) instead of restoring it, until
+// the worker's next full backup. A store of format 1 is marked format 2 by its first batch with a reference.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +74,8 @@ class RocksDbStore final : public BackupStore {
 
   // The BackupStore contract; RocksDB failures at run time throw RuntimeError naming the operation and the worker.
   ChainInfo put_state(int worker, bool full, Bytes record, const SeqByChannel& covered) override;
-  // With info, the read holds the store's lock (puts wait), so that records and info agree.
+  // Reads the chain's references and opens their value files under the store's lock (puts wait), so that records
+  // and info agree and no put removes a file before it is read; reads the files after.
   std::vector<Bytes> state_chain(int worker, ChainInfo* info = nullptr) const override;
   ChainInfo chain_info(int worker) const override;
   // One batch: the compacted full record takes the key of the last record it replaces (so it sorts before the
@@ -127,7 +130,9 @@ class RocksDbStore final : public BackupStore {
   };
 
   void load_index();
-  void check_value_files();
+  void remove_unreferenced_value_files();
+  void retire_value_file(std::uint64_t file);
+  void remove_retired_value_files();
   static ChainInfo info_of(const WorkerIndex& w);
   std::vector<Bytes> read_records(int worker, std::uint8_t kind) const;
   std::vector<Bytes> read_state(int worker, ChainInfo* info) const;
@@ -157,6 +162,12 @@ class RocksDbStore final : public BackupStore {
   std::string values_dir_;
   std::uint64_t next_file_ = 1;
   std::unordered_map<std::uint64_t, std::uint64_t> file_refs_;  // value file -> records naming it
+  // Files no record names, waiting for the write-ahead log's next fsync (sync = false; retire_value_file).
+  static constexpr std::uint64_t kRetiredBytesMax = 64 << 20;
+  static constexpr std::size_t kRetiredFilesMax = 64;
+  std::vector<std::uint64_t> retired_;
+  std::uint64_t retired_bytes_ = 0;
+  bool format_1_ = false;  // opened a store of format 1: the first batch with a reference marks it format 2
   CheckpointLedger ledger_;
 };
 
