@@ -420,6 +420,22 @@ void SgdLearnerOperator::backup_delta(ByteWriter& out) {
   trace_backed_ = trace_moved_.count();
 }
 
+// A weight-less delta leaves every backed-up value as it was, so the trace's derived values (read from the weights
+// the delta applies to) stay right. AdaGrad's squared sums have no metric of their own here: always whole.
+double SgdLearnerOperator::backup_partial_delta(ByteWriter& out, double residual) {
+  const double d = weights_.divergence();
+  if (!weights_.tracking() || config_.optimizer != OptimizerKind::kSgd || d > residual) {
+    backup_delta(out);
+    return 0;
+  }
+  write_scalars(out);
+  weights_.write_empty_delta(out);
+  sum_sq_.write_empty_delta(out);
+  write_trace_bases(out, trace_backed_, true);
+  trace_backed_ = trace_moved_.count();
+  return d;
+}
+
 // The trace's moved entries as a backup carries them: `kept`, how many of the entries the state it applies to holds
 // stay (0: the list starts again, as in a full snapshot or after a trace point), then the entries after those. The
 // list only grows between trace points, so a delta carries the entries that first moved since the last backup, not

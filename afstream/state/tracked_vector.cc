@@ -194,6 +194,13 @@ void TrackedVector::write_full(ByteWriter& w) const {
   put_weights(w);
 }
 
+void TrackedVector::write_empty_delta(ByteWriter& w) const {
+  detail::write_container_header(w, kDeltaTag, size());
+  w.put<std::uint8_t>(kDeltaSparse);
+  w.put_array<std::uint32_t>(std::span<const std::uint32_t>());
+  w.put<std::uint64_t>(0);
+}
+
 void TrackedVector::write_delta(ByteWriter& w) const {
   detail::write_container_header(w, kDeltaTag, size());
   if (full_copy_delta()) {

@@ -129,6 +129,9 @@ class TrackedVector {
   // changed weights in 2^18 take 32 KB of bits instead of 144 KB of indices). Applied to the backed-up state it
   // reproduces the current state exactly.
   void write_delta(ByteWriter& w) const;
+  // A delta that changes no entry (read and applied like any other): for a partial backup that leaves every change
+  // unwritten (SgdLearnerOperator::backup_partial_delta). Nothing counts as backed up.
+  void write_empty_delta(ByteWriter& w) const;
   // write_delta(w), then mark_backed_up(), in one pass: each changed entry is read once, written and made its own
   // backed-up value (a second scattered pass over a KDD-like learner's ~45,000 changed weights cost its thread about
   // 1.5 points, experiments/results/learner-backup-delta). The same bytes as write_delta.

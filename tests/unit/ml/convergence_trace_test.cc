@@ -4,6 +4,7 @@
 // copies' traces; a detector on the trace of the HIGGS-like data converges where the L1 change settles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -416,6 +417,69 @@ TEST(ConvergenceTrace, BackupDeltaWritesTheBytesOfSnapshotDelta) {
       }
       ASSERT_TRUE(b);
       EXPECT_EQ(full_snapshot(*b), full_snapshot(a)) << data << "/" << optimizer;
+      EXPECT_GT(a.trace().size(), 20u);
+    }
+  }
+}
+
+// Partial backups (proofs/general-bounds.md §3.6): while the weights are within the residual of the store's, a
+// backup writes no weight and leaves the divergence where it was; beyond it, a whole delta. A chain of both restores
+// the scalars and the trace as they are and the weights as the store holds them (exactly divergence() away), and a
+// whole delta after it brings the copy to the state, byte for byte. AdaGrad's backups are always whole.
+TEST(ConvergenceTrace, PartialBackupsWriteNoWeightWithinTheResidual) {
+  for (const char* optimizer : {"sgd", "adagrad"}) {
+    for (const char* data : {"kdd", "higgs"}) {
+      SCOPED_TRACE(std::string(data) + "/" + optimizer);
+      const bool sgd = std::string(optimizer) == "sgd";
+      const Params p = traced(data, optimizer, 97);
+      SgdLearnerOperator a(p, {});
+      RecordingEmitter out;
+      std::mt19937_64 rng(7);
+      std::vector<std::vector<std::uint8_t>> chain{backup_of(a, true)};
+      const auto restored = [&] {
+        auto b = std::make_unique<SgdLearnerOperator>(p, InstanceInfo{});
+        for (std::size_t k = 0; k < chain.size(); ++k) {
+          ByteReader r(chain[k]);
+          k == 0 ? b->restore_full(r) : b->apply_delta(r);
+        }
+        return b;
+      };
+      std::uint64_t n = 0;
+      int partial = 0, whole = 0, lagged = 0;
+      for (int round = 0; round < 60; ++round) {
+        for (const auto& item : indices(n, n + 1 + rng() % 150)) a.process(item, out);
+        n = a.count();
+        const double d = a.divergence();
+        const double residual = d * (rng() % 2 ? 1.5 : 0.5);
+        ByteWriter w;
+        const double left = a.backup_partial_delta(w, residual);
+        chain.push_back(w.take());
+        if (sgd && d <= residual) {
+          ++partial;
+          EXPECT_EQ(left, d);
+          EXPECT_EQ(a.divergence(), d);
+        } else {
+          ++whole;
+          EXPECT_EQ(left, 0.0);
+          EXPECT_EQ(a.divergence(), 0.0);
+        }
+        if (round % 10 == 9) {
+          const auto b = restored();
+          EXPECT_EQ(b->count(), a.count());
+          EXPECT_EQ(b->trace().size(), a.trace().size());
+          const double apart = (b->weights() - a.weights()).norm();
+          EXPECT_NEAR(apart, a.divergence(), 1e-9 * std::max(1.0, apart));
+          lagged += apart > 0 ? 1 : 0;
+        }
+        if (HasFailure()) return;
+      }
+      chain.push_back(backup_of(a, false));
+      EXPECT_EQ(full_snapshot(*restored()), full_snapshot(a));
+      EXPECT_GT(whole, 10);
+      if (sgd) {
+        EXPECT_GT(partial, 10);
+        EXPECT_GT(lagged, 0) << "no restore found the store's weights behind the state's";
+      }
       EXPECT_GT(a.trace().size(), 20u);
     }
   }
