@@ -57,7 +57,7 @@ const char* const kValuesDir = "state-values";
 // The format marker: a key no record can have (kind 0), written when a store is created.
 const std::string kMetaKey = std::string(5, '\0') + "afstream-backup-store";
 // Format 2 may hold references to value files (format version 2 values), which format 1's readers do not know; a
-// format 1 store is read as it is and marked format 2 when opened.
+// format 1 store is read as it is and marked format 2 by its first batch with a reference.
 const std::string kMetaFormat = "2";
 const std::string kMetaFormatWithoutValueFiles = "1";
 // The checkpoint ledger (checkpoint mode), one value beside the records (kind 0 too).
@@ -401,7 +401,7 @@ void RocksDbStore::remove_value_file(std::uint64_t file) const {
 
 // A file no record names any more goes once the batch that released it is on disk: with sync that is now; without,
 // the files wait for one fsync of the write-ahead log for many of them (a machine crash could otherwise bring back a
-// reference to a file already gone). At most kReleasedBytesMax bytes of them wait.
+// reference to a file already gone). At most kRetiredBytesMax bytes or kRetiredFilesMax files of them wait.
 void RocksDbStore::retire_value_file(std::uint64_t file) {
   if (options_.sync) {
     remove_value_file(file);

@@ -106,8 +106,8 @@ class RocksDbStore final : public BackupStore {
     std::uint64_t file = 0;  // the record's value file, 0: the record is in RocksDB
     std::uint64_t end = 0;   // where the record ends in its file
   };
-  // A state record as read from RocksDB under the lock: the record itself, or its value file opened (an open file
-  // stays readable when a put removes it).
+  // A state record as read from RocksDB under the lock: the record itself, or its reference (read_state opens the
+  // referenced files under the lock too: an open file stays readable when a put removes it).
   struct PendingState;
   struct ItemEntry {
     std::uint64_t counter = 0;

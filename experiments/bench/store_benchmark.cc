@@ -3,9 +3,11 @@
 // puts/s (items_per_second), both per wall-clock second (an fsync waits without using CPU); compare the backends within
 // one run (DESIGN.md section 9: absolute numbers on shared machines are noise, ratios are the result).
 // BM_PutState_RocksDbCpu/SIZE/FILES: the CPU time of the whole process (RocksDB's flush threads included) per put of
-// SIZE bytes, with every record inside RocksDB (FILES 0) or in value files (FILES 1; rocksdb_store.h). BM_Crc32c/SIZE:
-// RocksDB's checksum (afstream/store/crc32c.h) on the crc32 instruction and from tables.
+// SIZE bytes, with every record inside RocksDB (FILES 0) or in value files (FILES 1; rocksdb_store.h).
+// BM_Crc32c_*/SIZE: RocksDB's checksum (afstream/store/crc32c.h) on the crc32 instruction, from crc32c.cc's byte-wise
+// table, and by librocksdb's own function.
 #include <benchmark/benchmark.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include <cstdint>
@@ -105,6 +107,27 @@ BENCHMARK(BM_PutState_RocksDbCpu)
     ->MeasureProcessCPUTime();
 BENCHMARK(BM_Crc32c<true>)->Name("BM_Crc32c_Hardware")->Arg(310 << 10);
 BENCHMARK(BM_Crc32c<false>)->Name("BM_Crc32c_Tables")->Arg(310 << 10);
+
+// librocksdb's own rocksdb::crc32c::Extend (found in the library with dlsym: the program's definition replaces it for
+// every call by name), what Debian's portable build computes.
+void BM_Crc32c_Librocksdb(benchmark::State& state) {
+  using Extend = std::uint32_t (*)(std::uint32_t, const char*, std::size_t);
+  void* lib = dlopen("librocksdb.so.7.8", RTLD_NOW | RTLD_NOLOAD);
+  auto* extend = lib ? reinterpret_cast<Extend>(dlsym(lib, "_ZN7rocksdb6crc32c6ExtendEjPKcm")) : nullptr;
+  if (extend == nullptr) {
+    state.SkipWithError("librocksdb.so.7.8 or its rocksdb::crc32c::Extend not found");
+    return;
+  }
+  const afs::Bytes data = random_record(static_cast<std::size_t>(state.range(0)));
+  std::uint32_t crc = 0;
+  for (auto _ : state) {
+    crc = extend(crc, reinterpret_cast<const char*>(data.data()), data.size());
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+  dlclose(lib);
+}
+BENCHMARK(BM_Crc32c_Librocksdb)->Arg(310 << 10);
 BENCHMARK(BM_PutState_RocksDb<false>)->Name("BM_PutState_RocksDb")->Arg(32 << 10)->UseRealTime();
 BENCHMARK(BM_PutState_RocksDb<true>)->Name("BM_PutState_RocksDbSync")->Arg(32 << 10)->UseRealTime();
 
