@@ -318,6 +318,7 @@ void Worker::run() {
           measure_loss();
           backup_at_end_of_stream();
           if (ack_mode()) begin_finish_tree();
+          for (auto& o : outs_) o.finish_from = o.out_seq;
           op_->finish(*emitter_);
           // Microbatch: the final results go out at once (a recovery from the last boundary emits them again,
           // with the same sequence numbers).
@@ -2169,9 +2170,14 @@ void Worker::on_crash() {
                      : inputs_replayable_                           ? 0
                                                                     : unbacked_;
   }
+  // Lost: the unacknowledged outputs, but for those of finish() (never lost: every recovery runs it again, and the
+  // window does not limit them; proofs/general-bounds.md, "What the tests measure").
   std::uint64_t lost_out = 0;
   if (ctx_.config.mode == FtMode::Approx && !source_ && schedule_.current().gamma > 0) {
-    for (const auto& o : outs_) lost_out += o.unacked.size();
+    for (const auto& o : outs_) {
+      const std::uint64_t upto = o.finish_from.value_or(o.out_seq);
+      lost_out += upto > o.acked ? std::min<std::uint64_t>(o.unacked.size(), upto - o.acked) : 0;
+    }
   }
   rec.lost_outputs = lost_out;
   for (const auto& in : ins_) crash_out_.processed[static_cast<std::uint32_t>(in.id)] = in.processed;

@@ -190,7 +190,10 @@ class Worker {
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
     std::int64_t unsent_since_ns = 0;  // when the oldest item not sent yet was emitted (latency, metrics.h)
     std::uint64_t released = 0;        // microbatch: highest seq of a committed batch (sent; later ones are held)
-    bool numbering_pending = false;    // after a recovery: waiting for the receiver to say where to continue
+    // out_seq when finish() began (no value before): its outputs are never lost, as every recovery runs finish()
+    // again (an ended input restores as ended), so on_crash() counts only the unacknowledged outputs up to it.
+    std::optional<std::uint64_t> finish_from;
+    bool numbering_pending = false;  // after a recovery: waiting for the receiver to say where to continue
     Clock::time_point queried_at{};
     Ring<Item> unacked;  // items with seq in (acked, out_seq]
     // Mode none (and a rewinding source, and ack mode): the items not sent yet are pending[pending_head, size). The
