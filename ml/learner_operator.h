@@ -103,10 +103,11 @@ struct TracePoint {
 // default 10), trace-every (examples of this copy between trace points, 0 = no trace; default 0), trace-clock (wall:
 // seconds since trace-start-ns, a system_clock time in ns since the epoch that the job sets for all copies, default
 // the operator's construction; off: 0, for deterministic states) and trace-start-ns.
-// Snapshots: tag, version, t, counters, records, trace points, then the weights' (and AdaGrad sums') TrackedVector
-// payloads and the weights at the last trace point (in a delta only when a trace point was taken since the last
-// backup); deltas carry the scalars whole and the vectors' deltas (set semantics: idempotent). The trace is state:
-// after a restore the copy's trace is that of the restored iterate's history, so its items keep increasing.
+// Snapshots: tag, version, t, counters, records, trace points, the trace's base norm, then the weights' (and AdaGrad
+// sums') TrackedVector payloads and the moved entries' values at the last trace point (a delta: those that first
+// moved since the last backup; a weight-less one none, write_trace_bases); deltas carry the scalars whole and the
+// vectors' deltas (set semantics: idempotent). The trace is state: after a restore the copy's trace is that of the
+// restored iterate's history, so its items keep increasing.
 class SgdLearnerOperator final : public Operator {
  public:
   SgdLearnerOperator(const Params& p, const InstanceInfo& at);
@@ -129,10 +130,9 @@ class SgdLearnerOperator final : public Operator {
   void mark_backed_up() override;
   void backup_delta(ByteWriter& out) override;  // one pass over the changed weights (TrackedVector::backup_delta)
   // While the weights are within `residual` of the store's (L2, divergence()), a backup that writes no weight: the
-  // scalars and the trace's new entries only, the store's weights staying where they are (SGD; else, or beyond the
-  // residual, a whole delta). The learn job backs up every 4,096 examples to keep recoveries short, often below the
-  // trigger: those within the residual cost no gather of scattered weights (a KDD-like run's backups 155 -> 109 MB,
-  // experiments/results/learner-partial-delta).
+  // scalars only, the store's weights and trace entries staying where they are (SGD; else, or beyond the residual,
+  // a whole delta). The learn job backs up every 4,096 examples to keep recoveries short, often below the trigger:
+  // those within the residual cost no gather of scattered weights (experiments/results/learner-partial-delta).
   double backup_partial_delta(ByteWriter& out, double residual) override;
   void restore_full(ByteReader& in) override;
   void apply_delta(ByteReader& in) override;
@@ -186,6 +186,12 @@ class SgdLearnerOperator final : public Operator {
   // was half of every KDD-like backup.
   DirtySlots<double> trace_moved_{0};
   std::size_t trace_backed_ = 0;  // how many of trace_moved_'s entries the last backup holds
+  // ||w||_1 of the weights whose values the list holds (the last point's, or a restore's: the next point's norm is
+  // it plus the moved entries' change). State.
+  double trace_norm_ = 0;
+  // A trace point since the last backup with weights: a weight-less one then says the list starts again from the
+  // weights as restored (backup_partial_delta). Not state, as trace_backed_.
+  bool trace_restarted_ = false;
   // While the weights are tracked, a byte per entry of trace_moved_, in its order: 1 when its value at the last trace
   // point is its backed-up value (the delta that carries the entry derives it; write_trace_bases). Found when the
   // entry first moves, from the cache line its update is about to write: the backed-up value cannot change before

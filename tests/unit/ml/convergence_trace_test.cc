@@ -424,8 +424,8 @@ TEST(ConvergenceTrace, BackupDeltaWritesTheBytesOfSnapshotDelta) {
 
 // Partial backups (proofs/general-bounds.md §3.6): while the weights are within the residual of the store's, a
 // backup writes no weight and leaves the divergence where it was; beyond it, a whole delta. A chain of both restores
-// the scalars and the trace as they are and the weights as the store holds them (exactly divergence() away), and a
-// whole delta after it brings the copy to the state, byte for byte. AdaGrad's backups are always whole.
+// the scalars and the trace points as they are and the weights as the store holds them (exactly divergence() away), and
+// a whole delta after it brings the copy to the state, byte for byte. AdaGrad's backups are always whole.
 TEST(ConvergenceTrace, PartialBackupsWriteNoWeightWithinTheResidual) {
   for (const char* optimizer : {"sgd", "adagrad"}) {
     for (const char* data : {"kdd", "higgs"}) {
@@ -482,6 +482,78 @@ TEST(ConvergenceTrace, PartialBackupsWriteNoWeightWithinTheResidual) {
       }
       EXPECT_GT(a.trace().size(), 20u);
     }
+  }
+}
+
+// A weight-less backup carries no trace entry (in the KDD-like job they were nine tenths of its bytes). Restored
+// from it, the list is the store's, with the store's weights: without a trace point since the last backup with
+// weights, the next point's change and norm are exactly those of the restored weights' history (the last point's
+// weights, the backed-up ones, then what follows); after a point, the list starts again from the weights as
+// restored, and the next point measures the change from them and their norm.
+TEST(ConvergenceTrace, WeightlessBackupsCarryNoTraceEntries) {
+  const Params p = traced("kdd", "sgd", 100);
+  for (const bool point_since : {false, true}) {
+    SCOPED_TRACE(point_since ? "a trace point since the backup with weights" : "no trace point since");
+    SgdLearnerOperator a(p, {});
+    RecordingEmitter out;
+    std::vector<std::vector<std::uint8_t>> chain{backup_of(a, true)};
+    const std::uint64_t whole_at = point_since ? 90 : 120;
+    Eigen::VectorXd at_point;
+    for (const auto& item : indices(0, whole_at)) {
+      a.process(item, out);
+      if (a.count() == 100) at_point = a.weights();
+    }
+    chain.push_back(backup_of(a, false));
+    const Eigen::VectorXd backed = a.weights();
+    for (const auto& item : indices(whole_at, 150)) a.process(item, out);
+    ASSERT_EQ(a.trace().size(), 1u);
+    const double d = a.divergence();
+    ASSERT_GT(d, 0);
+    ByteWriter w;
+    EXPECT_EQ(a.backup_partial_delta(w, 2 * d), d);
+    chain.push_back(w.take());
+    const auto tail = trace_tail(chain.back());
+    EXPECT_EQ(tail.count, 0u);
+    EXPECT_EQ(tail.kept, point_since ? ~std::uint64_t{0} : trace_tail(chain[1]).kept + trace_tail(chain[1]).count);
+    EXPECT_LT(chain.back().size(), chain[1].size() / 4);  // scalars and empty deltas
+    SgdLearnerOperator b(p, {});
+    for (std::size_t k = 0; k < chain.size(); ++k) {
+      ByteReader r(chain[k]);
+      k == 0 ? b.restore_full(r) : b.apply_delta(r);
+    }
+    EXPECT_EQ(b.count(), a.count());
+    EXPECT_EQ(b.trace(), a.trace());
+    EXPECT_EQ(Eigen::VectorXd(b.weights()), backed);
+    for (const auto& item : indices(150, 200)) b.process(item, out);
+    ASSERT_EQ(b.trace().size(), 2u);
+    const Eigen::VectorXd now = b.weights();
+    const double l1 = (now - (point_since ? backed : at_point)).lpNorm<1>();
+    EXPECT_NEAR(b.trace()[1].l1, l1, 1e-12 * l1);
+    EXPECT_NEAR(b.trace()[1].norm, now.lpNorm<1>(), 1e-12 * now.lpNorm<1>());
+    // A backup with weights after it carries the entries, and the chain gives the state byte for byte.
+    for (const auto& item : indices(150, 200)) a.process(item, out);
+    chain.push_back(backup_of(a, false));
+    SgdLearnerOperator c(p, {});
+    for (std::size_t k = 0; k < chain.size(); ++k) {
+      ByteReader r(chain[k]);
+      k == 0 ? c.restore_full(r) : c.apply_delta(r);
+    }
+    EXPECT_EQ(full_snapshot(c), full_snapshot(a));
+  }
+  // Only a delta starts the list again from the weights as restored.
+  SgdLearnerOperator a(p, {});
+  RecordingEmitter out;
+  for (const auto& item : indices(0, 150)) a.process(item, out);
+  auto full = full_snapshot(a);
+  const auto tail = trace_tail(full);
+  std::memset(full.data() + tail.first - 16, 0xff, 8);
+  SgdLearnerOperator b(p, {});
+  ByteReader r(full);
+  try {
+    b.restore_full(r);
+    ADD_FAILURE() << "a full snapshot started its trace from the weights as restored";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("full snapshot starts its trace"), std::string::npos) << e.what();
   }
 }
 
