@@ -3,11 +3,11 @@
 # HIGGS-like (dense 28) and KDD-like (11 hashed fields, 2^18 weights) data with 0, 4, 8 (and FAILS_EXTRA) failures
 # of all workers, under none (0 failures only), approx at the paper's two LR settings (Theta 10, L 1e3 and Theta 1,
 # L 100) with the learn job's run defaults (--ft.replay-overhead-max 0.01 --ft.replay-items-max 4096
-# --net.in-flight-max 16384), approx A-R (Theta 10, L 1e3 with the defaults but --ft.replay-items-max 0: the
-# defaults until the eleventh session), approx A0 (Theta 10, L 1e3 without any: the general defaults, all 0) and
-# exact. Failures are injected with --fail.at at points spread evenly from 10% to 90% of the input (the
-# paper fails all workers after 10% of the input). Every run writes trace.csv (a point per 1% of the input: items,
-# seconds, L1 model change, progressive loss and accuracy), kept under traces/.
+# --net.in-flight-max 16384 --ft.delta-residual 0), approx A-R (Theta 10, L 1e3 with the defaults but
+# --ft.replay-items-max 0: the defaults until the eleventh session), approx A0 (Theta 10, L 1e3 without any: the
+# general defaults) and exact. Failures are injected with --fail.at at points spread evenly from 10% to 90% of the
+# input (the paper fails all workers after 10% of the input). Every run writes trace.csv (a point per 1% of the
+# input: items, seconds, L1 model change, progressive loss and accuracy), kept under traces/.
 #
 #   experiments/convergence.sh [afstream-binary]
 #     ROUNDS=3 HIGGS_ITEMS=2000000 KDD_ITEMS=1000000 FAILS="4 8" FAILS_EXTRA=10 RUNTIME=threads

@@ -238,10 +238,9 @@ TEST(LearnCli, BadOptionsNameTheOption) {
   }
 }
 
-// The learn job's run defaults (Job::run_defaults): ft.replay-overhead-max 0.01, ft.replay-items-max 4096 and
-// net.in-flight-max 16384 are in
-// force when the user leaves them unset (config.ini shows them); a value on the command line or in a job file wins;
-// another job keeps the general defaults.
+// The learn job's run defaults (Job::run_defaults): ft.replay-overhead-max 0.01, ft.replay-items-max 4096,
+// net.in-flight-max 16384 and ft.delta-residual 0 are in force when the user leaves them unset (config.ini shows
+// them); a value on the command line or in a job file wins; another job keeps the general defaults.
 TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   TempDir scratch;
   auto config_of = [&](const std::string& args) {
@@ -257,10 +256,13 @@ TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   EXPECT_TRUE(has(defaults, "ft.replay-overhead-max = 0.01")) << defaults;
   EXPECT_TRUE(has(defaults, "ft.replay-items-max = 4096")) << defaults;
   EXPECT_TRUE(has(defaults, "net.in-flight-max = 16384")) << defaults;
+  EXPECT_TRUE(has(defaults, "ft.delta-residual = 0")) << defaults;
   EXPECT_TRUE(has(defaults, "process.store-compact-ratio = 0")) << defaults;
-  const auto given =
-      config_of("run --job learn --quiet --net.in-flight-max 0 --ft.replay-overhead-max 0.05 --ft.replay-items-max 0");
+  const auto given = config_of(
+      "run --job learn --quiet --net.in-flight-max 0 --ft.replay-overhead-max 0.05 --ft.replay-items-max 0 "
+      "--ft.delta-residual 0.5");
   EXPECT_TRUE(has(given, "ft.replay-overhead-max = 0.05")) << given;
+  EXPECT_TRUE(has(given, "ft.delta-residual = 0.5")) << given;
   EXPECT_TRUE(has(given, "ft.replay-items-max = 0")) << given;
   EXPECT_TRUE(has(given, "net.in-flight-max = 0")) << given;
   const fs::path ini = scratch.path() / "job.ini";
@@ -272,6 +274,7 @@ TEST(LearnCli, JobRunDefaultsApplyUnlessTheUserSetsTheOption) {
   EXPECT_TRUE(has(hh, "ft.replay-overhead-max = 0")) << hh;
   EXPECT_TRUE(has(hh, "ft.replay-items-max = 0")) << hh;
   EXPECT_TRUE(has(hh, "net.in-flight-max = 0")) << hh;
+  EXPECT_TRUE(has(hh, "ft.delta-residual = 0.5")) << hh;
   EXPECT_TRUE(has(hh, "process.store-compact-ratio = 0")) << hh;  // the process runtime's default
 }
 
