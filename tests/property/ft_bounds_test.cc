@@ -241,20 +241,6 @@ TEST(FtBoundsProperty, ZeroThresholdsLoseNothing) {
 std::atomic<int> g_burst_incarnations{0};
 std::atomic<int> g_burst_finishes{0};
 
-class Range final : public Source {
- public:
-  explicit Range(std::uint64_t n) : n_(n) {}
-  std::uint64_t size() const override { return n_; }
-  std::size_t read(std::uint64_t offset, Item* out, std::size_t n) override {
-    std::size_t k = 0;
-    for (; k < n && offset + k < n_; ++k) out[k] = Item{offset + k, 1, 0, 0};
-    return k;
-  }
-
- private:
-  std::uint64_t n_;
-};
-
 class Burst final : public StatelessOperator {
  public:
   Burst() { ++g_burst_incarnations; }
@@ -277,13 +263,14 @@ class HeldSink final : public StatelessOperator {
 
 TEST(FtBoundsProperty, OutputsOfFinishAreNotLost) {
   Registry r;
-  r.add_source("range", "0..n", [](const Params&, const InstanceInfo&) { return std::make_unique<Range>(200); });
+  register_builtin_sources(r);
+  hh::register_heavy_hitters(r);  // the zipf source
   r.add_operator("burst", "emits at finish",
                  [](const Params&, const InstanceInfo&) { return std::make_unique<Burst>(); });
   r.add_operator("held-sink", "held until the burst restarts",
                  [](const Params&, const InstanceInfo&) { return std::make_unique<HeldSink>(); });
   const Topology t = TopologyBuilder()
-                         .source("src", "range", Params())
+                         .source("src", "zipf", hh_source_params(small_setup(1)).set("items", std::uint64_t{200}))
                          .stage("burst", "burst", Params())
                          .forward()
                          .from("src")
