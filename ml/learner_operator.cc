@@ -261,7 +261,8 @@ void SgdLearnerOperator::take_trace_point() {
     l1 += std::abs(now - base[k]);
     norm_change += std::abs(now) - std::abs(base[k]);
   }
-  const double norm = trace_norm_ + norm_change;
+  const double norm = trace_norm_pending_ ? weights_.values().lpNorm<1>() : trace_norm_ + norm_change;
+  trace_norm_pending_ = false;
   trace_.push_back({static_cast<double>(count_), seconds, l1, loss_sum_, static_cast<double>(correct_), norm});
   trace_norm_ = norm;
   trace_moved_.clear();
@@ -389,6 +390,7 @@ void SgdLearnerOperator::write_scalars(ByteWriter& out) const {
   out.put_array<ProgressRecord>(records_);
   out.put_array<TracePoint>(trace_);
   out.put<double>(trace_norm_);
+  out.put<std::uint8_t>(trace_norm_pending_ ? 1 : 0);
 }
 
 void SgdLearnerOperator::snapshot_full(ByteWriter& out) const {
@@ -579,6 +581,7 @@ struct SgdLearnerOperator::Scalars {
   std::vector<ProgressRecord> records;
   std::vector<TracePoint> trace;
   double trace_norm = 0;
+  bool trace_norm_pending = false;
 };
 
 SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
@@ -594,6 +597,9 @@ SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
   s.records = in.get_array<ProgressRecord>("sgd-learner progress records");
   s.trace = in.get_array<TracePoint>("sgd-learner trace points");
   s.trace_norm = in.get<double>("sgd-learner trace norm");
+  const auto pending = in.get<std::uint8_t>("sgd-learner trace norm pending");
+  if (pending > 1) throw FormatError("sgd-learner: trace norm pending flag " + std::to_string(pending));
+  s.trace_norm_pending = pending == 1;
   if (s.correct > s.count) throw FormatError("sgd-learner: more correct predictions than examples");
   return s;
 }
@@ -608,8 +614,10 @@ void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector::Delta&& weights, Trac
   sum_sq_.apply_delta(std::move(sum_sq));
   trace_backed_ = trace_moved_.count();  // the restored state is the backup
   trace_restarted_ = false;
-  // The list starts again from these weights (a weight-less delta after a trace point): so does the norm.
-  trace_norm_ = trace.from_restored_weights ? weights_.values().lpNorm<1>() : s.trace_norm;
+  // The list starts again from these weights (a weight-less delta after a trace point): so does the norm, which the
+  // next point sums.
+  trace_norm_ = s.trace_norm;
+  trace_norm_pending_ = trace.from_restored_weights || s.trace_norm_pending;
   trace_ = std::move(s.trace);
   opt_.t = s.t;
   if (sum_sq_.size() > 0) opt_.sum_sq = sum_sq_.values();

@@ -103,11 +103,11 @@ struct TracePoint {
 // default 10), trace-every (examples of this copy between trace points, 0 = no trace; default 0), trace-clock (wall:
 // seconds since trace-start-ns, a system_clock time in ns since the epoch that the job sets for all copies, default
 // the operator's construction; off: 0, for deterministic states) and trace-start-ns.
-// Snapshots: tag, version, t, counters, records, trace points, the trace's base norm, then the weights' (and AdaGrad
-// sums') TrackedVector payloads and the moved entries' values at the last trace point (a delta: those that first
-// moved since the last backup; a weight-less one none, write_trace_bases); deltas carry the scalars whole and the
-// vectors' deltas (set semantics: idempotent). The trace is state: after a restore the copy's trace is that of the
-// restored iterate's history, so its items keep increasing.
+// Snapshots: tag, version, t, counters, records, trace points, the trace's base norm (or that the next point sums it),
+// then the weights' (and AdaGrad sums') TrackedVector payloads and the moved entries' values at the last trace point (a
+// delta: those that first moved since the last backup; a weight-less one none, write_trace_bases); deltas carry the
+// scalars whole and the vectors' deltas (set semantics: idempotent). The trace is state: after a restore the copy's
+// trace is that of the restored iterate's history, so its items keep increasing.
 class SgdLearnerOperator final : public Operator {
  public:
   SgdLearnerOperator(const Params& p, const InstanceInfo& at);
@@ -186,9 +186,11 @@ class SgdLearnerOperator final : public Operator {
   // was half of every KDD-like backup.
   DirtySlots<double> trace_moved_{0};
   std::size_t trace_backed_ = 0;  // how many of trace_moved_'s entries the last backup holds
-  // ||w||_1 of the weights whose values the list holds (the last point's, or a restore's: the next point's norm is
-  // it plus the moved entries' change). State.
+  // ||w||_1 of the weights whose values the list holds (the last point's: the next point's norm is it plus the moved
+  // entries' change). State, as is trace_norm_pending_: after a restore from a weight-less delta that started the
+  // list again, the next point sums the weights' norm itself (once, not at each such delta of the chain).
   double trace_norm_ = 0;
+  bool trace_norm_pending_ = false;
   // A trace point since the last backup with weights: a weight-less one then says the list starts again from the
   // weights as restored (backup_partial_delta). Not state, as trace_backed_.
   bool trace_restarted_ = false;

@@ -524,7 +524,18 @@ TEST(ConvergenceTrace, WeightlessBackupsCarryNoTraceEntries) {
     EXPECT_EQ(b.count(), a.count());
     EXPECT_EQ(b.trace(), a.trace());
     EXPECT_EQ(Eigen::VectorXd(b.weights()), backed);
-    for (const auto& item : indices(150, 200)) b.process(item, out);
+    // A snapshot of the restored copy carries where its next point's norm comes from.
+    SgdLearnerOperator again(p, {});
+    {
+      const auto bytes = full_snapshot(b);
+      ByteReader r(bytes);
+      again.restore_full(r);
+    }
+    for (const auto& item : indices(150, 200)) {
+      b.process(item, out);
+      again.process(item, out);
+    }
+    EXPECT_EQ(again.trace(), b.trace());
     ASSERT_EQ(b.trace().size(), 2u);
     const Eigen::VectorXd now = b.weights();
     const double l1 = (now - (point_since ? backed : at_point)).lpNorm<1>();
