@@ -318,8 +318,12 @@ void Worker::run() {
           measure_loss();
           backup_at_end_of_stream();
           if (ack_mode()) begin_finish_tree();
-          for (auto& o : outs_) o.finish_from = o.out_seq;
+          std::vector<std::uint64_t> before_finish;
+          for (const auto& o : outs_) before_finish.push_back(o.out_seq);
           op_->finish(*emitter_);
+          for (std::size_t i = 0; i < outs_.size(); ++i) {
+            outs_[i].finish_outputs = {{before_finish[i], outs_[i].out_seq}};
+          }
           // Microbatch: the final results go out at once (a recovery from the last boundary emits them again,
           // with the same sequence numbers).
           for (auto& o : outs_) o.released = o.out_seq;
@@ -2170,13 +2174,18 @@ void Worker::on_crash() {
                      : inputs_replayable_                           ? 0
                                                                     : unbacked_;
   }
-  // Lost: the unacknowledged outputs, but for those of finish() (never lost: every recovery runs it again, and the
-  // window does not limit them; proofs/general-bounds.md, "What the tests measure").
+  // Lost: the unacknowledged outputs, seqs (acked, out_seq], but for those of finish() (never lost: every recovery
+  // runs it again, and the window does not limit them; proofs/general-bounds.md, "What the tests measure").
   std::uint64_t lost_out = 0;
   if (ctx_.config.mode == FtMode::Approx && !source_ && schedule_.current().gamma > 0) {
     for (const auto& o : outs_) {
-      const std::uint64_t upto = o.finish_from.value_or(o.out_seq);
-      lost_out += upto > o.acked ? std::min<std::uint64_t>(o.unacked.size(), upto - o.acked) : 0;
+      std::uint64_t n = o.unacked.size();
+      if (o.finish_outputs) {
+        const auto [first, last] = *o.finish_outputs;
+        const std::uint64_t from = std::max(first, o.acked);
+        if (last > from) n -= std::min<std::uint64_t>(n, last - from);
+      }
+      lost_out += n;
     }
   }
   rec.lost_outputs = lost_out;

@@ -190,9 +190,10 @@ class Worker {
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
     std::int64_t unsent_since_ns = 0;  // when the oldest item not sent yet was emitted (latency, metrics.h)
     std::uint64_t released = 0;        // microbatch: highest seq of a committed batch (sent; later ones are held)
-    // out_seq when finish() began (no value before): its outputs are never lost, as every recovery runs finish()
-    // again (an ended input restores as ended), so on_crash() counts only the unacknowledged outputs up to it.
-    std::optional<std::uint64_t> finish_from;
+    // The outputs of finish(), (first, last] (no value before it ran): never lost, as every recovery runs finish()
+    // again (an ended input restores as ended), so on_crash() does not count them. Outputs after them (of items
+    // processed after finish(): duplicates a restarted sender numbered after its end of stream) are counted.
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> finish_outputs;
     bool numbering_pending = false;  // after a recovery: waiting for the receiver to say where to continue
     Clock::time_point queried_at{};
     Ring<Item> unacked;  // items with seq in (acked, out_seq]
