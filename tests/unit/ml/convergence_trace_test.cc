@@ -568,6 +568,105 @@ TEST(ConvergenceTrace, WeightlessBackupsCarryNoTraceEntries) {
   }
 }
 
+// Random chains: items, full snapshots, whole deltas, partial backups (weight-less or whole), restores from the chain
+// (a crash: the copy goes on from what it restored) and compactions (the chain replaced by the full snapshot of its
+// restore), in random order, for both optimizers and both datasets, with trace points every example, every 13, 97
+// or none. Every restore and apply succeeds and gives the store's weights; every trace point's change is measured
+// from the weights at the last point of the copy's own history (after a restore from a weight-less backup that
+// followed a point: the restored weights) and its norm is ||w||_1; a whole delta reproduces the copy byte for byte.
+TEST(ConvergenceTrace, RandomChainsKeepTheTraceOfTheRestoredHistory) {
+  int weightless = 0, restarts = 0, restores = 0, compactions = 0;
+  for (const char* optimizer : {"sgd", "adagrad"}) {
+    for (const char* data : {"kdd", "higgs"}) {
+      for (const std::int64_t every : {1, 13, 97, 0}) {
+        for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+          SCOPED_TRACE(std::string(data) + "/" + optimizer + " every " + std::to_string(every) + " seed " +
+                       std::to_string(seed));
+          const bool sgd = std::string(optimizer) == "sgd";
+          const Params p = traced(data, optimizer, every);
+          auto a = std::make_unique<SgdLearnerOperator>(p, InstanceInfo{});
+          RecordingEmitter out;
+          std::mt19937_64 rng(seed * 7919 + static_cast<std::uint64_t>(every));
+          std::vector<std::vector<std::uint8_t>> chain{backup_of(*a, true)};
+          const auto restored = [&] {
+            auto b = std::make_unique<SgdLearnerOperator>(p, InstanceInfo{});
+            for (std::size_t k = 0; k < chain.size(); ++k) {
+              ByteReader r(chain[k]);
+              k == 0 ? b->restore_full(r) : b->apply_delta(r);
+            }
+            return b;
+          };
+          // The weights the next point is measured from (live), the store's weights, and what a restore from the
+          // chain will measure from; whether a point was taken since the store's weights were written.
+          Eigen::VectorXd live_base = Eigen::VectorXd(a->weights());
+          Eigen::VectorXd store_w = live_base, chain_base = live_base;
+          bool point_since = false;
+          for (int round = 0; round < 80; ++round) {
+            const std::uint64_t n = a->count();
+            const auto k = 1 + rng() % (rng() % 3 == 0 ? 200 : 20);
+            for (const auto& item : indices(n, n + k)) {
+              const auto points = a->trace().size();
+              a->process(item, out);
+              if (a->trace().size() == points) continue;
+              const Eigen::VectorXd w = a->weights();
+              const auto& t = a->trace().back();
+              const double l1 = (w - live_base).lpNorm<1>(), norm = w.lpNorm<1>();
+              ASSERT_NEAR(t.l1, l1, 1e-9 * std::max(1.0, l1)) << "point at " << t.count;
+              ASSERT_NEAR(t.norm, norm, 1e-9 * std::max(1.0, norm)) << "point at " << t.count;
+              live_base = w;
+              point_since = true;
+            }
+            const auto what = rng() % 10;
+            if (what == 0) {
+              chain = {backup_of(*a, true)};
+              store_w = a->weights();
+              chain_base = live_base;
+              point_since = false;
+            } else if (what <= 3) {
+              chain.push_back(backup_of(*a, false));
+              store_w = a->weights();
+              chain_base = live_base;
+              point_since = false;
+              if (rng() % 3 == 0) ASSERT_EQ(full_snapshot(*restored()), full_snapshot(*a)) << "round " << round;
+            } else if (what <= 7) {
+              const double d = a->divergence();
+              const double residual = rng() % 4 == 0 ? d * 0.5 : d * 2 + 1e-300;
+              ByteWriter w;
+              a->backup_partial_delta(w, residual);
+              chain.push_back(w.take());
+              if (sgd && d <= residual) {
+                ++weightless;
+                restarts += point_since ? 1 : 0;
+                chain_base = point_since ? store_w : live_base;
+              } else {
+                store_w = a->weights();
+                chain_base = live_base;
+                point_since = false;
+              }
+            } else if (what == 8) {
+              ++restores;
+              a = restored();
+              ASSERT_EQ(Eigen::VectorXd(a->weights()), store_w) << "round " << round;
+              live_base = chain_base;
+              point_since = false;
+            } else {
+              ++compactions;
+              chain = {full_snapshot(*restored())};
+            }
+          }
+          chain.push_back(backup_of(*a, false));
+          EXPECT_EQ(full_snapshot(*restored()), full_snapshot(*a));
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+  EXPECT_GT(weightless, 500);
+  EXPECT_GT(restarts, 100);
+  EXPECT_GT(restores, 500);
+  EXPECT_GT(compactions, 500);
+}
+
 // A delta's trace entries are inserted all or none: one that repeats an entry the state holds (a delta that keeps
 // the list) or another entry of the same delta (one that starts it again) is a FormatError naming it, and the state,
 // trace entries included, is what it was (the list that started again is put back).
