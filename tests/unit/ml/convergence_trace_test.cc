@@ -154,6 +154,16 @@ std::vector<std::uint8_t> full_snapshot(const SgdLearnerOperator& op) {
   op.snapshot_full(w);
   return w.take();
 }
+// A copy restored from a chain: a full snapshot, then deltas.
+std::unique_ptr<SgdLearnerOperator> restored_from(const Params& p,
+                                                  const std::vector<std::vector<std::uint8_t>>& chain) {
+  auto b = std::make_unique<SgdLearnerOperator>(p, InstanceInfo{});
+  for (std::size_t k = 0; k < chain.size(); ++k) {
+    ByteReader r(chain[k]);
+    k == 0 ? b->restore_full(r) : b->apply_delta(r);
+  }
+  return b;
+}
 
 // A backup ends with the trace's moved entries: u64 kept (entries of the state it applies to that stay), u64 n, n u32
 // indices, u64 (n + 7) / 8, the derived bits, u64 m, m doubles (the values not derived; m = n less the bits set).
@@ -406,11 +416,7 @@ TEST(ConvergenceTrace, BackupDeltaWritesTheBytesOfSnapshotDelta) {
         if (full) chain.erase(chain.begin(), chain.end() - 1);
         if (b) (void)backup_of(*b, rng() % 8 == 0);
         if (round == 20) {  // a copy restored from the chain, which then runs alongside
-          b = std::make_unique<SgdLearnerOperator>(p, InstanceInfo{});
-          for (std::size_t k = 0; k < chain.size(); ++k) {
-            ByteReader r(chain[k]);
-            k == 0 ? b->restore_full(r) : b->apply_delta(r);
-          }
+          b = restored_from(p, chain);
         }
         ASSERT_EQ(a.divergence(), 0.0);
         if (HasFailure()) return;
@@ -436,14 +442,7 @@ TEST(ConvergenceTrace, PartialBackupsWriteNoWeightWithinTheResidual) {
       RecordingEmitter out;
       std::mt19937_64 rng(7);
       std::vector<std::vector<std::uint8_t>> chain{backup_of(a, true)};
-      const auto restored = [&] {
-        auto b = std::make_unique<SgdLearnerOperator>(p, InstanceInfo{});
-        for (std::size_t k = 0; k < chain.size(); ++k) {
-          ByteReader r(chain[k]);
-          k == 0 ? b->restore_full(r) : b->apply_delta(r);
-        }
-        return b;
-      };
+      const auto restored = [&] { return restored_from(p, chain); };
       std::uint64_t n = 0;
       int partial = 0, whole = 0, lagged = 0;
       for (int round = 0; round < 60; ++round) {
@@ -516,11 +515,8 @@ TEST(ConvergenceTrace, WeightlessBackupsCarryNoTraceEntries) {
     EXPECT_EQ(tail.count, 0u);
     EXPECT_EQ(tail.kept, point_since ? ~std::uint64_t{0} : trace_tail(chain[1]).kept + trace_tail(chain[1]).count);
     EXPECT_LT(chain.back().size(), chain[1].size() / 4);  // scalars and empty deltas
-    SgdLearnerOperator b(p, {});
-    for (std::size_t k = 0; k < chain.size(); ++k) {
-      ByteReader r(chain[k]);
-      k == 0 ? b.restore_full(r) : b.apply_delta(r);
-    }
+    auto restored = restored_from(p, chain);
+    SgdLearnerOperator& b = *restored;
     EXPECT_EQ(b.count(), a.count());
     EXPECT_EQ(b.trace(), a.trace());
     EXPECT_EQ(Eigen::VectorXd(b.weights()), backed);
@@ -544,12 +540,7 @@ TEST(ConvergenceTrace, WeightlessBackupsCarryNoTraceEntries) {
     // A backup with weights after it carries the entries, and the chain gives the state byte for byte.
     for (const auto& item : indices(150, 200)) a.process(item, out);
     chain.push_back(backup_of(a, false));
-    SgdLearnerOperator c(p, {});
-    for (std::size_t k = 0; k < chain.size(); ++k) {
-      ByteReader r(chain[k]);
-      k == 0 ? c.restore_full(r) : c.apply_delta(r);
-    }
-    EXPECT_EQ(full_snapshot(c), full_snapshot(a));
+    EXPECT_EQ(full_snapshot(*restored_from(p, chain)), full_snapshot(a));
   }
   // Only a delta starts the list again from the weights as restored.
   SgdLearnerOperator a(p, {});
@@ -588,14 +579,7 @@ TEST(ConvergenceTrace, RandomChainsKeepTheTraceOfTheRestoredHistory) {
           RecordingEmitter out;
           std::mt19937_64 rng(seed * 7919 + static_cast<std::uint64_t>(every));
           std::vector<std::vector<std::uint8_t>> chain{backup_of(*a, true)};
-          const auto restored = [&] {
-            auto b = std::make_unique<SgdLearnerOperator>(p, InstanceInfo{});
-            for (std::size_t k = 0; k < chain.size(); ++k) {
-              ByteReader r(chain[k]);
-              k == 0 ? b->restore_full(r) : b->apply_delta(r);
-            }
-            return b;
-          };
+          const auto restored = [&] { return restored_from(p, chain); };
           // The weights the next point is measured from (live), the store's weights, and what a restore from the
           // chain will measure from; whether a point was taken since the store's weights were written.
           Eigen::VectorXd live_base = Eigen::VectorXd(a->weights());
