@@ -336,7 +336,7 @@ void RocksDbStore::load_index() {
           const Reference r = *open_value(value, kStateKind, path_, worker, counter).reference;
           e.size = r.size;
           e.file = r.file;
-          e.end = r.at + r.size;
+          e.at = r.at;
           next_file_ = std::max(next_file_, r.file + 1);
         } catch (const FormatError&) {
         }
@@ -582,7 +582,7 @@ ChainInfo RocksDbStore::put_state(int worker, bool full, Bytes record, const Seq
     w.chain.clear();
     w.generation = next_generation_++;
   }
-  w.chain.push_back({counter, record.size(), value ? value->file : 0, value ? value->at + record.size() : 0});
+  w.chain.push_back({counter, record.size(), value ? value->file : 0, value ? value->at : 0});
   std::deque<ItemEntry> kept;
   for (std::size_t i = 0; i < w.items.size(); ++i) {
     if (!trimmed[i]) kept.push_back(std::move(w.items[i]));
@@ -613,7 +613,7 @@ bool RocksDbStore::compact_state(int worker, std::uint64_t generation, std::uint
   write_with_value(batch, "compact_state", worker, w, value, full.size());
   for (std::uint64_t i = 0; i < count; ++i) release_value_file(w, w.chain[i].file);
   w.chain.erase(w.chain.begin(), w.chain.begin() + static_cast<std::ptrdiff_t>(count - 1));
-  w.chain.front() = {counter, full.size(), value ? value->file : 0, value ? value->at + full.size() : 0};
+  w.chain.front() = {counter, full.size(), value ? value->file : 0, value ? value->at : 0};
   w.generation = next_generation_++;
   stats_.bytes_stored = stats_.bytes_stored - dropped_bytes + full.size();
   return true;
@@ -639,8 +639,9 @@ void RocksDbStore::put_items(int worker, Bytes record, std::vector<ItemRecordInf
 }
 
 // Item records need no lock: a RocksDB iterator sees one consistent snapshot, and every put is one atomic batch, so a
-// concurrent put shows either wholly or not at all. State records do (read_state).
-std::vector<Bytes> RocksDbStore::read_records(int worker, std::uint8_t kind) const {
+// concurrent put shows either wholly or not at all. State records do (state_chain).
+std::vector<Bytes> RocksDbStore::item_records(int worker) const {
+  constexpr std::uint8_t kind = kItemsKind;
   const std::string lower = record_key(worker, kind, 0);
   const std::string upper = record_key(worker, static_cast<std::uint8_t>(kind + 1), 0);
   const rocksdb::Slice upper_slice(upper);
@@ -704,7 +705,7 @@ struct RocksDbStore::PendingState {
 
 // The chain's references are read and their files opened under the lock, so that no put removes a file between the
 // two (an open file stays readable once removed); the files are read after it is released.
-std::vector<Bytes> RocksDbStore::read_state(int worker, ChainInfo* info) const {
+std::vector<Bytes> RocksDbStore::state_chain(int worker, ChainInfo* info) const {
   std::vector<PendingState> pending;
   OpenFiles files;
   {
@@ -780,15 +781,11 @@ std::vector<Bytes> RocksDbStore::read_state(int worker, ChainInfo* info) const {
   return out;
 }
 
-std::vector<Bytes> RocksDbStore::state_chain(int worker, ChainInfo* info) const { return read_state(worker, info); }
-
 ChainInfo RocksDbStore::chain_info(int worker) const {
   std::lock_guard lock(mu_);
   auto it = index_.find(worker);
   return it == index_.end() ? ChainInfo{} : info_of(it->second);
 }
-
-std::vector<Bytes> RocksDbStore::item_records(int worker) const { return read_records(worker, kItemsKind); }
 
 void RocksDbStore::drop(int worker) {
   std::lock_guard lock(mu_);
@@ -852,7 +849,7 @@ void RocksDbStore::corrupt_latest_state(int worker) {
     const int fd = ::open(value_file_path(file).c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) return;
     const StateEntry& e = it->second.chain.back();
-    const auto middle = static_cast<off_t>(e.end - e.size + e.size / 2);
+    const auto middle = static_cast<off_t>(e.at + e.size / 2);
     char c = 0;
     if (::pread(fd, &c, 1, middle) == 1) {
       c = static_cast<char>(c ^ 0x5a);

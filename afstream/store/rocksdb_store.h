@@ -104,9 +104,9 @@ class RocksDbStore final : public BackupStore {
     std::uint64_t counter = 0;
     std::uint64_t size = 0;  // record bytes
     std::uint64_t file = 0;  // the record's value file, 0: the record is in RocksDB
-    std::uint64_t end = 0;   // where the record ends in its file
+    std::uint64_t at = 0;    // where the record starts in its file
   };
-  // A state record as read from RocksDB under the lock: the record itself, or its reference (read_state opens the
+  // A state record as read from RocksDB under the lock: the record itself, or its reference (state_chain opens the
   // referenced files under the lock too: an open file stays readable when a put removes it).
   struct PendingState;
   struct ItemEntry {
@@ -134,8 +134,6 @@ class RocksDbStore final : public BackupStore {
   void retire_value_file(std::uint64_t file);
   void remove_retired_value_files();
   static ChainInfo info_of(const WorkerIndex& w);
-  std::vector<Bytes> read_records(int worker, std::uint8_t kind) const;
-  std::vector<Bytes> read_state(int worker, ChainInfo* info) const;
   // The value file functions run under mu_.
   // Writes a record at the end of the worker's append file, or of a new one (synced when options_.sync).
   ValueWrite write_value(int worker, const WorkerIndex& w, bool new_file, const Bytes& record);

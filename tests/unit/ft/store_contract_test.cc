@@ -493,13 +493,20 @@ TYPED_TEST(StoreContract, ReadersSeeOnlyWholeChains) {
 
 // --- RocksDbStore only ---------------------------------------------------------------------------------------------
 
+// Runs body(options, path) twice, each time on a new store directory: with every state record inside RocksDB, and
+// with those of at least value_file_min bytes in value files.
+void with_and_without_value_files(std::size_t value_file_min,
+                                  const std::function<void(const RocksDbStoreOptions&, const std::string&)>& body) {
+  for (const std::size_t min : {std::size_t{0}, value_file_min}) {
+    SCOPED_TRACE("value_file_min_bytes " + std::to_string(min));
+    TempDir dir;
+    body(RocksDbStoreOptions{false, min}, dir.str() + "/db");
+  }
+}
+
 // With the state records inside RocksDB, and with those of 50 bytes or more in value files.
 TEST(RocksDbStore, ReopenKeepsChainsItemsAndBytesStoredAndCarriesOn) {
-  for (const std::size_t value_file_min : {std::size_t{0}, std::size_t{50}}) {
-    SCOPED_TRACE("value_file_min_bytes " + std::to_string(value_file_min));
-    const RocksDbStoreOptions o{false, value_file_min};
-    TempDir dir;
-    const std::string path = dir.str() + "/db";
+  with_and_without_value_files(50, [](const RocksDbStoreOptions& o, const std::string& path) {
     {
       RocksDbStore s(path, o);
       s.put_state(1, true, bytes(100, 1), {});
@@ -567,7 +574,7 @@ TEST(RocksDbStore, ReopenKeepsChainsItemsAndBytesStoredAndCarriesOn) {
     EXPECT_TRUE(s.item_records(1).empty());
     EXPECT_TRUE(s.state_chain(2).empty());
     EXPECT_EQ(s.stats().bytes_stored, 1u);
-  }
+  });
 }
 
 TEST(RocksDbStore, ReopenKeepsTheCheckpointLedger) {
@@ -642,11 +649,7 @@ TEST(RocksDbStore, ForeignRocksDbGivesConfigError) {
 }
 
 TEST(RocksDbStore, CorruptStateStaysReportedAfterReopen) {
-  for (const std::size_t value_file_min : {std::size_t{0}, std::size_t{10}}) {
-    SCOPED_TRACE("value_file_min_bytes " + std::to_string(value_file_min));
-    const RocksDbStoreOptions o{false, value_file_min};
-    TempDir dir;
-    const std::string path = dir.str() + "/db";
+  with_and_without_value_files(10, [](const RocksDbStoreOptions& o, const std::string& path) {
     {
       RocksDbStore s(path, o);
       s.put_state(6, true, bytes(64, 1), {});
@@ -657,7 +660,7 @@ TEST(RocksDbStore, CorruptStateStaysReportedAfterReopen) {
     EXPECT_THROW(s.state_chain(6), FormatError);
     s.put_state(6, true, bytes(32, 9), {});
     EXPECT_EQ(s.state_chain(6), (std::vector<Bytes>{bytes(32, 9)}));
-  }
+  });
 }
 
 // An item record damaged on disk: reported (never returned), and never trimmed, since its infos cannot be trusted
