@@ -3,6 +3,7 @@
 // partially decoded value.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -71,6 +72,11 @@ class ArrayView {
     T v;
     std::memcpy(&v, bytes_.data() + k * sizeof(T), sizeof(T));
     return v;
+  }
+  // All the elements into out (out.size() == size()), in one copy.
+  void copy_to(std::span<T> out) const {
+    assert(out.size() == size());
+    if (!bytes_.empty()) std::memcpy(out.data(), bytes_.data(), bytes_.size());
   }
 
  private:

@@ -34,16 +34,15 @@ std::size_t checked_size(std::size_t n, Metric m) {
   return n;
 }
 
-// Reads a u64-counted array of n doubles into an Eigen vector.
-Eigen::VectorXd get_vector(ByteReader& r, std::uint64_t n, const char* what) {
-  const auto bytes = r.get_array_bytes<double>(what);  // copied once, into the vector
-  if (bytes.size() != n * sizeof(double)) {
+// A u64-counted array of n doubles, in place in the payload: a full copy is applied straight from it (a copy into a
+// vector of its own first cost a restore of the KDD-like learner a 2 MB allocation, its page faults and a pass).
+ArrayView<double> get_values(ByteReader& r, std::uint64_t n, const char* what) {
+  const auto values = r.get_array_view<double>(what);
+  if (values.size() != n) {
     throw FormatError(std::string(what) + ": expected " + std::to_string(n) + " values but " +
-                      std::to_string(bytes.size() / sizeof(double)) + " follow");
+                      std::to_string(values.size()) + " follow");
   }
-  Eigen::VectorXd v(static_cast<Eigen::Index>(n));
-  if (n) std::memcpy(v.data(), bytes.data(), bytes.size());
-  return v;
+  return values;
 }
 
 // The sparse regime's delta after its header. When the indices of the changed entries would take more room than a
@@ -90,8 +89,10 @@ void put_changed(ByteWriter& w, Double* pairs, const std::vector<std::uint64_t>&
 
 }  // namespace
 
+// All zero, weights and backed-up values alike: the storage's own zero-initialization, without a vector of zeros to
+// copy in (a restarted worker builds its operator before it restores: three passes over the KDD-like sink's 8 MB).
 TrackedVector::TrackedVector(std::size_t n, Metric m)
-    : TrackedVector(Eigen::VectorXd::Zero(static_cast<Eigen::Index>(checked_size(n, m))), m) {}
+    : n_(checked_size(n, m)), data_(2 * n_), changed_bits_((n_ + 63) / 64, 0), div_(m) {}
 
 TrackedVector::TrackedVector(const Eigen::VectorXd& initial, Metric m)
     : n_(checked_size(static_cast<std::size_t>(initial.size()), m)),
@@ -234,7 +235,7 @@ TrackedVector::Delta TrackedVector::read_full_values(ByteReader& r) const {
   }
   Delta d;
   d.full_copy = true;
-  d.values = get_vector(r, n, what);
+  d.entries = get_values(r, n, what);
   return d;
 }
 
@@ -251,38 +252,31 @@ TrackedVector::Delta TrackedVector::read_delta(ByteReader& r) const {
   const auto mode = r.get<std::uint8_t>("TrackedVector delta mode");
   if (mode == kDeltaFullCopy) {
     d.full_copy = true;
-    d.values = get_vector(r, n, what);
+    d.entries = get_values(r, n, what);
     return d;
   }
   if (mode == kDeltaBitmap) {
-    const auto bits = r.get_array_view<std::uint64_t>(what);
+    d.bits = r.get_array_view<std::uint64_t>(what);
     const std::size_t words = (n + 63) / 64;
-    if (bits.size() != words) {
-      throw FormatError(std::string(what) + ": " + std::to_string(bits.size()) + " words of changed-entry bits for " +
+    if (d.bits.size() != words) {
+      throw FormatError(std::string(what) + ": " + std::to_string(d.bits.size()) + " words of changed-entry bits for " +
                         std::to_string(n) + " entries (expected " + std::to_string(words) + ")");
     }
     d.entries = r.get_array_view<double>(what);
-    d.owned_indices.reserve(d.entries.size());
-    for (std::size_t k = 0; k < words; ++k) {
-      for (std::uint64_t b = bits[k]; b != 0; b &= b - 1) {
-        const std::size_t i = k * 64 + static_cast<std::size_t>(std::countr_zero(b));
-        if (i >= n) {
-          throw FormatError(std::string(what) + ": changed-entry bit " + std::to_string(i) + " out of range (size " +
-                            std::to_string(n) + ")");
-        }
-        if (d.owned_indices.size() == d.entries.size()) {
-          throw FormatError(std::string(what) + ": more changed-entry bits than the " +
-                            std::to_string(d.entries.size()) + " values");
-        }
-        d.owned_indices.push_back(static_cast<std::uint32_t>(i));
-      }
+    // Checked by counting: apply_delta walks the bits themselves (a list of their indices cost a KDD-like learner's
+    // restore a quarter of its time).
+    std::size_t set = 0;
+    for (std::size_t k = 0; k < words; ++k) set += static_cast<std::size_t>(std::popcount(d.bits[k]));
+    if (const std::size_t used = n % 64; used != 0 && words > 0 && (d.bits[words - 1] >> used) != 0) {
+      const std::uint64_t past = d.bits[words - 1] >> used;
+      throw FormatError(std::string(what) + ": changed-entry bit " +
+                        std::to_string((words - 1) * 64 + used + static_cast<std::size_t>(std::countr_zero(past))) +
+                        " out of range (size " + std::to_string(n) + ")");
     }
-    if (d.owned_indices.size() != d.entries.size()) {
-      throw FormatError(std::string(what) + ": " + std::to_string(d.owned_indices.size()) + " changed-entry bits but " +
+    if (set != d.entries.size()) {
+      throw FormatError(std::string(what) + ": " + std::to_string(set) + " changed-entry bits but " +
                         std::to_string(d.entries.size()) + " values");
     }
-    d.indices = ArrayView<std::uint32_t>(std::span(reinterpret_cast<const std::uint8_t*>(d.owned_indices.data()),
-                                                   d.owned_indices.size() * sizeof(std::uint32_t)));
     return d;
   }
   if (mode != kDeltaSparse) {
@@ -306,22 +300,37 @@ TrackedVector::Delta TrackedVector::read_delta(ByteReader& r) const {
 
 void TrackedVector::apply_delta(Delta&& d) {
   if (d.full_copy) {
-    assert(d.values.size() == static_cast<Eigen::Index>(n_));
-    weights() = d.values;
-    if (!untracked_) {
-      backup() = d.values;
+    assert(d.entries.size() == n_);
+    double* const data = data_.data();
+    if (untracked_) {
+      d.entries.copy_to(std::span<double>(data, n_));
+    } else {
+      for (std::size_t i = 0; i < n_; ++i) data[2 * i] = data[2 * i + 1] = d.entries[i];
       clear_changed();
       dense_ = false;
       div_.reset();
     }
     return;
   }
+  double* const data = data_.data();
+  const unsigned shift = shift_;
+  if (!d.bits.empty()) {  // in index order: a sweep, no prefetch needed
+    std::size_t k = 0;
+    for (std::size_t w = 0; w < d.bits.size(); ++w) {
+      for (std::uint64_t b = d.bits[w]; b != 0; b &= b - 1, ++k) {
+        double* const slot = data + ((w * 64 + static_cast<std::size_t>(std::countr_zero(b))) << shift);
+        slot[0] = d.entries[k];
+        if (!untracked_) slot[1] = d.entries[k];
+      }
+    }
+    assert(k == d.entries.size());
+    mark_backed_up();
+    return;
+  }
   assert(d.indices.size() == d.entries.size());
   // The indices are scattered over the vector (4 MB for 2^18 weights and their backed-up values): prefetch ahead of
   // the stores. Each entry is set, with its backed-up value while tracking.
   constexpr std::size_t kAhead = 16;
-  double* const data = data_.data();
-  const unsigned shift = shift_;
   for (std::size_t k = 0; k < d.indices.size(); ++k) {
     if (k + kAhead < d.indices.size()) afs::prefetch(data + (std::size_t{d.indices[k + kAhead]} << shift));
     double* const slot = data + (std::size_t{d.indices[k]} << shift);

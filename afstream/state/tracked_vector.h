@@ -145,19 +145,14 @@ class TrackedVector {
   // one (a copy per delta made a restore O(chain x size)): read_delta reads and checks a write_delta payload
   // (FormatError on bad input, the vector unchanged), and apply_delta(Delta&&) applies it (it cannot fail) in
   // O(changed entries), or O(n) for a full-copy delta.
-  struct Delta {  // move-only: `indices` may view `owned_indices`, whose buffer a move keeps
-    Delta() = default;
-    Delta(Delta&&) = default;
-    Delta& operator=(Delta&&) = default;
-    Delta(const Delta&) = delete;
-    Delta& operator=(const Delta&) = delete;
+  struct Delta {
     bool full_copy = false;
-    Eigen::VectorXd values;  // full copy: all n values
-    // Sparse: the indices (all < size()) and the values at them, in place in the payload read_delta read: apply the
-    // delta while that buffer lives.
+    // In place in the payload read_delta read (apply the delta while that buffer lives): a full copy's n values, or
+    // the changed entries' values and where they go: their indices (all < size()), or a bitmap delta's bits (one
+    // per entry, as many set as there are values, in index order).
     ArrayView<std::uint32_t> indices;
+    ArrayView<std::uint64_t> bits;
     ArrayView<double> entries;
-    std::vector<std::uint32_t> owned_indices;  // a bitmap delta's indices, which `indices` then views (moves keep it)
   };
   Delta read_delta(ByteReader& r) const;
   Delta read_full_values(ByteReader& r) const;  // a write_full payload, read and checked as a full-copy Delta

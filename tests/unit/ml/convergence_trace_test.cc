@@ -611,7 +611,9 @@ TEST(ConvergenceTrace, RandomChainsKeepTheTraceOfTheRestoredHistory) {
               store_w = a->weights();
               chain_base = live_base;
               point_since = false;
-              if (rng() % 3 == 0) ASSERT_EQ(full_snapshot(*restored()), full_snapshot(*a)) << "round " << round;
+              if (rng() % 3 == 0) {
+                ASSERT_EQ(full_snapshot(*restored()), full_snapshot(*a)) << "round " << round;
+              }
             } else if (what <= 7) {
               const double d = a->divergence();
               const double residual = rng() % 4 == 0 ? d * 0.5 : d * 2 + 1e-300;
