@@ -538,6 +538,18 @@ void Worker::restore() {
     std::span<const std::uint8_t> snapshot;  // inside *chain[i]
     StateRecord rec = StateRecord::decode(*chain[i], &snapshot);
     if (i == 0 && !rec.full) throw FormatError("worker " + std::to_string(id_) + ": backup chain starts with a delta");
+    // The restored state counts as backed up (Operator: restore_full and apply_delta), so the next backup is a delta
+    // on this chain, or a full snapshot by the usual rule (backup_state_now): not a full snapshot because this
+    // incarnation had written none yet (a KDD-like learner's recovery wrote 2.3 MB that way, about 4 ms before its
+    // first example).
+    if (rec.full) {
+      chain_length_ = 1;
+      last_full_bytes_ = snapshot.size();
+      delta_bytes_since_full_ = 0;
+    } else {
+      ++chain_length_;
+      delta_bytes_since_full_ += snapshot.size();
+    }
     if (op_) {
       const auto opened = open_snapshot(snapshot, op_type_);
       ByteReader r(opened.payload);

@@ -345,7 +345,8 @@ class Kit {
     }
   }
 
-  // (c): snapshot, restore into a fresh instance, continue == an uninterrupted run.
+  // (c): snapshot, restore into a fresh instance (a full snapshot and a delta), continue == an uninterrupted run; and
+  // the continued instance's delta applies on the chain it was restored from.
   void check_cut_points() {
     const std::size_t n = items_.size();
     where_ = "(c) the uninterrupted run";
@@ -372,12 +373,19 @@ class Kit {
       auto first = fresh();
       RecordingEmitter out;
       std::vector<std::size_t> from;
-      feed(*first, 0, cut, out, from);
+      // The state at the cut as the runtime restores it: a full snapshot half way there, then a delta.
+      feed(*first, 0, cut / 2, out, from);
+      const Bytes chain_full = full_of(*first);
+      first->mark_backed_up();
+      feed(*first, cut / 2, cut, out, from);
+      const Bytes chain_delta = delta_of(*first);
       const Bytes snap = full_of(*first);
       auto second = fresh();
-      restore(*second, snap);
+      restore(*second, chain_full);
+      apply(*second, chain_delta);
       if (second->divergence() != 0) {
-        fail(run + ": divergence() = " + num(second->divergence()) + " right after restore_full, expected 0");
+        fail(run + ": divergence() = " + num(second->divergence()) +
+             " right after restore_full and apply_delta, expected 0");
       }
       expect_zero_distance(*first, *second, run + ", snapshotted instance vs the one restored from it");
       if (const auto d = state_difference(snap, full_of(*second)); !d.empty()) {
@@ -385,6 +393,22 @@ class Kit {
              ")");
       }
       feed(*second, cut, n, out, from);
+      // The restored state counts as backed up: its next delta goes on the chain it was restored from (a recovered
+      // worker's first backup is a delta on that chain, not a full snapshot).
+      {
+        auto third = fresh();
+        restore(*third, chain_full);
+        apply(*third, chain_delta);
+        const Bytes after = delta_of(*second);
+        apply(*third, after);
+        expect_zero_distance(*second, *third, run + ", restored and continued vs its chain plus its delta");
+        if (const auto d = state_difference(full_of(*second), full_of(*third)); !d.empty()) {
+          fail(run +
+               ": the chain it was restored from plus its delta differs from the restored and continued "
+               "instance (" +
+               d + ")");
+        }
+      }
       second->finish(out);
       from.resize(out.items.size(), n);
       expect_zero_distance(*ref, *second, run + ", uninterrupted vs snapshot/restore/continue at the end");

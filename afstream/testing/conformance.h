@@ -15,10 +15,13 @@
 //   (b) delta chain: restoring the first full snapshot and applying every later delta in order gives a state at
 //       distance 0 from the operator whose snapshot_full bytes equal the operator's. Every other backup point takes
 //       its delta with backup_delta (as the runtime does), the others with snapshot_delta and mark_backed_up.
-//   (c) snapshot/restore/continue equals an uninterrupted run, for several cut points: same final snapshot_full
-//       bytes, distance 0, and the same emitted items (key, value, time, in order, including finish()). Equal
-//       bytes are required unless canonical_snapshots is off: an operator whose snapshot (and iteration) order
-//       depends on history can also emit in a different order after a recovery.
+//   (c) snapshot/restore/continue equals an uninterrupted run, for several cut points: the state at the cut is
+//       restored from a full snapshot taken half way there and a delta; same final snapshot_full bytes, distance 0,
+//       and the same emitted items (key, value, time, in order, including finish()); and the restored instance's
+//       delta after its last item, applied to that chain, gives its state (a recovered worker's first backup is a
+//       delta on the chain it restored). Equal bytes are required unless canonical_snapshots is off: an operator
+//       whose snapshot (and iteration) order depends on history can also emit in a different order after a
+//       recovery.
 //   (d) restore_full of truncated full snapshots and apply_delta of truncated deltas throw afs::FormatError and
 //       leave the target unchanged (distance 0 to its prior state, same snapshot bytes and divergence).
 //   (e) alpha and beta: no item raises a finite divergence() by more than alpha() read just before it, alpha()
