@@ -314,6 +314,7 @@ class Worker {
   void update_coverage();
   void advance_committed_mark();
   void rewind_source();
+  void back_up_position_if_due();  // sources
   // Per-batch acknowledgements and held outputs: every mode but none and ack (whose trees do that job).
   bool acks_enabled() const { return ctx_.config.mode != FtMode::None && ctx_.config.mode != FtMode::Ack; }
   bool ack_mode() const { return ctx_.config.mode == FtMode::Ack; }
@@ -511,6 +512,7 @@ class Worker {
   Clock::time_point last_backup_end_{};
   void adapt_replay_interval(Clock::time_point started, std::int64_t cpu_ns, std::uint64_t items);
   std::uint64_t source_backup_every_ = 0;  // sources: items between backups of the position (set by the constructor)
+  bool coverage_advanced_ = false;         // sources: a receiver's backup covers more since the last backup
   std::uint64_t chain_length_ = 0;         // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
   std::uint64_t delta_bytes_since_full_ = 0;

@@ -116,6 +116,25 @@ TEST(Recovery, ARecoveredWorkersFirstBackupIsADeltaOnTheChainItRestored) {
   EXPECT_GE(deltas, 2) << "recoveries of worker 1 whose first backup was a delta";
 }
 
+// A source backs up its position as soon as a receiver's backup covers more, not only every so many items: after
+// a failure of every worker it produces again from close to where the receivers' restored states are. Here the
+// source's own interval is 65,536 items (no replay limit) and the failure comes 48,000 items after its last
+// multiple, while the sketches back up every few hundred items: from that interval alone the receivers would drop
+// about 48,000 duplicates.
+TEST(Recovery, ARestartedSourceResumesNearItsReceiversBackups) {
+  HhSetup s;
+  s.items = 300000;
+  s.parallelism = 1;  // one channel: the position the source resumes from is that channel's
+  RunConfig cfg;
+  cfg.mode = FtMode::Approx;
+  cfg.bounds = {400, 100, 100};
+  cfg.in_flight_max = 4 * cfg.batch_items;             // the source stays a few batches ahead of the sketches
+  cfg.failures = {{180000, {0, 1, 2}, std::nullopt}};  // source, sketch, sink
+  const auto run = run_hh(s, cfg);
+  ASSERT_EQ(run.result.failures.size(), 3u);
+  EXPECT_LT(run.result.duplicates_dropped, 20000u);
+}
+
 TEST(Recovery, EveryFailureHasARecoveryTime) {
   HhSetup s;
   RunConfig cfg;
