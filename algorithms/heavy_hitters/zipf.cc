@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "afstream/core/errors.h"
@@ -63,7 +66,29 @@ ZipfGenerator::ZipfGenerator(const ZipfParams& params) : params_(params) {
     throw ConfigError("ZipfGenerator: total_items " + std::to_string(params.total_items) + " exceeds INT64_MAX");
   }
   stream_base_ = internal::mix64(params.seed ^ kStreamSalt);
+  table_ = shared_table(n, s);
+}
 
+// The table depends on (n, s) alone and is never changed once built: generators of the same distribution share one
+// while any of them holds it. A restarted source (a worker of the in-process runtime, or a copy of a generator)
+// then starts at once instead of computing a million powers again (about 20 ms for the heavy-hitter job's 1e6 keys,
+// which held up every recovery of a failure of all workers).
+std::shared_ptr<const ZipfGenerator::Table> ZipfGenerator::shared_table(std::uint64_t n, double s) {
+  static std::mutex mu;
+  static std::map<std::pair<std::uint64_t, std::uint64_t>, std::weak_ptr<const Table>> tables;
+  const std::pair<std::uint64_t, std::uint64_t> key{n, std::bit_cast<std::uint64_t>(s)};
+  std::lock_guard lock(mu);
+  for (auto it = tables.begin(); it != tables.end();) {  // forget the tables nobody holds any more
+    it = it->second.expired() ? tables.erase(it) : std::next(it);
+  }
+  if (auto held = tables[key].lock()) return held;
+  auto table = std::make_shared<const Table>(build_table(n, s));
+  tables[key] = table;
+  return table;
+}
+
+ZipfGenerator::Table ZipfGenerator::build_table(std::uint64_t n, double s) {
+  Table out;
   // Unnormalised weights (k + 1)^-s, summed smallest first in extended precision.
   std::vector<double> q(n, 1.0);
   if (s != 0.0) {
@@ -71,13 +96,14 @@ ZipfGenerator::ZipfGenerator(const ZipfParams& params) : params_(params) {
   }
   long double sum = 0.0L;
   for (std::uint64_t k = n; k-- > 0;) sum += q[k];
-  normalizer_ = static_cast<double>(sum);
+  out.normalizer = static_cast<double>(sum);
 
   // Vose's alias method on the scaled probabilities q_k = n * p_k (mean 1). One work array holds the "small"
   // columns (q < 1) growing from the front and the "large" ones (q >= 1) growing from the back.
   const long double scale = static_cast<long double>(n) / sum;
   for (auto& v : q) v = static_cast<double>(v * scale);
-  table_.resize(n);
+  auto& table = out.entries;
+  table.resize(n);
   std::vector<std::uint32_t> work(n);
   std::size_t num_small = 0, num_large = 0;
   for (std::uint64_t k = 0; k < n; ++k) {
@@ -92,7 +118,7 @@ ZipfGenerator::ZipfGenerator(const ZipfParams& params) : params_(params) {
     const std::uint32_t small = work[--num_small];
     const std::uint32_t large = work[n - num_large];
     const double t = std::floor(q[small] * kTwo32);
-    table_[small] = {t >= kTwo32 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(t), large};
+    table[small] = {t >= kTwo32 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(t), large};
     q[large] = (q[large] + q[small]) - 1.0;
     if (q[large] < 1.0) {
       --num_large;
@@ -100,8 +126,9 @@ ZipfGenerator::ZipfGenerator(const ZipfParams& params) : params_(params) {
     }
   }
   // Whatever is left (up to rounding) has q == 1: the column always keeps its own rank.
-  for (std::size_t i = 0; i < num_small; ++i) table_[work[i]] = {0xFFFFFFFFu, work[i]};
-  for (std::size_t i = 0; i < num_large; ++i) table_[work[n - 1 - i]] = {0xFFFFFFFFu, work[n - 1 - i]};
+  for (std::size_t i = 0; i < num_small; ++i) table[work[i]] = {0xFFFFFFFFu, work[i]};
+  for (std::size_t i = 0; i < num_large; ++i) table[work[n - 1 - i]] = {0xFFFFFFFFu, work[n - 1 - i]};
+  return out;
 }
 
 namespace {
@@ -122,7 +149,7 @@ inline std::uint64_t alias_draw(const Entry* table, std::uint64_t n, std::uint64
 }  // namespace
 
 std::uint64_t ZipfGenerator::rank_at(std::uint64_t position) const {
-  return alias_draw(table_.data(), params_.num_keys, internal::mix64(stream_base_ + (position + 1) * kGolden));
+  return alias_draw(table_->entries.data(), params_.num_keys, internal::mix64(stream_base_ + (position + 1) * kGolden));
 }
 
 Item ZipfGenerator::item_at(std::uint64_t position) const {
@@ -139,7 +166,7 @@ void ZipfGenerator::check_range(std::uint64_t offset, std::uint64_t count, const
 
 void ZipfGenerator::fill(std::uint64_t offset, Item* out, std::size_t count) const {
   check_range(offset, count, "fill");
-  const AliasEntry* table = table_.data();
+  const AliasEntry* table = table_->entries.data();
   const std::uint64_t n = params_.num_keys;
   std::uint64_t state = stream_base_ + offset * kGolden;  // position p uses state base + (p + 1) * golden
   // Blocks of kBlock items: first draw every word and prefetch its alias column (the table is accessed uniformly at
@@ -170,8 +197,8 @@ std::optional<std::uint64_t> ZipfGenerator::rank_of_key(std::uint64_t key) const
 
 double ZipfGenerator::probability(std::uint64_t rank) const {
   if (rank >= params_.num_keys) return 0.0;
-  if (params_.skew == 0.0) return 1.0 / normalizer_;
-  return std::pow(static_cast<double>(rank + 1), -params_.skew) / normalizer_;
+  if (params_.skew == 0.0) return 1.0 / table_->normalizer;
+  return std::pow(static_cast<double>(rank + 1), -params_.skew) / table_->normalizer;
 }
 
 std::unordered_map<std::uint64_t, std::int64_t> ZipfGenerator::exact_counts(std::uint64_t offset_begin,

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -26,7 +27,8 @@ struct ZipfParams {
 
 // Zipf(n, s) stream of N items. Position p holds the item {key = key_of_rank(R_p), value = 1, time = p, seq = 0},
 // where the rank R_p is drawn from one counter-based random word splitmix64(seed, p) by Vose's alias method (table
-// built once in the constructor: 8 bytes per key; O(1), a few ns per item). Ranks are mapped to keys by a fixed
+// built by the first generator of a distribution, 8 bytes per key, and shared by the generators of the same (n, s)
+// while any holds it; O(1), a few ns per item). Ranks are mapped to keys by a fixed
 // bijective 64-bit mix, so key_of_rank(0) is the hottest key but keys are not small integers in rank order.
 class ZipfGenerator {
  public:
@@ -57,6 +59,10 @@ class ZipfGenerator {
   std::unordered_map<std::uint64_t, std::int64_t> exact_counts(std::uint64_t offset_begin,
                                                                std::uint64_t offset_end) const;
 
+  // Whether the two generators use one alias table (they do when n and s are the same and the table was held by
+  // one of them, or another generator, when the second was built).
+  bool shares_table_with(const ZipfGenerator& other) const { return table_ == other.table_; }
+
   const ZipfParams& params() const { return params_; }
   std::uint64_t num_keys() const { return params_.num_keys; }
   double skew() const { return params_.skew; }
@@ -70,12 +76,17 @@ class ZipfGenerator {
     std::uint32_t threshold;
     std::uint32_t alias;
   };
+  struct Table {
+    double normalizer = 0;  // H(n, s)
+    std::vector<AliasEntry> entries;
+  };
+  static std::shared_ptr<const Table> shared_table(std::uint64_t n, double s);
+  static Table build_table(std::uint64_t n, double s);
   void check_range(std::uint64_t offset, std::uint64_t count, const char* what) const;
 
   ZipfParams params_;
-  std::uint64_t stream_base_;  // mixed seed: position p uses splitmix64 state stream_base_ + p * golden
-  double normalizer_;          // H(n, s)
-  std::vector<AliasEntry> table_;
+  std::uint64_t stream_base_;           // mixed seed: position p uses splitmix64 state stream_base_ + p * golden
+  std::shared_ptr<const Table> table_;  // shared by the generators of the same (n, s): shared_table
 };
 
 }  // namespace afs::hh

@@ -72,6 +72,28 @@ TEST(ZipfGenerator, SeedsSelectDifferentStreams) {
   EXPECT_LT(same, 100u);  // P(same rank) = sum p_k^2, about 0.05 here
 }
 
+// Generators of one distribution share the alias table (a restarted source does not build it again); a generator
+// built alone, once the others are gone, gives the same stream from a table of its own.
+TEST(ZipfGenerator, GeneratorsOfOneDistributionShareTheirTable) {
+  const ZipfParams p{.num_keys = 5000, .skew = 1.1, .total_items = 10000, .seed = 3};
+  std::vector<Item> first(p.total_items), again(p.total_items);
+  {
+    const ZipfGenerator a(p);
+    const ZipfGenerator b({.num_keys = 5000, .skew = 1.1, .total_items = 20, .seed = 9});
+    const ZipfGenerator other_skew({.num_keys = 5000, .skew = 1.2, .total_items = 10000, .seed = 3});
+    const ZipfGenerator other_n({.num_keys = 5001, .skew = 1.1, .total_items = 10000, .seed = 3});
+    const ZipfGenerator copy = a;
+    EXPECT_TRUE(a.shares_table_with(b));
+    EXPECT_TRUE(a.shares_table_with(copy));
+    EXPECT_FALSE(a.shares_table_with(other_skew));
+    EXPECT_FALSE(a.shares_table_with(other_n));
+    a.fill(0, first);
+  }
+  const ZipfGenerator alone(p);
+  alone.fill(0, again);
+  EXPECT_EQ(again, first);
+}
+
 TEST(ZipfGenerator, ProbabilitiesFollowZipfAndSumToOne) {
   const ZipfGenerator gen({.num_keys = 100'000, .skew = 1.1, .total_items = 1, .seed = 0});
   double sum = 0.0;
