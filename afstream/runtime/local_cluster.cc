@@ -59,6 +59,8 @@ struct LocalCluster::Impl {
     auto& s = *slots[id];
     s.epoch++;
     s.exited = false;
+    // The new incarnation is built before the old one is dropped: what its operators share with it while either
+    // holds it (a source's Zipf table, hh::ZipfGenerator) is not built again.
     s.worker = std::make_unique<Worker>(ctx, id, s.epoch, s.failures, std::move(crash));
     s.thread = std::thread([this, &s] {
       try {

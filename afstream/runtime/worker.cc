@@ -550,6 +550,7 @@ void Worker::restore() {
     } else {
       ++chain_length_;
       delta_bytes_since_full_ += snapshot.size();
+      last_delta_bytes_ = snapshot.size();  // the next delta's buffer is sized from it
     }
     if (op_) {
       const auto opened = open_snapshot(snapshot, op_type_);
@@ -567,6 +568,7 @@ void Worker::restore() {
   if (have_state) {
     source_offset_ = last.source_offset;
     committed_mark_.offset = last.source_offset;
+    backed_up_position_ = last.source_offset;
     for (const auto& o : outs_) committed_mark_.out_seqs.push_back(last.outputs[static_cast<std::uint32_t>(o.id)]);
     for (auto& o : outs_) {
       auto it = last.outputs.find(static_cast<std::uint32_t>(o.id));
@@ -1183,7 +1185,7 @@ void Worker::on_ack(const net::AckMsg& a) {
   auto& o = outs_[out_slot(a.channel)];
   if (const auto covered = std::min(a.covered, std::max(o.out_seq, o.eos_seq)); covered > o.covered) {
     o.covered = covered;
-    if (source_) coverage_advanced_ = true;
+    if (resends_by_rewind_) coverage_advanced_ = true;
   }
   if (a.seq <= o.acked) return;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
@@ -1645,13 +1647,19 @@ void Worker::produce() {
   back_up_position_if_due();
 }
 
-// A source backs up its position every source_backup_every_ items it produces, and as soon as a receiver's backup
-// covers more (an acknowledgement said so, whether or not it is producing: a source a window ahead of its receivers
-// waits): a restart then produces again from close to where the receivers' restored states are, not from up to
-// source_backup_every_ items plus a window before (a KDD-like learner dropped up to 12,000 duplicates after a failure
-// of all workers).
+// A source backs up its position every source_backup_every_ items it produces. A rewinding one (approximate mode)
+// also does as soon as the position every receiver's backup covers has moved (an acknowledgement said one covers
+// more, whether or not the source is producing: a source a window ahead of its receivers waits): a restart then
+// produces again from close to where the receivers' restored states are, not from up to source_backup_every_ items
+// plus a window before (a KDD-like learner dropped up to 12,000 duplicates after a failure of all workers).
 void Worker::back_up_position_if_due() {
-  if (since_state_backup_ >= source_backup_every_ || coverage_advanced_) backup_state(false);
+  if (since_state_backup_ < source_backup_every_) {
+    if (!coverage_advanced_) return;
+    coverage_advanced_ = false;
+    advance_committed_mark();
+    if (committed_mark_.offset == backed_up_position_) return;  // one channel's receiver alone moved: not the mark
+  }
+  backup_state(false);
 }
 
 Worker::OutChannel& Worker::out_for(std::uint64_t key) {
@@ -2075,6 +2083,7 @@ void Worker::backup_state_now(bool wait, double residual) {
     // there is identical, and receivers drop what they already hold (nothing unacknowledged is lost).
     advance_committed_mark();
     rec.source_offset = committed_mark_.offset;
+    backed_up_position_ = committed_mark_.offset;
     for (std::size_t i = 0; i < outs_.size(); ++i) {
       rec.outputs[static_cast<std::uint32_t>(outs_[i].id)] =
           committed_mark_.out_seqs.empty() ? 0 : committed_mark_.out_seqs[i];

@@ -512,7 +512,8 @@ class Worker {
   Clock::time_point last_backup_end_{};
   void adapt_replay_interval(Clock::time_point started, std::int64_t cpu_ns, std::uint64_t items);
   std::uint64_t source_backup_every_ = 0;  // sources: items between backups of the position (set by the constructor)
-  bool coverage_advanced_ = false;         // sources: a receiver's backup covers more since the last backup
+  bool coverage_advanced_ = false;         // rewinding sources: a receiver's backup covers more since the last look
+  std::uint64_t backed_up_position_ = 0;   // sources: the position of their last backup
   std::uint64_t chain_length_ = 0;         // records in the store's chain since (and with) the last full one
   std::uint64_t last_full_bytes_ = 0;
   std::uint64_t delta_bytes_since_full_ = 0;

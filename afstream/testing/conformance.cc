@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string_view>
 #include <typeinfo>
@@ -367,25 +368,29 @@ class Kit {
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     while (!cuts.empty() && cuts.back() > n) cuts.pop_back();
 
-    for (const std::size_t cut : cuts) {
-      const std::string run = "(c) cut after " + std::to_string(cut) + " of " + std::to_string(n) + " items";
+    for (std::size_t k = 0; k < cuts.size(); ++k) {
+      const std::size_t cut = cuts[k];
+      // The state at the cut as the runtime restores it: a full snapshot there, or (every other cut) a full snapshot
+      // half way there and a delta.
+      const bool with_delta = k % 2 == 1;
+      const std::string run = "(c) cut after " + std::to_string(cut) + " of " + std::to_string(n) + " items" +
+                              (with_delta ? " (restored from a full snapshot and a delta)" : "");
       where_ = run;
       auto first = fresh();
       RecordingEmitter out;
       std::vector<std::size_t> from;
-      // The state at the cut as the runtime restores it: a full snapshot half way there, then a delta.
-      feed(*first, 0, cut / 2, out, from);
+      const std::size_t half = with_delta ? cut / 2 : cut;
+      feed(*first, 0, half, out, from);
       const Bytes chain_full = full_of(*first);
       first->mark_backed_up();
-      feed(*first, cut / 2, cut, out, from);
-      const Bytes chain_delta = delta_of(*first);
+      feed(*first, half, cut, out, from);
+      const std::optional<Bytes> chain_delta = with_delta ? std::optional<Bytes>(delta_of(*first)) : std::nullopt;
       const Bytes snap = full_of(*first);
       auto second = fresh();
       restore(*second, chain_full);
-      apply(*second, chain_delta);
+      if (chain_delta) apply(*second, *chain_delta);
       if (second->divergence() != 0) {
-        fail(run + ": divergence() = " + num(second->divergence()) +
-             " right after restore_full and apply_delta, expected 0");
+        fail(run + ": divergence() = " + num(second->divergence()) + " right after the restore, expected 0");
       }
       expect_zero_distance(*first, *second, run + ", snapshotted instance vs the one restored from it");
       if (const auto d = state_difference(snap, full_of(*second)); !d.empty()) {
@@ -398,10 +403,34 @@ class Kit {
       {
         auto third = fresh();
         restore(*third, chain_full);
-        apply(*third, chain_delta);
+        if (chain_delta) apply(*third, *chain_delta);
         const Bytes after = delta_of(*second);
         apply(*third, after);
         expect_zero_distance(*second, *third, run + ", restored and continued vs its chain plus its delta");
+        // Likewise what a recovery's compensation changes (Operator::on_recovered): it goes out in that delta.
+        auto compensated = fresh();
+        restore(*compensated, chain_full);
+        if (chain_delta) apply(*compensated, *chain_delta);
+        RecoveryInfo info;
+        info.failure_count = 1;
+        info.theta = info.l = 1;
+        info.alpha = std::isfinite(compensated->alpha()) ? compensated->alpha() : 1;
+        info.theta_by_failure = {1};
+        info.l_by_failure = {1};
+        info.missing_by_failure = {std::uint64_t{3}};
+        info.residual_by_failure = {0};
+        compensated->on_recovered(info);
+        auto chained = fresh();
+        restore(*chained, chain_full);
+        if (chain_delta) apply(*chained, *chain_delta);
+        const Bytes compensation = delta_of(*compensated);
+        apply(*chained, compensation);
+        expect_zero_distance(*compensated, *chained,
+                             run + ", compensated after the restore vs its chain plus its delta");
+        if (const auto d = state_difference(full_of(*compensated), full_of(*chained)); !d.empty()) {
+          fail(run + ": the chain plus the delta taken after on_recovered differs from the compensated instance (" + d +
+               ")");
+        }
         if (const auto d = state_difference(full_of(*second), full_of(*third)); !d.empty()) {
           fail(run +
                ": the chain it was restored from plus its delta differs from the restored and continued "

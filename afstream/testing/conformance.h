@@ -16,7 +16,8 @@
 //       distance 0 from the operator whose snapshot_full bytes equal the operator's. Every other backup point takes
 //       its delta with backup_delta (as the runtime does), the others with snapshot_delta and mark_backed_up.
 //   (c) snapshot/restore/continue equals an uninterrupted run, for several cut points: the state at the cut is
-//       restored from a full snapshot taken half way there and a delta; same final snapshot_full bytes, distance 0,
+//       restored from its full snapshot, or at every other cut from a full snapshot taken half way there and a
+//       delta; same final snapshot_full bytes, distance 0,
 //       and the same emitted items (key, value, time, in order, including finish()); and the restored instance's
 //       delta after its last item, applied to that chain, gives its state (a recovered worker's first backup is a
 //       delta on the chain it restored). Equal bytes are required unless canonical_snapshots is off: an operator

@@ -415,6 +415,7 @@ TEST(TrackedVector, BitmapDeltaRoundTripsAndRejectsCorruption) {
   expect_rejected(small, craft(100, {3, 0}, {1.0}), apply);                       // more bits than values
   expect_rejected(small, craft(100, {1, 0}, {1.0, 2.0}), apply);                  // fewer bits than values
   expect_rejected(small, craft(100, {0, std::uint64_t{1} << 40}, {1.0}), apply);  // bit 104 of 100 entries
+  expect_rejected(small, craft(100, {0, std::uint64_t{1} << 36}, {1.0}), apply);  // bit 100: one past the last
   EXPECT_TRUE(same_values(small, unchanged));
   TrackedVector ok = small;
   const auto last = craft(100, {0, std::uint64_t{1} << 35}, {7.0});  // entry 99
