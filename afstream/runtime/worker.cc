@@ -471,6 +471,7 @@ void Worker::refresh_peers() {
   for (auto& o : outs_) {
     const bool known_before = known_epoch_[o.to_worker] != 0;
     if (learn(o.to_worker)) {
+      o.receiver_holds = 0;  // a new incarnation holds what it restored: it says so in its own acknowledgements
       restarted.insert(o.to_worker);
       if (known_before) restarted_after_sends.insert(o.to_worker);
     }
@@ -945,7 +946,7 @@ bool Worker::receive(std::chrono::milliseconds wait) {
     any = true;
     if (!decode(msg)) continue;
     if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) {
-      on_ack(*a);
+      on_ack(*a, scratch_.epoch);
     } else if (auto* c = std::get_if<net::ControlMsg>(&scratch_.body)) {
       on_control(*c, scratch_.sender, scratch_.epoch);
     } else if (auto* f = std::get_if<net::FeedbackMsg>(&scratch_.body)) {
@@ -964,7 +965,7 @@ bool Worker::receive(std::chrono::milliseconds wait) {
     if (auto* b = std::get_if<net::BatchMsg>(&scratch_.body)) {
       on_batch(*b, scratch_.sender, scratch_.epoch);
     } else if (auto* a = std::get_if<net::AckMsg>(&scratch_.body)) {
-      on_ack(*a);
+      on_ack(*a, scratch_.epoch);
     } else if (auto* c = std::get_if<net::ControlMsg>(&scratch_.body)) {
       on_control(*c, scratch_.sender, scratch_.epoch);  // barrier notices travel in order with the items
     }
@@ -1176,7 +1177,7 @@ void Worker::drop_acknowledged(OutChannel& o, std::uint64_t seq) {
   unacked_ -= n;
 }
 
-void Worker::on_ack(const net::AckMsg& a) {
+void Worker::on_ack(const net::AckMsg& a, std::uint32_t sender_epoch) {
   if (!a.trees.empty()) {
     on_tree_acks(a.trees);
     return;
@@ -1186,6 +1187,10 @@ void Worker::on_ack(const net::AckMsg& a) {
   if (const auto covered = std::min(a.covered, std::max(o.out_seq, o.eos_seq)); covered > o.covered) {
     o.covered = covered;
     if (resends_by_rewind_) coverage_advanced_ = true;
+  }
+  // Only an incarnation known here speaks for what the receiver holds (an older one's may still be on its way).
+  if (resends_by_rewind_ && sender_epoch == known_epoch_[o.to_worker]) {
+    o.receiver_holds = std::max(o.receiver_holds, a.seq);
   }
   if (a.seq <= o.acked) return;
   o.acked = std::min(a.seq, std::max(o.out_seq, o.eos_seq));
@@ -1793,6 +1798,13 @@ void Worker::flush(bool force) {
     if (!keeps_sent_items()) {
       const std::uint64_t rewinds = rewinds_;
       std::size_t from = o.pending_head;
+      // A rewinding source resends from the position every receiver covers; what this channel's receiver already
+      // holds is not sent again (it would drop it: heavy hitters after a failure of all workers sent the sketch of
+      // the hot keys ~170,000 items it held, from the position of the other sketch's backups).
+      if (o.receiver_holds > 0 && from < o.pending.size() && o.pending[from].seq <= o.receiver_holds) {
+        while (from < o.pending.size() && o.pending[from].seq <= o.receiver_holds) ++from;
+        o.acked = std::max(o.acked, o.pending[from - 1].seq);
+      }
       while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
         const std::size_t n = std::min(batch, o.pending.size() - from);
         // net.in-flight-max: a rewinding source sends a channel at most that far ahead of its acknowledgements. What

@@ -188,6 +188,9 @@ class Worker {
     std::uint64_t sent = 0;     // highest seq handed to the socket
     std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
+    // A rewinding source: the highest seq the receiver's current incarnation has acknowledged (it holds everything up
+    // to there), even past what this incarnation has produced again; items up to it are not sent (flush).
+    std::uint64_t receiver_holds = 0;
     std::int64_t unsent_since_ns = 0;  // when the oldest item not sent yet was emitted (latency, metrics.h)
     std::uint64_t released = 0;        // microbatch: highest seq of a committed batch (sent; later ones are held)
     // The outputs of finish(), (first, last] (no value before it ran): never lost, as every recovery runs finish()
@@ -253,7 +256,7 @@ class Worker {
   void on_batch(const net::BatchMsg& b, std::uint32_t sender, std::uint32_t sender_epoch);
   void on_control(const net::ControlMsg& c, std::uint32_t sender, std::uint32_t sender_epoch);
   void query_numbering();
-  void on_ack(const net::AckMsg& a);
+  void on_ack(const net::AckMsg& a, std::uint32_t sender_epoch);
   void release_acks();
   void admit();
   bool send_ack(InChannel& in, std::uint64_t seq);  // false: the sender is not reachable yet
