@@ -33,9 +33,36 @@ TEST(Recovery, ExactModeWithFailuresEqualsFailureFree) {
   }
 }
 
+// A MemoryStore behind the BackupStore interface, every call forwarded: the test stores below override what they
+// watch or break.
+class ForwardingStore : public BackupStore {
+ public:
+  ChainInfo put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
+    return inner_.put_state(w, full, std::move(r), c);
+  }
+  std::vector<Bytes> state_chain(int w, ChainInfo* info = nullptr) const override {
+    return inner_.state_chain(w, info);
+  }
+  bool compact_state(int w, std::uint64_t g, std::uint64_t n, Bytes full) override {
+    return inner_.compact_state(w, g, n, std::move(full));
+  }
+  void put_items(int w, Bytes r, std::vector<ItemRecordInfo> i) override { inner_.put_items(w, std::move(r), i); }
+  std::vector<Bytes> item_records(int w) const override { return inner_.item_records(w); }
+  void drop(int w) override { inner_.drop(w); }
+  void confirm_checkpoint(int w, std::uint64_t id, int n, bool final = false) override {
+    inner_.confirm_checkpoint(w, id, n, final);
+  }
+  CheckpointStatus checkpoint_status() const override { return inner_.checkpoint_status(); }
+  CheckpointStatus rejoin_checkpoints(int w) override { return inner_.rejoin_checkpoints(w); }
+  StoreStats stats() const override { return inner_.stats(); }
+
+ protected:
+  MemoryStore inner_;
+};
+
 // A store that records, for each restore of a worker's chain (the runtime reads it once per recovery), the chain's
 // shape and whether the next state backup of that worker was a full snapshot.
-class RestoreRecordingStore final : public BackupStore {
+class RestoreRecordingStore final : public ForwardingStore {
  public:
   struct Restore {
     int worker = 0;
@@ -61,25 +88,12 @@ class RestoreRecordingStore final : public BackupStore {
     }
     return chain;
   }
-  bool compact_state(int w, std::uint64_t g, std::uint64_t n, Bytes full) override {
-    return inner_.compact_state(w, g, n, std::move(full));
-  }
-  void put_items(int w, Bytes r, std::vector<ItemRecordInfo> i) override { inner_.put_items(w, std::move(r), i); }
-  std::vector<Bytes> item_records(int w) const override { return inner_.item_records(w); }
-  void drop(int w) override { inner_.drop(w); }
-  void confirm_checkpoint(int w, std::uint64_t id, int n, bool final = false) override {
-    inner_.confirm_checkpoint(w, id, n, final);
-  }
-  CheckpointStatus checkpoint_status() const override { return inner_.checkpoint_status(); }
-  CheckpointStatus rejoin_checkpoints(int w) override { return inner_.rejoin_checkpoints(w); }
-  StoreStats stats() const override { return inner_.stats(); }
   std::vector<Restore> restores() const {
     std::lock_guard lock(mu_);
     return restores_;
   }
 
  private:
-  MemoryStore inner_;
   mutable std::mutex mu_;
   mutable std::vector<Restore> restores_;
 };
@@ -203,7 +217,7 @@ TEST(Recovery, FailurePointsAreInputProcessedAndRepeatedWorkIsMeasured) {
 }
 
 // A store whose state records of one worker get corrupted once written (a bad disk): recovery must refuse them.
-class CorruptingStore final : public BackupStore {
+class CorruptingStore final : public ForwardingStore {
  public:
   explicit CorruptingStore(int victim) : victim_(victim) {}
   ChainInfo put_state(int w, bool full, Bytes r, const SeqByChannel& c) override {
@@ -211,25 +225,9 @@ class CorruptingStore final : public BackupStore {
     if (w == victim_) inner_.corrupt_latest_state(w);
     return info;
   }
-  std::vector<Bytes> state_chain(int w, ChainInfo* info = nullptr) const override {
-    return inner_.state_chain(w, info);
-  }
-  bool compact_state(int w, std::uint64_t g, std::uint64_t n, Bytes full) override {
-    return inner_.compact_state(w, g, n, std::move(full));
-  }
-  void put_items(int w, Bytes r, std::vector<ItemRecordInfo> i) override { inner_.put_items(w, std::move(r), i); }
-  std::vector<Bytes> item_records(int w) const override { return inner_.item_records(w); }
-  void drop(int w) override { inner_.drop(w); }
-  void confirm_checkpoint(int w, std::uint64_t id, int n, bool final = false) override {
-    inner_.confirm_checkpoint(w, id, n, final);
-  }
-  CheckpointStatus checkpoint_status() const override { return inner_.checkpoint_status(); }
-  CheckpointStatus rejoin_checkpoints(int w) override { return inner_.rejoin_checkpoints(w); }
-  StoreStats stats() const override { return inner_.stats(); }
 
  private:
   int victim_;
-  MemoryStore inner_;
 };
 
 TEST(Recovery, CorruptBackupIsReportedNotRestored) {
