@@ -10,8 +10,9 @@ namespace afs {
 namespace {
 constexpr std::uint32_t kStateMagic = 0x41465354;  // "AFST"
 constexpr std::uint32_t kItemsMagic = 0x4146494d;  // "AFIM"
-constexpr std::uint16_t kRecordVersion = 5;        // 3: residual, residual_by_failure; 4: operator spec; 5: checkpoint
-constexpr std::uint16_t kOldestStateVersion = 4;   // version 4 is read too (state records: no checkpoint fields)
+// 3: residual, residual_by_failure; 4: operator spec; 5: checkpoint; 6: a source's covered outputs.
+constexpr std::uint16_t kRecordVersion = 6;
+constexpr std::uint16_t kOldestStateVersion = 4;  // versions 4 and 5 are read too (without the later fields)
 
 void put_seqs(ByteWriter& w, const SeqByChannel& m) {
   w.put<std::uint64_t>(m.size());
@@ -113,6 +114,7 @@ Bytes StateRecord::encode() const {
   }
   w.put(checkpoint);
   w.put<std::uint8_t>(finished ? 1 : 0);
+  put_seqs(w, covered_outputs);
   return w.take();
 }
 
@@ -163,6 +165,7 @@ StateRecord StateRecord::decode(const Bytes& b, std::span<const std::uint8_t>* s
     if (f > 1) throw FormatError("state record: bad finished flag " + std::to_string(f));
     s.finished = f == 1;
   }
+  if (version >= 6) s.covered_outputs = get_seqs(r);
   r.expect_end("state record");
   return s;
 }
@@ -178,7 +181,7 @@ Bytes encode_items(const std::vector<ChannelItem>& items) {
 
 std::vector<ChannelItem> decode_items(const Bytes& b) {
   ByteReader r(b);
-  check_header(r, kItemsMagic, "item record", kOldestStateVersion);  // item records did not change in version 5
+  check_header(r, kItemsMagic, "item record", kOldestStateVersion);  // item records did not change in versions 5, 6
   auto v = get_items(r);
   r.expect_end("item record");
   return v;

@@ -59,9 +59,13 @@ struct StateRecord {
   // emitted its end of stream), so that a restore from it does not run finish() again.
   std::uint64_t checkpoint = 0;
   bool finished = false;
+  // Sources, approximate mode (record version 6; empty in older records and other workers): per output channel, the
+  // receiver's covered number when the record was written. Every later incarnation of that receiver restores at
+  // least that far, so a restarted source does not send those items to it again (Worker::OutChannel::receiver_holds).
+  SeqByChannel covered_outputs;
 
   Bytes encode() const;
-  static StateRecord decode(const Bytes& b);  // throws FormatError; reads versions 4 and 5
+  static StateRecord decode(const Bytes& b);  // throws FormatError; reads versions 4 to 6
   // The same without copying the snapshot: `snapshot` is left empty and *snapshot_in_b points at it inside b (a
   // restore reads a chain of up to five times the state; the copies were an eighth of a KDD-like learner's restore).
   static StateRecord decode(const Bytes& b, std::span<const std::uint8_t>* snapshot_in_b);

@@ -471,7 +471,8 @@ void Worker::refresh_peers() {
   for (auto& o : outs_) {
     const bool known_before = known_epoch_[o.to_worker] != 0;
     if (learn(o.to_worker)) {
-      o.receiver_holds = 0;  // a new incarnation holds what it restored: it says so in its own acknowledgements
+      // A new incarnation holds what it restored, at least what its backups covered; more, once it says so.
+      o.receiver_holds = o.covered;
       restarted.insert(o.to_worker);
       if (known_before) restarted_after_sends.insert(o.to_worker);
     }
@@ -570,6 +571,12 @@ void Worker::restore() {
     source_offset_ = last.source_offset;
     committed_mark_.offset = last.source_offset;
     backed_up_position_ = last.source_offset;
+    if (resends_by_rewind_) {  // what each receiver's backups covered then: no incarnation of it restores less
+      for (auto& o : outs_) {
+        const auto it = last.covered_outputs.find(static_cast<std::uint32_t>(o.id));
+        if (it != last.covered_outputs.end()) o.covered = o.receiver_holds = it->second;
+      }
+    }
     for (const auto& o : outs_) committed_mark_.out_seqs.push_back(last.outputs[static_cast<std::uint32_t>(o.id)]);
     for (auto& o : outs_) {
       auto it = last.outputs.find(static_cast<std::uint32_t>(o.id));
@@ -2096,6 +2103,9 @@ void Worker::backup_state_now(bool wait, double residual) {
     advance_committed_mark();
     rec.source_offset = committed_mark_.offset;
     backed_up_position_ = committed_mark_.offset;
+    if (resends_by_rewind_) {
+      for (const auto& o : outs_) rec.covered_outputs[static_cast<std::uint32_t>(o.id)] = o.covered;
+    }
     for (std::size_t i = 0; i < outs_.size(); ++i) {
       rec.outputs[static_cast<std::uint32_t>(outs_[i].id)] =
           committed_mark_.out_seqs.empty() ? 0 : committed_mark_.out_seqs[i];

@@ -188,8 +188,8 @@ class Worker {
     std::uint64_t sent = 0;     // highest seq handed to the socket
     std::uint64_t eos_seq = 0;  // seq of the end-of-stream punctuation, 0 if not ended
     std::uint64_t covered = 0;  // highest seq the receiver reports in a confirmed backup (what a source replays from)
-    // A rewinding source: the highest seq the receiver's current incarnation has acknowledged (it holds everything up
-    // to there), even past what this incarnation has produced again; items up to it are not sent (flush).
+    // A rewinding source: the highest seq the receiver's current incarnation holds (what its backups cover, or what
+    // it has acknowledged), even past what this incarnation has produced again; items up to it are not sent (flush).
     std::uint64_t receiver_holds = 0;
     std::int64_t unsent_since_ns = 0;  // when the oldest item not sent yet was emitted (latency, metrics.h)
     std::uint64_t released = 0;        // microbatch: highest seq of a committed batch (sent; later ones are held)

@@ -36,6 +36,7 @@ void expect_same(const StateRecord& a, const StateRecord& b) {
   EXPECT_EQ(a.op_spec, b.op_spec);
   EXPECT_EQ(a.checkpoint, b.checkpoint);
   EXPECT_EQ(a.finished, b.finished);
+  EXPECT_EQ(a.covered_outputs, b.covered_outputs);
   ASSERT_EQ(a.unacked_outputs.size(), b.unacked_outputs.size());
   for (std::size_t i = 0; i < a.unacked_outputs.size(); ++i) expect_same(a.unacked_outputs[i], b.unacked_outputs[i]);
 }
@@ -63,8 +64,11 @@ StateRecord some_state() {
   s.op_spec = OperatorSpec{"count-min-hh", Params().set("width", 8000).set("phi", 0.01).set("weights", ""), 2, 3};
   s.checkpoint = (3ULL << 32) | 17;
   s.finished = true;
+  s.covered_outputs = {{2, 40}, {5, 7}};
   return s;
 }
+// The version-6 tail of some_state(): the covered outputs, a u64 count and two (u32 channel, u64 number) entries.
+constexpr std::size_t kCoveredTail = 8 + 2 * 12;
 
 TEST(StateRecord, RoundTripsEveryField) {
   const StateRecord s = some_state();
@@ -98,7 +102,7 @@ TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   const std::uint16_t one = 1;  // the format before missing_by_failure
   std::memcpy(v1.data() + 4, &one, sizeof one);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v1); }),
-            "state record: unsupported version 1 (expected 4..5)");
+            "state record: unsupported version 1 (expected 4..6)");
   Bytes trailing = good;
   trailing.push_back(0);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(trailing); }),
@@ -109,12 +113,12 @@ TEST(StateRecord, RejectsBadMagicVersionAndTrailingBytes) {
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(good); }), "item record: bad magic");
 }
 
-// Version 5 added the checkpoint fields at the end; a version-4 record (without them) still decodes, as a record of
-// no checkpoint, and a bad finished flag is rejected.
+// Version 5 added the checkpoint fields at the end, version 6 the covered outputs after them; a version-4 record
+// (without either) still decodes, as a record of no checkpoint, and a bad finished flag is rejected.
 TEST(StateRecord, ReadsVersion4RecordsAndChecksTheCheckpointFields) {
   StateRecord s = some_state();
   Bytes v4 = s.encode();
-  v4.resize(v4.size() - 9);
+  v4.resize(v4.size() - 9 - kCoveredTail);
   const std::uint16_t four = 4;
   std::memcpy(v4.data() + 4, &four, sizeof four);
   const StateRecord old = StateRecord::decode(v4);
@@ -122,16 +126,28 @@ TEST(StateRecord, ReadsVersion4RecordsAndChecksTheCheckpointFields) {
   EXPECT_FALSE(old.finished);
   s.checkpoint = 0;
   s.finished = false;
+  s.covered_outputs.clear();
   expect_same(old, s);
   // A version-4 record with the version-5 tail has trailing bytes; a version-5 record without it is truncated.
   Bytes v4_long = some_state().encode();
   std::memcpy(v4_long.data() + 4, &four, sizeof four);
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(v4_long); }),
-            "state record: 9 unexpected trailing bytes");
+            "state record: 41 unexpected trailing bytes");
   Bytes bad_finished = some_state().encode();
-  bad_finished.back() = 2;
+  bad_finished[bad_finished.size() - kCoveredTail - 1] = 2;
   EXPECT_EQ(testing::error_message<FormatError>([&] { StateRecord::decode(bad_finished); }),
             "state record: bad finished flag 2");
+}
+
+// A version-5 record (without the covered outputs) decodes as one of a source that recorded none.
+TEST(StateRecord, ReadsVersion5Records) {
+  Bytes v5 = some_state().encode();
+  v5.resize(v5.size() - kCoveredTail);
+  const std::uint16_t five = 5;
+  std::memcpy(v5.data() + 4, &five, sizeof five);
+  StateRecord want = some_state();
+  want.covered_outputs.clear();
+  expect_same(StateRecord::decode(v5), want);
 }
 
 TEST(StateRecord, RejectsABadOperatorSpec) {
@@ -139,9 +155,9 @@ TEST(StateRecord, RejectsABadOperatorSpec) {
   s.full = true;
   s.op_spec = OperatorSpec{"op", {}, 0, 1};
   const Bytes good = s.encode();
-  // The spec comes last but the checkpoint fields (9 bytes): flag, name (u64 length, bytes), index, parallelism,
-  // parameter count.
-  const std::size_t end = good.size() - 9;
+  // The spec comes last but the checkpoint fields (9 bytes) and the covered outputs (an empty map, 8 bytes): flag,
+  // name (u64 length, bytes), index, parallelism, parameter count.
+  const std::size_t end = good.size() - 9 - 8;
   const std::size_t index_at = end - 8 - 4 - 4;
   Bytes bad_index = good;
   const std::int32_t five = 5;
@@ -208,7 +224,7 @@ TEST(ItemRecord, RejectsCorruption) {
   Bytes v0 = good;
   v0[4] = 0;
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(v0); }),
-            "item record: unsupported version 0 (expected 4..5)");
+            "item record: unsupported version 0 (expected 4..6)");
   Bytes flag = good;
   flag[14 + 4] = 2;  // first item's end-of-stream flag
   EXPECT_EQ(testing::error_message<FormatError>([&] { decode_items(flag); }), "item record: bad end-of-stream flag");
