@@ -119,6 +119,10 @@ LocalCluster::~LocalCluster() {
   if (impl_) impl_->stop_all();
 }
 
+namespace {
+constexpr std::chrono::milliseconds kIdleWait{20};
+}  // namespace
+
 RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_sample,
                             std::chrono::milliseconds sample_every) {
   auto& im = *impl_;
@@ -196,19 +200,18 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
     if (all_done) break;
     const auto now = Clock::now();
     if (on_sample && now - last_sample >= sample_every) on_sample(sample(now));
-    if (plan.pending()) {
-      std::this_thread::sleep_for(std::chrono::microseconds(500));  // failure points are polled
-    } else {
-      // Nothing to inject: wake for an exit (restart or end) or the next sample, not 2,000 times a second (each
-      // wake-up took a core from a worker on a 2-core machine).
-      std::unique_lock lock(im.exit_mu);
-      const auto wait = on_sample ? std::min<std::chrono::milliseconds>(sample_every, std::chrono::milliseconds(20))
-                                  : std::chrono::milliseconds(20);
-      im.exit_cv.wait_for(lock, wait, [&] {
-        return std::any_of(im.slots.begin(), im.slots.end(),
-                           [](const auto& s) { return !s->done && s->exited.load(std::memory_order_acquire); });
-      });
-    }
+    // Wake for an exit (a restart: at once) or, while failure points are pending, to poll them every 0.5 ms;
+    // otherwise for the next sample, not 2,000 times a second (each wake-up took a core from a worker on a 2-core
+    // machine).
+    const auto wait = plan.pending() ? std::chrono::microseconds(500)
+                      : on_sample
+                          ? std::chrono::microseconds(std::min<std::chrono::milliseconds>(sample_every, kIdleWait))
+                          : std::chrono::microseconds(kIdleWait);
+    std::unique_lock lock(im.exit_mu);
+    im.exit_cv.wait_for(lock, wait, [&] {
+      return std::any_of(im.slots.begin(), im.slots.end(),
+                         [](const auto& s) { return !s->done && s->exited.load(std::memory_order_acquire); });
+    });
   }
   if (error) {
     im.stop_all();
