@@ -285,7 +285,7 @@ void Worker::run() {
       receive(busy ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1));
       release_acks();
       if (source_) {
-        if (coverage_advanced_ && ctx_.config.mode != FtMode::None && !checkpoint_mode()) back_up_position_if_due();
+        if (coverage_advanced_) back_up_position_if_due();  // set in approximate mode only (on_ack)
         if (ack_mode()) replay_expired_trees();
         const bool may_produce =
             !ack_mode() || (numbering_pending_ == 0 && trees_.size() < ctx_.config.ack_max_pending);
@@ -545,15 +545,8 @@ void Worker::restore() {
     // on this chain, or a full snapshot by the usual rule (backup_state_now): not a full snapshot because this
     // incarnation had written none yet (a KDD-like learner's recovery wrote 2.3 MB that way, about 4 ms before its
     // first example).
-    if (rec.full) {
-      chain_length_ = 1;
-      last_full_bytes_ = snapshot.size();
-      delta_bytes_since_full_ = 0;
-    } else {
-      ++chain_length_;
-      delta_bytes_since_full_ += snapshot.size();
-      last_delta_bytes_ = snapshot.size();  // the next delta's buffer is sized from it
-    }
+    chain_length_ = rec.full ? 1 : chain_length_ + 1;
+    count_chain_bytes(rec.full, snapshot.size());
     if (op_) {
       const auto opened = open_snapshot(snapshot, op_type_);
       ByteReader r(opened.payload);
@@ -1808,10 +1801,8 @@ void Worker::flush(bool force) {
       // A rewinding source resends from the position every receiver covers; what this channel's receiver already
       // holds is not sent again (it would drop it: heavy hitters after a failure of all workers sent the sketch of
       // the hot keys ~170,000 items it held, from the position of the other sketch's backups).
-      if (o.receiver_holds > 0 && from < o.pending.size() && o.pending[from].seq <= o.receiver_holds) {
-        while (from < o.pending.size() && o.pending[from].seq <= o.receiver_holds) ++from;
-        o.acked = std::max(o.acked, o.pending[from - 1].seq);
-      }
+      while (from < o.pending.size() && o.pending[from].seq <= o.receiver_holds) ++from;
+      if (from > o.pending_head) o.acked = std::max(o.acked, o.pending[from - 1].seq);
       while (o.pending.size() - from >= batch || (force && from < o.pending.size())) {
         const std::size_t n = std::min(batch, o.pending.size() - from);
         // net.in-flight-max: a rewinding source sends a channel at most that far ahead of its acknowledgements. What
@@ -2004,12 +1995,18 @@ void Worker::capture_snapshot(StateRecord& rec, bool full, double residual) {
   }
   rec.snapshot = w.take();
   seal_snapshot_in_place(rec.snapshot, op_type_, full ? SnapshotKind::Full : SnapshotKind::Delta);
+  count_chain_bytes(full, rec.snapshot.size());
+}
+
+// The sizes the next backup's choice (full or delta) and its buffer are decided from, for a sealed snapshot of
+// `bytes` written to, or restored from, the chain.
+void Worker::count_chain_bytes(bool full, std::size_t bytes) {
   if (full) {
-    last_full_bytes_ = rec.snapshot.size();
+    last_full_bytes_ = bytes;
     delta_bytes_since_full_ = 0;
   } else {
-    delta_bytes_since_full_ += rec.snapshot.size();
-    last_delta_bytes_ = rec.snapshot.size();
+    delta_bytes_since_full_ += bytes;
+    last_delta_bytes_ = bytes;
   }
 }
 

@@ -298,6 +298,7 @@ class Worker {
   void backup_state(bool wait, double residual = 0);
   void backup_state_now(bool wait, double residual);  // backup_state without adapt_replay_interval's measuring
   void capture_snapshot(StateRecord& rec, bool full, double residual);
+  void count_chain_bytes(bool full, std::size_t bytes);
   void check_kill() {
     if (kill_.load(std::memory_order_relaxed)) throw Crash{};
   }

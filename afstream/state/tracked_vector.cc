@@ -267,11 +267,12 @@ TrackedVector::Delta TrackedVector::read_delta(ByteReader& r) const {
     // restore a quarter of its time).
     std::size_t set = 0;
     for (std::size_t k = 0; k < words; ++k) set += static_cast<std::size_t>(std::popcount(d.bits[k]));
-    if (const std::size_t used = n % 64; used != 0 && words > 0 && (d.bits[words - 1] >> used) != 0) {
-      const std::uint64_t past = d.bits[words - 1] >> used;
-      throw FormatError(std::string(what) + ": changed-entry bit " +
-                        std::to_string((words - 1) * 64 + used + static_cast<std::size_t>(std::countr_zero(past))) +
-                        " out of range (size " + std::to_string(n) + ")");
+    if (const std::size_t used = n % 64; used != 0) {  // the bits of the last word past entry n - 1
+      if (const std::uint64_t past = d.bits[words - 1] >> used; past != 0) {
+        throw FormatError(std::string(what) + ": changed-entry bit " +
+                          std::to_string(n + static_cast<std::size_t>(std::countr_zero(past))) +
+                          " out of range (size " + std::to_string(n) + ")");
+      }
     }
     if (set != d.entries.size()) {
       throw FormatError(std::string(what) + ": " + std::to_string(set) + " changed-entry bits but " +

@@ -386,9 +386,13 @@ class Kit {
       feed(*first, half, cut, out, from);
       const std::optional<Bytes> chain_delta = with_delta ? std::optional<Bytes>(delta_of(*first)) : std::nullopt;
       const Bytes snap = full_of(*first);
-      auto second = fresh();
-      restore(*second, chain_full);
-      if (chain_delta) apply(*second, *chain_delta);
+      const auto restored = [&] {  // a fresh instance with the chain applied, as a recovery restores it
+        auto op = fresh();
+        restore(*op, chain_full);
+        if (chain_delta) apply(*op, *chain_delta);
+        return op;
+      };
+      auto second = restored();
       if (second->divergence() != 0) {
         fail(run + ": divergence() = " + num(second->divergence()) + " right after the restore, expected 0");
       }
@@ -401,16 +405,17 @@ class Kit {
       // The restored state counts as backed up: its next delta goes on the chain it was restored from (a recovered
       // worker's first backup is a delta on that chain, not a full snapshot).
       {
-        auto third = fresh();
-        restore(*third, chain_full);
-        if (chain_delta) apply(*third, *chain_delta);
+        auto third = restored();
         const Bytes after = delta_of(*second);
         apply(*third, after);
         expect_zero_distance(*second, *third, run + ", restored and continued vs its chain plus its delta");
+        if (const auto d = state_difference(full_of(*second), full_of(*third)); !d.empty()) {
+          fail(run +
+               ": the chain it was restored from plus its delta differs from the restored and continued instance (" +
+               d + ")");
+        }
         // Likewise what a recovery's compensation changes (Operator::on_recovered): it goes out in that delta.
-        auto compensated = fresh();
-        restore(*compensated, chain_full);
-        if (chain_delta) apply(*compensated, *chain_delta);
+        auto compensated = restored();
         RecoveryInfo info;
         info.failure_count = 1;
         info.theta = info.l = 1;
@@ -420,9 +425,7 @@ class Kit {
         info.missing_by_failure = {std::uint64_t{3}};
         info.residual_by_failure = {0};
         compensated->on_recovered(info);
-        auto chained = fresh();
-        restore(*chained, chain_full);
-        if (chain_delta) apply(*chained, *chain_delta);
+        auto chained = restored();
         const Bytes compensation = delta_of(*compensated);
         apply(*chained, compensation);
         expect_zero_distance(*compensated, *chained,
@@ -430,12 +433,6 @@ class Kit {
         if (const auto d = state_difference(full_of(*compensated), full_of(*chained)); !d.empty()) {
           fail(run + ": the chain plus the delta taken after on_recovered differs from the compensated instance (" + d +
                ")");
-        }
-        if (const auto d = state_difference(full_of(*second), full_of(*third)); !d.empty()) {
-          fail(run +
-               ": the chain it was restored from plus its delta differs from the restored and continued "
-               "instance (" +
-               d + ")");
         }
       }
       second->finish(out);
