@@ -27,7 +27,7 @@ BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
   data_.assign(n, T{});
   bounds_.assign(blocks(), Bound{});
   if (!per_slot()) base_.assign(n, T{});
-  crossed_.assign(blocks(), 0);  // each block at most once
+  crossed_.assign(blocks() + 1, 0);  // each block at most once, and the slot an unlisting bump<true> writes
 }
 
 template <typename T>

@@ -273,6 +273,32 @@ void BM_CountMinHhApproxOverNone(benchmark::State& state) {
 }
 BENCHMARK(BM_CountMinHhApproxOverNone)->Arg(1)->Arg(8);
 
+// The same two operators (blocks of one) with backups paced by item count instead of Theta, as on worker processes: a
+// remote store's worker behind its sources backs up by the cost rule alone (afstream/runtime/README.md), every ~30,000
+// items in the heavy-hitter job, long after the divergence passed the trigger. Arguments: items between backups, and
+// the residual of each partial delta (the job's: half the trigger of 5e4; 0: whole deltas, after which every counter
+// that moves is listed at its first move).
+void BM_CountMinHhPacedDeltasOverNone(benchmark::State& state) {
+  afs::Params p;
+  p.set("width", 8000)
+      .set("depth", 4)
+      .set("phi", 1e12)
+      .set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
+  afs::hh::CountMinHeavyHitters none(p), approx(p);
+  none.stop_tracking();
+  const auto every = static_cast<std::uint64_t>(state.range(0));
+  const auto residual = static_cast<double>(state.range(1));
+  std::uint64_t items = 0;
+  afs::ByteWriter w;
+  // The trigger -1 calls backup after every item; it writes a delta every `every` of them.
+  approx_over_none(state, none, approx, -1, [&](afs::hh::CountMinHeavyHitters& op) {
+    if (++items % every != 0) return;
+    w.buffer().clear();
+    op.backup_partial_delta(w, residual);
+  });
+}
+BENCHMARK(BM_CountMinHhPacedDeltasOverNone)->ArgsProduct({{4096, 32768}, {0, 25000}});
+
 void BM_CountMinEstimate(benchmark::State& state) {
   CountMin cm = make_sketch(state);
   const auto& keys = zipf_keys();

@@ -242,9 +242,10 @@ TEST(BlockTrackedArray, AddEachEqualsAddSlotBySlot) {
         each.add_each(slots, d);
         ASSERT_EQ(each.distance(one), 0);
         ASSERT_EQ(fingerprint(each), fingerprint(one));
-        if (k % 97 == 0) {
+        if (k % 97 == 0) {  // partial deltas and whole ones (after which add_each lists without a branch)
+          const double residual = (k / 97) % 3 == 2 ? 300 : 0;
           ByteWriter w1, w2;
-          ASSERT_EQ(one.backup_partial_delta(w1, 300), each.backup_partial_delta(w2, 300));
+          ASSERT_EQ(one.backup_partial_delta(w1, residual), each.backup_partial_delta(w2, residual));
           ASSERT_EQ(w1.take(), w2.take());
         }
       }
