@@ -933,8 +933,10 @@ bool Worker::receive(std::chrono::milliseconds wait) {
   if (wait.count() > 0) {
     send_due_acks(true);  // about to wait: every sender learns all there is first
     zmq::pollitem_t items[] = {{static_cast<void*>(*inbox_), 0, ZMQ_POLLIN, 0},
-                               {static_cast<void*>(*ackbox_), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 2, wait);
+                               {static_cast<void*>(*ackbox_), 0, ZMQ_POLLIN, 0},
+                               {nullptr, wakeup_.fd(), ZMQ_POLLIN, 0}};
+    zmq::poll(items, 3, wait);
+    check_kill();
     if (!(items[0].revents & ZMQ_POLLIN) && !(items[1].revents & ZMQ_POLLIN)) {
       send_due_acks(true);  // one that could not go out before may now: nothing else may ever come to prompt it
       return false;

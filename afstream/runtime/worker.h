@@ -37,6 +37,7 @@
 #include "afstream/runtime/gatekeeper.h"
 #include "afstream/runtime/metrics.h"
 #include "afstream/runtime/ring.h"
+#include "afstream/runtime/wakeup.h"
 #include "afstream/store/backup_store.h"
 
 namespace afs {
@@ -161,7 +162,13 @@ class Worker {
 
   // The thread body. Returns normally when the worker finished its stream, or after a kill() (crashed() true).
   void run();
-  void kill() { kill_.store(true, std::memory_order_relaxed); }
+  // Safe from any thread. A worker waiting for input wakes at once (it waited out its poll, up to 1 ms: a source
+  // held by its window noticed a failure of all workers 1.3-5 ms after the kill, while the restored learners
+  // waited for it).
+  void kill() {
+    kill_.store(true, std::memory_order_relaxed);
+    wakeup_.signal();
+  }
   bool crashed() const { return crashed_; }
   bool finished() const { return finished_; }
 
@@ -567,6 +574,7 @@ class Worker {
   std::unique_ptr<RuntimeEmitter> emitter_;
 
   std::atomic<bool> kill_{false};
+  Wakeup wakeup_;  // in receive()'s poll
   bool crashed_ = false;
   bool finished_ = false;
   bool inputs_done_ = false;
