@@ -166,7 +166,7 @@ class Worker {
   // held by its window noticed a failure of all workers 1.3-5 ms after the kill, while the restored learners
   // waited for it).
   void kill() {
-    kill_.store(true, std::memory_order_relaxed);
+    kill_.store(true, std::memory_order_release);
     wakeup_.signal();
   }
   bool crashed() const { return crashed_; }
@@ -307,7 +307,7 @@ class Worker {
   void capture_snapshot(StateRecord& rec, bool full, double residual);
   void count_chain_bytes(bool full, std::size_t bytes);
   void check_kill() {
-    if (kill_.load(std::memory_order_relaxed)) throw Crash{};
+    if (kill_.load(std::memory_order_acquire)) throw Crash{};
   }
   void on_crash();
   void mark_recovered();

@@ -81,7 +81,10 @@ class BlockTrackedArray {
   // v_i = v. O(1).
   void set(std::size_t i, T v) {
     assert(i < n_);
-    const Mag m = detail::abs_diff(v, value(i));
+    // An int64 change may reach 2^64 - 1, which bump's sum would wrap: any change past kSaturated saturates the
+    // bound all the same, so it counts as 2^63.
+    Mag m = detail::abs_diff(v, value(i));
+    if constexpr (std::is_same_v<T, std::int64_t>) m = std::min(m, Mag{1} << 63);
     value(i) = v;
     if (!untracked_) grow(i >> shift_, m);
   }
