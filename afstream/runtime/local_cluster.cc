@@ -236,6 +236,10 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
   return result;
 }
 
+const WorkerCounters& LocalCluster::counters(int worker) const {
+  return *impl_->ctx.counters.at(static_cast<std::size_t>(worker));
+}
+
 Operator* LocalCluster::final_operator(int worker) {
   auto& s = *impl_->slots.at(static_cast<std::size_t>(worker));
   return s.worker ? s.worker->op() : nullptr;

@@ -29,6 +29,8 @@ class LocalCluster final : public Cluster {
   RunResult run(const std::function<void(const MetricsSample&)>& on_sample = {},
                 std::chrono::milliseconds sample_every = std::chrono::milliseconds(1000)) override;
   Operator* final_operator(int worker) override;
+  // A worker's counters (all its incarnations'), for tests and tools that look inside a run.
+  const WorkerCounters& counters(int worker) const;
   BackupStore& store() { return *store_; }
 
  private:

@@ -52,6 +52,7 @@ struct alignas(64) WorkerCounters {
   // processes' ZeroMQ I/O threads and the server, which the backup thread's CPU time does not see).
   std::atomic<std::uint64_t> state_backup_wall_ns{0};
   std::atomic<std::uint64_t> duplicates_dropped{0};
+  std::atomic<std::uint64_t> acks_sent{0};  // acknowledgement messages this worker sent its senders
   std::array<std::atomic<std::uint64_t>, kLatencyBuckets> latency{};  // batches by latency bucket
   std::atomic<std::uint64_t> trees_replayed{0};  // ack mode (sources): items emitted again (a tree timed out, or
                                                  // produced again after a restart)
