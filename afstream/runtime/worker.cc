@@ -477,7 +477,9 @@ void Worker::refresh_peers() {
       if (known_before) restarted_after_sends.insert(o.to_worker);
     }
   }
-  for (auto& in : ins_) learn(in.from_worker);
+  for (auto& in : ins_) {
+    if (learn(in.from_worker)) in.ack_now = true;
+  }
   // Ack mode: every worker acknowledges to the sources whose trees it works on, wherever they are.
   if (ack_mode()) {
     for (int w = 0; w < static_cast<int>(ctx_.topology->workers().size()); ++w) {
@@ -1010,6 +1012,7 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
       // limited in flight (net.in-flight-max) would wait for them for good.
       if (in.from_source && ctx_.config.mode == FtMode::Approx) {
         in.ack_due = std::max({in.ack_due, in.last_ack, in.admitted});
+        in.ack_now = true;
       }
       continue;
     }
@@ -1140,16 +1143,24 @@ void Worker::send_due_acks(bool all) {
   // ack every 1,100 items (13,000 each per 1.5e7 items), each one received and decoded by the source, the slowest
   // thread of that pipeline (distinct job on threads: approx at 94% of none's throughput for the same CPU time).
   // (With net.in-flight-max a step of at most half of it: the source may send a channel only that far beyond its
-  // acknowledgements, and a receiver that waited for the rest would stall it until its wait brought nothing.)
+  // acknowledgements, and a receiver that waited for the rest would stall it until its wait brought nothing. For
+  // the same reason a source is acknowledged at once (InChannel::ack_now) after it restarted, after a rewind whose
+  // items this worker drops, and first in this incarnation: after failures of all workers, sources learned what
+  // their restored receivers held a step late and resent more, which cost each KDD-like failure 4-7 ms.)
   std::uint64_t source_step = ctx_.config.mode == FtMode::Approx ? ctx_.config.flow_window / 8 : 0;
   if (ctx_.config.in_flight_max > 0) source_step = std::min(source_step, ctx_.config.in_flight_max / 2);
   for (auto& in : ins_) {
-    if (!all && in.from_source && in.ack_due < in.last_ack + source_step) continue;
+    // (Its first ack in this incarnation, too: last_ack 0.)
+    const bool now = all || in.ack_now || in.last_ack == 0;
+    if (!now && in.from_source && in.ack_due < in.last_ack + source_step) continue;
     // An ack that cannot go out yet (the sender's new incarnation is not known here yet: with worker processes a
     // batch can arrive before the controller's announcement) stays due; dropping it would leave the sender waiting.
     // Ask mode acknowledges exactly what its confirmed checkpoints cover (checkpoint notices).
     const std::uint64_t seq = ask_mode() ? in.covered : std::max(in.ack_due, in.last_ack);
-    if ((in.ack_due || in.covered > in.covered_sent) && send_ack(in, seq)) in.ack_due = 0;
+    if ((in.ack_due || in.covered > in.covered_sent) && send_ack(in, seq)) {
+      in.ack_due = 0;
+      in.ack_now = false;
+    }
   }
 }
 
