@@ -52,7 +52,8 @@ struct alignas(64) WorkerCounters {
   // processes' ZeroMQ I/O threads and the server, which the backup thread's CPU time does not see).
   std::atomic<std::uint64_t> state_backup_wall_ns{0};
   std::atomic<std::uint64_t> duplicates_dropped{0};
-  std::atomic<std::uint64_t> acks_sent{0};  // acknowledgement messages this worker sent its senders
+  std::atomic<std::uint64_t> acks_sent{0};    // acknowledgement messages this worker sent its senders
+  std::atomic<std::uint64_t> empty_waits{0};  // waits for input (up to 1 ms) that brought nothing
   std::array<std::atomic<std::uint64_t>, kLatencyBuckets> latency{};  // batches by latency bucket
   std::atomic<std::uint64_t> trees_replayed{0};  // ack mode (sources): items emitted again (a tree timed out, or
                                                  // produced again after a restart)

@@ -942,6 +942,7 @@ bool Worker::receive(std::chrono::milliseconds wait) {
     if (!(items[0].revents & ZMQ_POLLIN) && !(items[1].revents & ZMQ_POLLIN)) {
       // Nothing came: every due ack goes out (one that could not go out before may now, and a source held by its
       // window may wait for it): nothing else may ever come to prompt it.
+      counters_.empty_waits.fetch_add(1, std::memory_order_relaxed);
       send_due_acks(true);
       return false;
     }
