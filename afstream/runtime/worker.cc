@@ -1151,9 +1151,7 @@ void Worker::send_due_acks(bool all) {
   std::uint64_t source_step = ctx_.config.mode == FtMode::Approx ? ctx_.config.flow_window / 8 : 0;
   if (ctx_.config.in_flight_max > 0) source_step = std::min(source_step, ctx_.config.in_flight_max / 2);
   for (auto& in : ins_) {
-    // (Its first ack in this incarnation, too: last_ack 0.)
-    const bool now = all || in.ack_now || in.last_ack == 0;
-    if (!now && in.from_source && in.ack_due < in.last_ack + source_step) continue;
+    if (!all && !in.ack_now && in.from_source && in.ack_due < in.last_ack + source_step) continue;
     // An ack that cannot go out yet (the sender's new incarnation is not known here yet: with worker processes a
     // batch can arrive before the controller's announcement) stays due; dropping it would leave the sender waiting.
     // Ask mode acknowledges exactly what its confirmed checkpoints cover (checkpoint notices).

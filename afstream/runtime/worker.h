@@ -227,11 +227,12 @@ class Worker {
     std::uint64_t admitted = 0;  // highest seq admitted into the queue (and so acknowledged)
     bool touched = false;
     std::deque<std::pair<std::uint64_t, std::uint64_t>> deferred_acks;  // (seq, backup ticket), in order
-    std::uint64_t covered = 0;       // highest seq reflected in a confirmed state backup
-    std::uint64_t last_ack = 0;      // highest seq acknowledged to the sender
-    // A source to acknowledge at once, not at its next step: it restarted (a new incarnation learns what this worker
-    // holds from its acks), or this worker dropped items it sent again after a rewind.
-    bool ack_now = false;
+    std::uint64_t covered = 0;   // highest seq reflected in a confirmed state backup
+    std::uint64_t last_ack = 0;  // highest seq acknowledged to the sender
+    // A source to acknowledge at once, not at its next step: nothing acknowledged yet in this incarnation, the source
+    // restarted (a new incarnation learns what this worker holds from its acks), or this worker dropped items it sent
+    // again after a rewind.
+    bool ack_now = true;
     std::uint64_t covered_sent = 0;  // covered value last reported to the sender
     bool ask_pending = false;        // ask mode, after a restart: still asking its sender to resend (send_asks)
     Clock::time_point asked_at{};

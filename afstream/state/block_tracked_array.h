@@ -103,18 +103,17 @@ class BlockTrackedArray {
     const unsigned shift = shift_;
     Mag high = high_;
     std::size_t n = ncrossed_;
+    auto each = [&]<bool often>() {
+      for (const std::uint32_t i : slots) {
+        assert(i < n_);
+        v[i] += delta;
+        bump<often>(bounds, crossed, n, high, watch, i >> shift, m);
+      }
+    };
     if (watch == 0) {  // every block's first change is listed: often, so without a branch
-      for (const std::uint32_t i : slots) {
-        assert(i < n_);
-        v[i] += delta;
-        bump<true>(bounds, crossed, n, high, watch, i >> shift, m);
-      }
+      each.template operator()<true>();
     } else {
-      for (const std::uint32_t i : slots) {
-        assert(i < n_);
-        v[i] += delta;
-        bump<false>(bounds, crossed, n, high, watch, i >> shift, m);
-      }
+      each.template operator()<false>();
     }
     high_ = high;
     ncrossed_ = n;
