@@ -1,6 +1,8 @@
 #include "afstream/cli/options.h"
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +28,52 @@ constexpr Alias kAliases[] = {
     {"ft.unbacked-items-max", "ft.l"},
     {"ft.unacked-items-max", "ft.gamma"},
 };
+
+bool is_unsigned_option(const po::value_semantic* s) {
+  return dynamic_cast<const po::typed_value<unsigned long>*>(s) != nullptr ||
+         dynamic_cast<const po::typed_value<unsigned long long>*>(s) != nullptr ||
+         dynamic_cast<const po::typed_value<unsigned int>*>(s) != nullptr;
+}
+
+// A whole number given to an unsigned option, as the text Boost reads: "1e6" becomes "1000000". Boost alone read
+// "-5" as 2^64 - 5 and refused "1e6"; operator parameters hold counts as int64 (Params::get_uint), so the limit is
+// 2^63 - 1 for every unsigned option.
+std::string whole_number_text(const std::string& key, const std::string& token) {
+  const auto refuse = [&](const char* why) {
+    return ConfigError(key + ": expected a whole number in [0, 2^63 - 1]" + why + ", got '" + token + "'");
+  };
+  const auto first = token.find_first_not_of(" \t");
+  const auto last = token.find_last_not_of(" \t");
+  if (first == std::string::npos) throw refuse("");
+  const std::string t = token.substr(first, last - first + 1);
+  if (t[0] == '-') throw refuse("");
+  std::uint64_t u = 0;
+  if (const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), u);
+      ec == std::errc() && end == t.data() + t.size()) {
+    if (u > static_cast<std::uint64_t>(INT64_MAX)) throw refuse("");
+    return t;
+  }
+  double d = 0;
+  if (const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+      ec != std::errc() || end != t.data() + t.size() || !std::isfinite(d)) {
+    throw refuse("");
+  }
+  if (d != std::floor(d)) throw refuse(" (not a fraction)");
+  if (d >= 0x1p63) throw refuse("");
+  return exact_text(static_cast<std::uint64_t>(d));
+}
+
+// po::store, after checking the value of every unsigned option (whole_number_text) on the command line or in a
+// job file.
+void store_checked(po::parsed_options&& parsed, po::variables_map& vm) {
+  for (auto& o : parsed.options) {
+    if (o.unregistered || parsed.description == nullptr) continue;
+    const auto* d = parsed.description->find_nothrow(o.string_key, false);
+    if (d == nullptr || !is_unsigned_option(d->semantic().get())) continue;
+    for (auto& token : o.value) token = whole_number_text(o.string_key, token);
+  }
+  po::store(parsed, vm);
+}
 }  // namespace
 
 po::options_description curve_options() {
@@ -333,12 +381,12 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
     desc.add(jo);
   }
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    store_checked(po::command_line_parser(argc, argv).options(desc).run(), vm);
     if (vm.count("config")) {
       const auto path = vm["config"].as<std::string>();
       std::ifstream f(path);
       if (!f) throw InputError("config: cannot read job file '" + path + "'");
-      po::store(po::parse_config_file(f, desc), vm);
+      store_checked(po::parse_config_file(f, desc), vm);
     }
     if (job) apply_run_defaults(*job, desc, vm);
     po::notify(vm);
@@ -493,12 +541,12 @@ po::options_description backup_server_options() {
 BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::variables_map& vm) {
   const auto desc = backup_server_options();
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    store_checked(po::command_line_parser(argc, argv).options(desc).run(), vm);
     if (vm.count("config")) {
       const auto path = vm["config"].as<std::string>();
       std::ifstream f(path);
       if (!f) throw InputError("config: cannot read options file '" + path + "'");
-      po::store(po::parse_config_file(f, desc), vm);
+      store_checked(po::parse_config_file(f, desc), vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {
@@ -547,7 +595,7 @@ po::options_description keygen_options() {
 
 KeygenArgs parse_keygen(int argc, const char* const* argv, po::variables_map& vm) {
   try {
-    po::store(po::command_line_parser(argc, argv).options(keygen_options()).run(), vm);
+    store_checked(po::command_line_parser(argc, argv).options(keygen_options()).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw ConfigError(e.what());
@@ -628,7 +676,7 @@ RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv
   desc.add(curve_options());
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    store_checked(po::command_line_parser(argc, argv).options(desc).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw ConfigError(std::string(e.what()) +

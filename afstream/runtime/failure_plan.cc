@@ -2,6 +2,7 @@
 #include "afstream/runtime/failure_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -121,6 +122,7 @@ std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uin
     } catch (const std::exception&) {
       throw bad();
     }
+    if (!std::isfinite(d)) throw bad();
     if (d < 0) throw ConfigError("fail.at: negative point '" + part + "'");
     const std::string unit = number.substr(used);
     FailureEvent e;
@@ -128,8 +130,15 @@ std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uin
     e.produced = produced;
     if (produced && !unit.empty()) throw bad();
     if (unit == "ms" || unit == "s") {
-      e.at_time = std::chrono::milliseconds(static_cast<std::int64_t>(unit == "s" ? d * 1000 : d));
+      const double ms = unit == "s" ? d * 1000 : d;
+      if (ms >= 0x1p62) throw bad();
+      e.at_time = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
     } else if (unit.empty()) {
+      // Below 1 a fraction of the input, from 1 on an item count: 1.5 is neither.
+      if (d >= 1 && (d != std::floor(d) || d >= 0x1p63)) {
+        throw ConfigError("fail.at: '" + part +
+                          "' is neither a fraction of the input (below 1) nor a whole item count");
+      }
       e.at_items =
           d < 1 ? static_cast<std::uint64_t>(d * static_cast<double>(total_items)) : static_cast<std::uint64_t>(d);
     } else {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -55,7 +56,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 14> cases{{
+  const std::array<Case, 20> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -71,6 +72,13 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
       {"run --job heavy-hitters --ft.mode checkpoint --ft.checkpoint-min-pause soon", "ft.checkpoint-min-pause"},
       {"run --job heavy-hitters --ft.replay-overhead-max 1", "ft.replay-overhead-max: expected a share 0 <= f < 1"},
       {"run --job heavy-hitters --ft.replay-overhead-max -0.1", "ft.replay-overhead-max"},
+      // Unsigned options: Boost alone read -5 as 2^64 - 5 (a worker process then failed on it).
+      {"run --job heavy-hitters --items -5", "items: expected a whole number in [0, 2^63 - 1], got '-5'"},
+      {"run --job heavy-hitters --seed=-1", "seed: expected a whole number"},
+      {"run --job heavy-hitters --items 2.5", "items: expected a whole number in [0, 2^63 - 1] (not a fraction)"},
+      {"run --job heavy-hitters --items 9223372036854775808", "items: expected a whole number"},
+      {"run --job heavy-hitters --ft.replay-items-max -1", "ft.replay-items-max: expected a whole number"},
+      {"run --job heavy-hitters --fail.at 1.5", "fail.at: '1.5' is neither a fraction"},
   }};
   for (const auto& c : cases) {
     const auto r = run(c.args + " --quiet");
@@ -79,6 +87,27 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
     EXPECT_NE(r.err.find("afstream: error:"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << ": " << r.err;
   }
+}
+
+// Counts may be written as 1e4, on the command line and in a job file (Boost alone refused them).
+TEST(Cli, CountsTakeScientificNotation) {
+  TempDir d;
+  auto r = run("run --job heavy-hitters --runtime threads --quiet --items 2e4 --out " + (d.path() / "a").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream config(d.path() / "a" / "config.ini");
+  const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("items = 20000\n"), std::string::npos) << text;
+  std::ofstream(d.path() / "job.ini") << "items = 3e4\n";
+  r = run("run --job heavy-hitters --runtime threads --quiet --config " + (d.path() / "job.ini").string() + " --out " +
+          (d.path() / "b").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream config_b(d.path() / "b" / "config.ini");
+  const std::string text_b((std::istreambuf_iterator<char>(config_b)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text_b.find("items = 30000\n"), std::string::npos) << text_b;
+  std::ofstream(d.path() / "bad.ini") << "items = -7\n";
+  r = run("run --job heavy-hitters --runtime threads --quiet --config " + (d.path() / "bad.ini").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("items: expected a whole number in [0, 2^63 - 1], got '-7'"), std::string::npos) << r.err;
 }
 
 TEST(Cli, MalformedInputLineIsNamedOrSkipped) {

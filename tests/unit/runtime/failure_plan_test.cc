@@ -33,6 +33,16 @@ TEST(FailurePlan, BadPointsNameThePart) {
   }
   EXPECT_EQ(testing::error_message<ConfigError>([] { parse_failure_points("-1", 100, {0}); }),
             "fail.at: negative point '-1'");
+  // Not finite, or past what an item count or a time holds: refused, not cast (undefined behaviour).
+  for (const char* bad : {"nan", "inf", "1e30", "1e30s", "produced:inf"}) {
+    EXPECT_NE(testing::error_message<ConfigError>([&] { parse_failure_points(bad, 100, {0}); }).find("fail.at"),
+              std::string::npos)
+        << bad;
+  }
+  // From 1 on a point is an item count: 1.5 is neither that nor a fraction (it was read as item 1).
+  EXPECT_EQ(testing::error_message<ConfigError>([] { parse_failure_points("1.5", 100, {0}); }),
+            "fail.at: '1.5' is neither a fraction of the input (below 1) nor a whole item count");
+  EXPECT_EQ(parse_failure_points("1,1e3,0.5", 100, {0})[1].at_items, 1000u);
 }
 
 TEST(FailurePlan, WorkerListsAndDomains) {
