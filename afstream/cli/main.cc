@@ -478,8 +478,12 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     row[k] = num(v);
   }
 
-  std::cout << "job " << job->name() << ", mode " << row["mode"] << ", " << cfg.failures.size() << " failure points, "
-            << result.failures.size() << " worker recoveries\n";
+  std::cout << "job " << job->name() << ", mode " << row["mode"] << ", " << cfg.failures.size() << " failure points";
+  if (result.failure_events != cfg.failures.size()) {
+    std::cout << " (" << result.failure_events
+              << " fired: the run ended, or their workers finished, while the others waited for restarting ones)";
+  }
+  std::cout << ", " << result.failures.size() << " worker recoveries\n";
   std::cout << "  " << result.source_items << " items in " << num(result.seconds) << " s = " << num(items_per_s)
             << " items/s; backups: " << result.state_backups << " state, " << result.item_backups << " item, "
             << num(static_cast<double>(result.backup_bytes) / 1e6) << " MB\n";

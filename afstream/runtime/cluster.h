@@ -35,6 +35,9 @@ struct RunResult {
   double seconds = 0;
   std::uint64_t source_items = 0;
   std::vector<FailureRecord> failures;  // in the order the recoveries completed
+  // Failures the plan injected: its events that fired (FailurePlan::due: one due while its workers restarted waits
+  // for them, and the run may end first) and killed a worker (not one whose workers had all finished).
+  std::uint64_t failure_events = 0;
   std::uint64_t state_backups = 0;
   std::uint64_t item_backups = 0;
   std::uint64_t backup_bytes = 0;

@@ -30,16 +30,21 @@ InputProgress::InputProgress(const Topology& topology) {
 }
 
 std::vector<FailureEvent> FailurePlan::due(std::uint64_t input_items, std::uint64_t source_items,
-                                           std::chrono::milliseconds elapsed) {
+                                           std::chrono::milliseconds elapsed, const std::function<bool(int)>& ready) {
   std::vector<FailureEvent> out;
+  std::vector<int> held;  // workers of the events fired or waiting in this call: a later event on them waits
   for (std::size_t i = 0; i < events_.size(); ++i) {
     if (fired_[i]) continue;
     const auto& e = events_[i];
     const bool now = e.at_time ? elapsed >= *e.at_time : (e.produced ? source_items : input_items) >= e.at_items;
-    if (now) {
-      fired_[i] = true;
-      out.push_back(e);
-    }
+    if (!now) continue;
+    const bool waits = std::any_of(e.workers.begin(), e.workers.end(), [&](int w) {
+      return std::find(held.begin(), held.end(), w) != held.end() || (ready && !ready(w));
+    });
+    held.insert(held.end(), e.workers.begin(), e.workers.end());
+    if (waits) continue;
+    fired_[i] = true;
+    out.push_back(e);
   }
   return out;
 }

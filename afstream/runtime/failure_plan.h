@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,16 @@ namespace afs {
 class FailurePlan {
  public:
   explicit FailurePlan(std::vector<FailureEvent> events);
-  // The events that have become due, each returned once, in plan order (input_items: InputProgress; source_items:
-  // what the sources have produced, for FailureEvent::produced).
+  // The events to fire now, each returned once, in plan order: those that have become due (input_items:
+  // InputProgress; source_items: what the sources have produced, for FailureEvent::produced) and whose workers are
+  // all ready (ready(w): its current incarnation is up, or it has finished for good; every worker when ready is
+  // empty), at most one event per worker per call. An event that has become due while one of its workers is still
+  // restarting from an earlier failure waits for it (and so do later events on its workers): points passed
+  // together, as a short input or a stage that ran ahead while its downstream restarted makes them, are each a
+  // failure of a started incarnation, not kills of processes that had not started (the process runtime killed the
+  // same worker up to 48 times in one poll of the plan).
   std::vector<FailureEvent> due(std::uint64_t input_items, std::uint64_t source_items,
-                                std::chrono::milliseconds elapsed);
+                                std::chrono::milliseconds elapsed, const std::function<bool(int)>& ready = {});
   // Whether some event has not become due yet (the runtime then keeps polling due()).
   bool pending() const;
 

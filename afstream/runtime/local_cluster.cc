@@ -161,12 +161,22 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
   std::exception_ptr error;
   for (;;) {
     // Failure plan.
+    // An event due while one of its workers restarts waits until it has restored (FailurePlan::due).
+    const auto ready = [&](int w) {
+      const auto& s = *im.slots[static_cast<std::size_t>(w)];
+      return s.done || (s.worker && s.worker->restored() && !s.worker->kill_requested());
+    };
     for (const auto& e : plan.due(im.input_items(), im.source_items(),
-                                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
+                                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0), ready)) {
+      bool killed = false;
       for (int w : e.workers) {
         auto& s = *im.slots[w];
-        if (!s.done && s.worker && !s.exited.load()) s.worker->kill();
+        if (!s.done && s.worker && !s.exited.load()) {
+          s.worker->kill();
+          killed = true;
+        }
       }
+      if (killed) ++result.failure_events;
     }
     // Exits: finished, crashed (restart), or failed (abort the run).
     bool all_done = true;

@@ -859,10 +859,16 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
 
     // The failure plan, at input items processed.
     const auto items_now = im.input_items();
+    // An event due while one of its workers restarts waits for its hello (FailurePlan::due).
+    const auto ready = [&](int w) {
+      const auto& s = im.workers[static_cast<std::size_t>(w)];
+      return s.finished || s.up;
+    };
     for (const auto& e : plan.due(items_now, im.source_items(),
-                                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0))) {
+                                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0), ready)) {
       // As in the thread runtime, a worker that has finished its stream for good is not killed any more.
       const auto to_kill = [&](int w) { return w >= 0 && w < n && !im.workers[static_cast<std::size_t>(w)].finished; };
+      if (std::any_of(e.workers.begin(), e.workers.end(), to_kill)) ++result.failure_events;
       // The event's workers die together: all are signalled before the first is reaped and restarted, so that one's
       // teardown (about 10 ms for a learner of 2^18 weights) does not hold up the next one's kill. fail() reaps each.
       for (int w : e.workers) {

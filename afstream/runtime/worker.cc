@@ -265,6 +265,7 @@ void Worker::run() {
   try {
     setup_sockets();
     restore();
+    restored_.store(true, std::memory_order_release);
     if (awaiting_first_item_ && (source_ || replay_remaining_ == 0)) mark_recovered();
     ctx_.directory->set_up(id_, epoch_, bound_);
     for (;;) {

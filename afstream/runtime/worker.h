@@ -171,6 +171,9 @@ class Worker {
   }
   bool crashed() const { return crashed_; }
   bool finished() const { return finished_; }
+  bool kill_requested() const { return kill_.load(std::memory_order_acquire); }  // kill() was called
+  // This incarnation has restored its state (or started with none) and is running. Safe from any thread.
+  bool restored() const { return restored_.load(std::memory_order_acquire); }
 
   // After a crash: what this incarnation lost (read once run() returned).
   CrashInfo take_crash_info() { return std::move(crash_out_); }
@@ -578,6 +581,7 @@ class Worker {
   std::unique_ptr<RuntimeEmitter> emitter_;
 
   std::atomic<bool> kill_{false};
+  std::atomic<bool> restored_{false};
   Wakeup wakeup_;  // in receive()'s poll
   bool crashed_ = false;
   bool finished_ = false;

@@ -110,6 +110,46 @@ TEST(Cli, CountsTakeScientificNotation) {
   EXPECT_NE(r.err.find("items: expected a whole number in [0, 2^63 - 1], got '-7'"), std::string::npos) << r.err;
 }
 
+// 100 points on 1,000 items: most are passed between two polls of the plan. Each fires once its workers are up,
+// as a failure of a started incarnation: the process runtime used to kill the same worker up to 48 times in one
+// poll, every incarnation but the first before it had started (and said hello: recovery_ms stayed -1).
+TEST(Cli, FailurePointsPassedTogetherEachKillAStartedIncarnation) {
+  for (const char* runtime : {"threads", "processes"}) {
+    TempDir d;
+    const auto r = run(std::string("run --job heavy-hitters --quiet --items 1000 --fail.count 100 --runtime ") +
+                       runtime + " --out " + d.str());
+    ASSERT_EQ(r.status, 0) << r.err;
+    unsigned long points = 0, recoveries = 0;
+    const auto at = r.out.find("job heavy-hitters, mode approx, ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    ASSERT_EQ(std::sscanf(r.out.c_str() + at, "job heavy-hitters, mode approx, %lu failure points", &points), 1);
+    EXPECT_EQ(points, 100u);
+    unsigned long fired = points;
+    if (const auto f = r.out.find("failure points (", at); f != std::string::npos) {
+      ASSERT_EQ(std::sscanf(r.out.c_str() + f, "failure points (%lu fired", &fired), 1) << r.out;
+    }
+    const auto w = r.out.find(" worker recoveries", at);
+    ASSERT_NE(w, std::string::npos) << r.out;
+    recoveries = std::stoul(r.out.substr(r.out.rfind(' ', w - 1) + 1));
+    EXPECT_GE(fired, 1u);
+    EXPECT_LE(recoveries, 4 * fired) << runtime << ": a worker killed more than once per failure\n" << r.out;
+    if (std::string(runtime) == "processes") {
+      std::ifstream csv(d.path() / "failures.csv");
+      std::string header, row;
+      std::getline(csv, header);
+      const auto cols = afs::testing::split_csv(header);
+      const auto col = afs::testing::column_of(cols, "recovery_ms");
+      ASSERT_LT(col, cols.size()) << header;
+      int rows = 0;
+      while (std::getline(csv, row)) {
+        ++rows;
+        EXPECT_NE(afs::testing::split_csv(row).at(col), "-1") << "an incarnation killed before its hello: " << row;
+      }
+      EXPECT_EQ(rows, static_cast<int>(recoveries));
+    }
+  }
+}
+
 TEST(Cli, MalformedInputLineIsNamedOrSkipped) {
   TempDir d;
   std::ofstream(d.path() / "in.txt") << "a,3\nb\nc,notanumber\na\n";

@@ -92,6 +92,34 @@ TEST(FailurePlan, EachEventFiresOnceWhenDue) {
   EXPECT_TRUE(plan.due(5000, 5000, milliseconds(5000)).empty());
 }
 
+// An event due while one of its workers restarts waits for it, and so do later events on its workers; events on
+// other workers fire; each event fires once, so every point is a failure of a started incarnation.
+TEST(FailurePlan, AnEventDueWhileItsWorkersRestartWaitsForThem) {
+  auto events = parse_failure_points("10,20,30", 1000, {2, 0});
+  events.push_back(parse_failure_points("25", 1000, {1})[0]);
+  FailurePlan plan(events);
+  std::vector<bool> up{true, true, true};
+  const auto ready = [&](int w) { return static_cast<bool>(up[static_cast<std::size_t>(w)]); };
+  auto d = plan.due(30, 30, milliseconds(0), ready);  // 10, 20 and 30 on {2, 0} passed together: the first fires
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].at_items, 10u);
+  EXPECT_EQ(d[1].at_items, 25u);  // other workers: not held up
+  up[2] = false;                  // 2 and 0 restart
+  up[0] = false;
+  EXPECT_TRUE(plan.due(40, 40, milliseconds(0), ready).empty());
+  up[0] = true;  // 2 is still restarting
+  EXPECT_TRUE(plan.due(40, 40, milliseconds(0), ready).empty());
+  EXPECT_TRUE(plan.pending());
+  up[2] = true;
+  d = plan.due(40, 40, milliseconds(0), ready);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].at_items, 20u);
+  d = plan.due(40, 40, milliseconds(0), ready);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].at_items, 30u);
+  EXPECT_FALSE(plan.pending());
+}
+
 // produced: points count what the sources produced, whatever the workers have processed.
 TEST(FailurePlan, ProducedPointsCountTheSourcesItems) {
   const auto v = parse_failure_points("produced:0.9,produced:700,0.5", 1000, {1});
@@ -105,8 +133,12 @@ TEST(FailurePlan, ProducedPointsCountTheSourcesItems) {
   auto d = plan.due(10, 800, milliseconds(1));
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].at_items, 700u);
-  d = plan.due(600, 950, milliseconds(2));
-  ASSERT_EQ(d.size(), 2u);
+  d = plan.due(600, 950, milliseconds(2));  // both due, on the same worker: one failure at a time
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].at_items, 900u);
+  d = plan.due(600, 950, milliseconds(3));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].at_items, 500u);
   EXPECT_THROW(parse_failure_points("produced:500ms", 1000, {1}), ConfigError);
   EXPECT_THROW(parse_failure_points("produced:", 1000, {1}), ConfigError);
 }
