@@ -436,7 +436,8 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
                                    "trees_replayed",
                                    "latency_p50_ms",
                                    "latency_p99_ms",
-                                   "cpu_s"};
+                                   "cpu_s",
+                                   "failures_fired"};
   auto num = [](double v) {
     char b[64];
     std::snprintf(b, sizeof b, "%.6g", v);
@@ -448,6 +449,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   row["l"] = num(cfg.bounds.l);
   row["gamma"] = num(cfg.bounds.gamma);
   row["failures"] = std::to_string(cfg.failures.size());
+  row["failures_fired"] = std::to_string(result.failure_events);
   row["items"] = std::to_string(result.source_items);
   row["seconds"] = num(result.seconds);
   row["items_per_s"] = num(items_per_s);

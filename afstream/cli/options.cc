@@ -45,8 +45,10 @@ std::string whole_number_text(const std::string& key, const std::string& token) 
   const auto first = token.find_first_not_of(" \t");
   const auto last = token.find_last_not_of(" \t");
   if (first == std::string::npos) throw refuse("");
-  const std::string t = token.substr(first, last - first + 1);
+  std::string t = token.substr(first, last - first + 1);
   if (t[0] == '-') throw refuse("");
+  if (t[0] == '+') t.erase(0, 1);
+  if (t.empty()) throw refuse("");
   std::uint64_t u = 0;
   if (const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), u);
       ec == std::errc() && end == t.data() + t.size()) {
@@ -364,7 +366,8 @@ void apply_run_defaults(const Job& job, const po::options_description& desc, po:
     for (const auto& a : kAliases) alias_given = alias_given || (key == a.primary && vm.count(a.alias));
     if (alias_given) continue;
     boost::any parsed;
-    option->semantic()->parse(parsed, {value}, false);
+    option->semantic()->parse(
+        parsed, {is_unsigned_option(option->semantic().get()) ? whole_number_text(key, value) : value}, false);
     vm.erase(key);
     vm.insert({key, po::variable_value(parsed, false)});
   }

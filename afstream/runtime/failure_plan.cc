@@ -140,7 +140,8 @@ std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uin
       e.at_time = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
     } else if (unit.empty()) {
       // Below 1 a fraction of the input, from 1 on an item count: 1.5 is neither.
-      if (d >= 1 && (d != std::floor(d) || d >= 0x1p63)) {
+      if (d >= 0x1p63) throw ConfigError("fail.at: '" + part + "' is more items than a count holds (2^63 - 1)");
+      if (d >= 1 && d != std::floor(d)) {
         throw ConfigError("fail.at: '" + part +
                           "' is neither a fraction of the input (below 1) nor a whole item count");
       }

@@ -861,6 +861,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     const auto items_now = im.input_items();
     // An event due while one of its workers restarts waits for its hello (FailurePlan::due).
     const auto ready = [&](int w) {
+      if (w < 0 || w >= n) return true;  // not a worker: nothing to wait for (and nothing killed)
       const auto& s = im.workers[static_cast<std::size_t>(w)];
       return s.finished || s.up;
     };

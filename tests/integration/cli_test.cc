@@ -56,7 +56,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 20> cases{{
+  const std::array<Case, 21> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -79,6 +79,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
       {"run --job heavy-hitters --items 9223372036854775808", "items: expected a whole number"},
       {"run --job heavy-hitters --ft.replay-items-max -1", "ft.replay-items-max: expected a whole number"},
       {"run --job heavy-hitters --fail.at 1.5", "fail.at: '1.5' is neither a fraction"},
+      {"run --job heavy-hitters --hh.width -100", "hh.width: expected a whole number"},
   }};
   for (const auto& c : cases) {
     const auto r = run(c.args + " --quiet");
@@ -92,11 +93,14 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
 // Counts may be written as 1e4, on the command line and in a job file (Boost alone refused them).
 TEST(Cli, CountsTakeScientificNotation) {
   TempDir d;
-  auto r = run("run --job heavy-hitters --runtime threads --quiet --items 2e4 --out " + (d.path() / "a").string());
+  // An abbreviated name (--item), a job's own option (--hh.width) and a leading + go through the same check.
+  auto r = run("run --job heavy-hitters --runtime threads --quiet --item 2e4 --hh.width +1.5e3 --seed 1e16 --out " +
+               (d.path() / "a").string());
   ASSERT_EQ(r.status, 0) << r.err;
   std::ifstream config(d.path() / "a" / "config.ini");
   const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("items = 20000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("hh.width = 1500\n"), std::string::npos) << text;
   std::ofstream(d.path() / "job.ini") << "items = 3e4\n";
   r = run("run --job heavy-hitters --runtime threads --quiet --config " + (d.path() / "job.ini").string() + " --out " +
           (d.path() / "b").string());
@@ -172,7 +176,8 @@ TEST(Cli, RunWritesConfigMetricsAndSummary) {
   const auto summary = read(d.path() / "summary.csv");
   const std::string header = summary.substr(0, summary.find('\n'));
   for (auto col : {"job", "mode", "theta", "l", "gamma", "failures", "items", "seconds", "items_per_s", "state_backups",
-                   "item_backups", "backup_bytes", "recovery_ms_median", "cpu_s", "precision", "recall", "are"}) {
+                   "item_backups", "backup_bytes", "recovery_ms_median", "cpu_s", "failures_fired", "precision",
+                   "recall", "are"}) {
     EXPECT_NE(("," + header + ",").find(std::string(",") + col + ","), std::string::npos) << col;
   }
   EXPECT_EQ(lines(summary), 2);

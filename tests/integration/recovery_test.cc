@@ -164,8 +164,8 @@ TEST(Recovery, EveryFailureHasARecoveryTime) {
   cfg.failures = {{100000, {0, 1, 2, 3}, std::nullopt}, {250000, {1}, std::nullopt}};
   const auto run = run_hh(s, cfg);
   const auto& failures = run.result.failures;
-  // Four, and worker 1 a second time unless the second point came while it was still down from the first (the
-  // failure plan does not kill a worker that is not running; seen on a loaded machine).
+  // Four, and worker 1 a second time (a point reached while it is still restarting from the first waits for it:
+  // FailurePlan::due), unless the run ended first.
   ASSERT_GE(failures.size(), 4u);
   ASSERT_LE(failures.size(), 5u);
   for (const auto& f : failures) {
@@ -184,6 +184,28 @@ TEST(Recovery, EveryFailureHasARecoveryTime) {
       EXPECT_LT(f.caught_up_ms, 10000.0) << "worker " << f.worker << ", failure " << f.failure_count;
     }
   }
+}
+
+// Three points on one worker, passed in one poll of the plan: each is a failure of its own, of an incarnation that
+// has restored (the later ones wait for the restart before them). They were one failure: the killed incarnation
+// was killed again, which did nothing.
+TEST(Recovery, FailurePointsReachedTogetherAreEachAFailureOfARestoredIncarnation) {
+  HhSetup s;
+  RunConfig cfg;
+  cfg.mode = FtMode::Approx;
+  cfg.bounds = {400, 100, 100};
+  cfg.failures = {{100000, {1}, std::nullopt}, {100001, {1}, std::nullopt}, {100002, {1}, std::nullopt}};
+  const auto run = run_hh(s, cfg);
+  EXPECT_EQ(run.result.failure_events, 3u);
+  ASSERT_EQ(run.result.failures.size(), 3u);
+  std::vector<int> counts;
+  for (const auto& f : run.result.failures) {
+    EXPECT_EQ(f.worker, 1);
+    EXPECT_GE(f.restore_ms, 0.0) << "failure " << f.failure_count;
+    counts.push_back(f.failure_count);
+  }
+  std::sort(counts.begin(), counts.end());
+  EXPECT_EQ(counts, (std::vector<int>{1, 2, 3}));
 }
 
 // A failure point is reached when the workers fed by the source have processed that much of the input, however far

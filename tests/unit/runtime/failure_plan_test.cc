@@ -120,6 +120,23 @@ TEST(FailurePlan, AnEventDueWhileItsWorkersRestartWaitsForThem) {
   EXPECT_FALSE(plan.pending());
 }
 
+// A waiting event on {0, 1} holds back a later one on {0} alone: the plan's order is kept per worker.
+TEST(FailurePlan, AWaitingEventHoldsBackLaterOnesOnItsWorkers) {
+  auto events = parse_failure_points("10", 100, {0, 1});
+  events.push_back(parse_failure_points("20", 100, {0})[0]);
+  FailurePlan plan(events);
+  bool up1 = false;
+  const auto ready = [&](int w) { return w == 0 || up1; };
+  EXPECT_TRUE(plan.due(50, 50, milliseconds(0), ready).empty());
+  up1 = true;
+  auto d = plan.due(50, 50, milliseconds(0), ready);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].workers, (std::vector<int>{0, 1}));
+  d = plan.due(50, 50, milliseconds(0), ready);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].workers, (std::vector<int>{0}));
+}
+
 // produced: points count what the sources produced, whatever the workers have processed.
 TEST(FailurePlan, ProducedPointsCountTheSourcesItems) {
   const auto v = parse_failure_points("produced:0.9,produced:700,0.5", 1000, {1});
