@@ -202,7 +202,9 @@ int cmd_backup_server(int argc, const char* const* argv) {
                 << std::endl;
     };
   }
-  afs::BackupServer server(args.listen, std::move(store), server_options);
+  const pid_t parent = ::getppid();
+  std::optional<afs::BackupServer> serving(std::in_place, args.listen, std::move(store), server_options);
+  auto& server = *serving;
   std::cerr << "afstream backup-server: store " << what << "\n";
   if (args.curve.config) {
     std::cerr << "afstream backup-server: CURVE "
@@ -232,6 +234,17 @@ int cmd_backup_server(int argc, const char* const* argv) {
             << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "
             << k.unknown + k.failures << " chains left alone, " << k.left_to_worker
             << " left to their workers (deltas applied by replay)" << std::endl;
+  // Stopped because its controller was killed (spawn: SIGTERM when it ends; the process is then adopted by
+  // another): nobody else will remove the run's private directories.
+  if (!args.remove_if_orphaned.empty() && ::getppid() != parent) {
+    serving.reset();  // the server, then the store (RocksDB: flushed and closed) first
+    for (const auto& d : args.remove_if_orphaned) {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+      std::cerr << "afstream backup-server: its controller is gone: removed " << d
+                << (ec ? " (failed: " + ec.message() + ")" : std::string()) << std::endl;
+    }
+  }
   return 0;  // the server, then the store (RocksDB: flushed and closed), are destroyed on the way out
 }
 

@@ -536,7 +536,11 @@ po::options_description backup_server_options() {
       "DIR: the local copies of the workers on this host (their --worker.local-state): a put that names its record's "
       "place in its worker's copy is read from there, checked against its digest (local recovery)")(
       "endpoint-file", po::value<std::string>(),
-      "once listening, write the endpoint (with the port chosen for port 0) to this file");
+      "once listening, write the endpoint (with the port chosen for port 0) to this file")(
+      "remove-if-orphaned", po::value<std::vector<std::string>>()->composing(),
+      "DIR (repeatable): remove it when the server stops because the process that started it has ended (a "
+      "controller killed: the run's private directories, which it would have removed; workers' copies on /dev/shm "
+      "are memory)");
   o.add(curve_options());
   return o;
 }
@@ -562,6 +566,7 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
   if (vm.count("store.path")) a.store_path = vm["store.path"].as<std::string>();
   a.store_sync = vm["store.sync"].as<bool>();
   if (vm.count("endpoint-file")) a.endpoint_file = vm["endpoint-file"].as<std::string>();
+  if (vm.count("remove-if-orphaned")) a.remove_if_orphaned = vm["remove-if-orphaned"].as<std::vector<std::string>>();
   if (vm.count("store.local-dir")) {
     a.local_dir = vm["store.local-dir"].as<std::string>();
     if (a.local_dir.empty()) throw ConfigError("store.local-dir: expected a directory, got ''");

@@ -106,6 +106,7 @@ struct BackupServerArgs {
   bool store_sync = false;        // rocksdb: fsync every put
   std::string endpoint_file;      // written with the bound endpoint once listening (port 0: the one chosen)
   std::string local_dir;          // the workers' local copies on this host (BackupServerOptions::local_dir)
+  std::vector<std::string> remove_if_orphaned;  // removed when it stops once the process that started it has ended
   double compact_ratio = afs::CompactionPolicy{}.delta_ratio;  // compaction (afstream/ft/compactor.h); 0: off
   std::uint64_t compact_deltas = afs::CompactionPolicy{}.max_deltas;
   CurveArgs curve;

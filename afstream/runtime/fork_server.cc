@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "afstream/core/errors.h"
+#include "afstream/runtime/spawn.h"
 
 namespace afs {
 
@@ -115,6 +116,7 @@ void ForkServer::start(const std::string& program, const std::vector<std::string
   argv.push_back(const_cast<char*>(program.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
@@ -124,6 +126,7 @@ void ForkServer::start(const std::string& program, const std::vector<std::string
   if (pid == 0) {
     // dup2 clears close-on-exec on the copies: the server keeps exactly its stdin and fd 3.
     if (::dup2(requests[0], STDIN_FILENO) < 0 || ::dup2(replies[1], kReplyFd) < 0) ::_exit(127);
+    stop_with_parent(parent);
     ::execv(program.c_str(), argv.data());
     ::_exit(127);
   }

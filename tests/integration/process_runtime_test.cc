@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -382,6 +383,73 @@ KillResult run_and_kill(const std::string& args, const std::vector<std::string>&
   }
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// The controller (`afstream run`) killed with SIGKILL: what it started stops at once (spawn.h: SIGTERM when it
+// ends) instead of running on (the backup server ran on for good, the workers until they missed the controller),
+// and the backup server removes the run's private directories (/tmp/afs-*, the workers' copies on /dev/shm).
+TEST(ProcessRuntime, AKilledControllerTakesWhatItStartedWithIt) {
+  TempDir t;
+  const pid_t run = ::fork();
+  ASSERT_GE(run, 0);
+  if (run == 0) {
+    std::freopen((t.path() / "run.log").c_str(), "w", stderr);
+    ::dup2(STDERR_FILENO, STDOUT_FILENO);
+    ::execl(AFS_BINARY, AFS_BINARY, "run", "--job", "heavy-hitters", "--items", "2000000000", "--quiet", nullptr);
+    ::_exit(127);
+  }
+  // Its children once the workers run (the backup server, four workers, the fork server once they are up).
+  const auto children = [&] {
+    std::vector<pid_t> v;
+    const std::string cmd = "pgrep -P " + std::to_string(run);
+    if (FILE* p = ::popen(cmd.c_str(), "r")) {
+      for (int pid = 0; std::fscanf(p, "%d", &pid) == 1;) v.push_back(pid);
+      ::pclose(p);
+    }
+    return v;
+  };
+  std::vector<pid_t> started;
+  for (int i = 0; i < 50 * scaled_seconds(20) && started.size() < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    started = children();
+  }
+  ASSERT_GE(started.size(), 6u) << slurp(t.path() / "run.log");
+  // The run's private directories, as the backup server was told them.
+  std::vector<std::string> dirs;
+  for (const pid_t pid : started) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+    std::vector<std::string> argv;
+    for (std::string a; std::getline(f, a, '\0');) argv.push_back(a);
+    for (std::size_t k = 0; k + 1 < argv.size(); ++k) {
+      if (argv[k] == "--remove-if-orphaned") dirs.push_back(argv[k + 1]);
+    }
+  }
+  ASSERT_FALSE(dirs.empty()) << "no backup server among the children";
+  for (const auto& d : dirs) EXPECT_TRUE(fs::exists(d)) << d;
+  ::kill(run, SIGKILL);
+  ::waitpid(run, nullptr, 0);
+  const auto gone = [](pid_t pid) {  // ended (a zombie of a parent that does not reap counts as ended)
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(f, line)) return true;
+    const auto close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+  };
+  bool all_gone = false;
+  for (int i = 0; i < 20 * scaled_seconds(5) && !all_gone; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    all_gone = std::all_of(started.begin(), started.end(), gone) &&
+               std::none_of(dirs.begin(), dirs.end(), [](const std::string& d) { return fs::exists(d); });
+  }
+  for (const pid_t pid : started) {
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " still runs after its controller was killed";
+    if (!gone(pid)) ::kill(pid, SIGKILL);
+  }
+  for (const auto& d : dirs) {
+    EXPECT_FALSE(fs::exists(d)) << d << " left behind\n" << slurp(t.path() / "run.log");
+    std::error_code ec;
+    fs::remove_all(d, ec);
+  }
 }
 
 // Kills one worker process from outside (as an operator or the kernel would): the controller sees it exit,
