@@ -90,13 +90,42 @@ afs::Registry registry() {
   return r;
 }
 
+// The `job = NAME` line of a job file (outside any [section]; "" if none, or if the file cannot be read: parse_run
+// then reports that file).
+std::string job_in_config(const std::string& path) {
+  std::ifstream f(path);
+  std::string section;
+  for (std::string line; std::getline(f, line);) {
+    const auto trim = [](std::string t) {
+      const auto a = t.find_first_not_of(" \t\r"), b = t.find_last_not_of(" \t\r");
+      return a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
+    };
+    line = trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      section = trim(line.substr(1, line.size() - 2));
+      continue;
+    }
+    const auto eq = line.find('=');
+    if (section.empty() && eq != std::string::npos && trim(line.substr(0, eq)) == "job") {
+      return trim(line.substr(eq + 1));
+    }
+  }
+  return "";
+}
+
+// --job NAME on the command line, else the job a --config file names (the config.ini a run writes does: a run
+// repeated from it, `afstream run --config DIR/config.ini`, was refused for the job's options).
 std::string find_job_name(int argc, const char* const* argv) {
+  std::string config;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--job" && i + 1 < argc) return argv[i + 1];
     if (a.rfind("--job=", 0) == 0) return a.substr(6);
+    if (a == "--config" && i + 1 < argc) config = argv[i + 1];
+    if (a.rfind("--config=", 0) == 0) config = a.substr(9);
   }
-  return "";
+  return config.empty() ? "" : job_in_config(config);
 }
 
 double median(std::vector<double> v) {

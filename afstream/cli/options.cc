@@ -774,29 +774,28 @@ std::vector<std::string> effective_args(const po::variables_map& vm, const std::
 }
 
 std::string effective_config(const po::variables_map& vm) {
+  // What each key holds, as a job file reads it back (`run --config`): numbers exact, a list one line an element, an
+  // alias's value under its primary name (the primary's default otherwise showed, and both keys were then refused).
+  const auto text = [](const boost::any& a) -> std::vector<std::string> {
+    if (auto* p = boost::any_cast<std::string>(&a)) return {*p};
+    if (auto* d = boost::any_cast<double>(&a)) return {exact_text(*d)};
+    if (auto* u = boost::any_cast<std::uint64_t>(&a)) return {std::to_string(*u)};
+    if (auto* i = boost::any_cast<int>(&a)) return {std::to_string(*i)};
+    if (auto* i64 = boost::any_cast<std::int64_t>(&a)) return {std::to_string(*i64)};
+    if (auto* u32 = boost::any_cast<std::uint32_t>(&a)) return {std::to_string(*u32)};
+    if (auto* b = boost::any_cast<bool>(&a)) return {*b ? "true" : "false"};
+    if (auto* list = boost::any_cast<std::vector<std::string>>(&a)) return *list;
+    return {"?"};
+  };
   std::ostringstream s;
   for (const auto& [k, v] : vm) {
     if (v.empty()) continue;
-    const auto& a = v.value();
-    s << k << " = ";
-    if (auto* p = boost::any_cast<std::string>(&a)) {
-      s << *p;
-    } else if (auto* d = boost::any_cast<double>(&a)) {
-      s << *d;
-    } else if (auto* u = boost::any_cast<std::uint64_t>(&a)) {
-      s << *u;
-    } else if (auto* i = boost::any_cast<int>(&a)) {
-      s << *i;
-    } else if (auto* i64 = boost::any_cast<std::int64_t>(&a)) {
-      s << *i64;
-    } else if (auto* z = boost::any_cast<std::size_t>(&a)) {
-      s << *z;
-    } else if (auto* b = boost::any_cast<bool>(&a)) {
-      s << (*b ? "true" : "false");
-    } else {
-      s << "?";
+    if (std::any_of(std::begin(kAliases), std::end(kAliases), [&](const Alias& a) { return k == a.alias; })) continue;
+    const auto* value = &v.value();
+    for (const auto& a : kAliases) {
+      if (k == a.primary && vm.count(a.alias) && !vm[a.alias].empty()) value = &vm[a.alias].value();
     }
-    s << '\n';
+    for (const auto& t : text(*value)) s << k << " = " << t << '\n';
   }
   return s.str();
 }

@@ -154,6 +154,35 @@ TEST(Cli, FailurePointsPassedTogetherEachKillAStartedIncarnation) {
   }
 }
 
+// A run's config.ini repeats it: `run --config DIR/config.ini` takes the job from the file (it was refused for the
+// job's options when --job was not on the command line too), and writes the same configuration.
+TEST(Cli, ARunsConfigFileRepeatsIt) {
+  TempDir d;
+  auto r = run("run --job heavy-hitters --runtime threads --quiet --items 20000 --hh.width 500 --ft.theta 300 --out " +
+               (d.path() / "a").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("run --config " + (d.path() / "a" / "config.ini").string() + " --out " + (d.path() / "b").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto settings = [](const fs::path& p) {  // every line but where it was written from and to
+    std::ifstream f(p);
+    std::vector<std::string> v;
+    for (std::string line; std::getline(f, line);) {
+      if (!line.starts_with("out ") && !line.starts_with("config ")) v.push_back(line);
+    }
+    return v;
+  };
+  const auto a = settings(d.path() / "a" / "config.ini");
+  EXPECT_NE(std::find(a.begin(), a.end(), "hh.width = 500"), a.end());
+  // An alias's value under its primary name (the primary's default showed, and the file then gave both).
+  EXPECT_NE(std::find(a.begin(), a.end(), "ft.state-divergence-max = 300"), a.end());
+  EXPECT_EQ(std::find_if(a.begin(), a.end(), [](const std::string& l) { return l.starts_with("ft.theta "); }), a.end());
+  EXPECT_EQ(settings(d.path() / "b" / "config.ini"), a);
+  std::ofstream(d.path() / "bad.ini") << "job = no-such-job\n";
+  r = run("run --config " + (d.path() / "bad.ini").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown job 'no-such-job'"), std::string::npos) << r.err;
+}
+
 TEST(Cli, MalformedInputLineIsNamedOrSkipped) {
   TempDir d;
   std::ofstream(d.path() / "in.txt") << "a,3\nb\nc,notanumber\na\n";
