@@ -181,10 +181,15 @@ int cmd_list() {
   return 0;
 }
 
-// Set by SIGTERM / SIGINT: the backup server finishes the request in hand, closes its store and exits.
+// Set by SIGTERM / SIGINT / SIGHUP: the backup server finishes the request in hand, closes its store and exits.
 std::atomic<bool> g_stop_backup_server{false};
+// Set by SIGHUP: the controller that started it has ended (afs::spawn: PR_SET_PDEATHSIG).
+std::atomic<bool> g_backup_server_orphaned{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
-extern "C" void stop_backup_server(int) { g_stop_backup_server.store(true); }
+extern "C" void stop_backup_server(int sig) {
+  if (sig == SIGHUP) g_backup_server_orphaned.store(true);
+  g_stop_backup_server.store(true);
+}
 
 int cmd_backup_server(int argc, const char* const* argv) {
   po::variables_map vm;
@@ -202,6 +207,7 @@ int cmd_backup_server(int argc, const char* const* argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
 
   std::unique_ptr<afs::BackupStore> store;
   std::string what;
@@ -231,7 +237,6 @@ int cmd_backup_server(int argc, const char* const* argv) {
                 << std::endl;
     };
   }
-  const pid_t parent = ::getppid();
   std::optional<afs::BackupServer> serving(std::in_place, args.listen, std::move(store), server_options);
   auto& server = *serving;
   std::cerr << "afstream backup-server: store " << what << "\n";
@@ -263,9 +268,9 @@ int cmd_backup_server(int argc, const char* const* argv) {
             << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "
             << k.unknown + k.failures << " chains left alone, " << k.left_to_worker
             << " left to their workers (deltas applied by replay)" << std::endl;
-  // Stopped because its controller was killed (spawn: SIGTERM when it ends; the process is then adopted by
-  // another): nobody else will remove the run's private directories.
-  if (!args.remove_if_orphaned.empty() && ::getppid() != parent) {
+  // Stopped because its controller was killed (afs::spawn: SIGHUP when it ends): nobody else will remove the run's
+  // private directories.
+  if (!args.remove_if_orphaned.empty() && g_backup_server_orphaned.load()) {
     serving.reset();  // the server, then the store (RocksDB: flushed and closed) first
     for (const auto& d : args.remove_if_orphaned) {
       std::error_code ec;

@@ -13,7 +13,8 @@
 namespace afs {
 
 void stop_with_parent(pid_t parent) {
-  if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) ::_exit(127);
+  ::signal(SIGHUP, SIG_DFL);  // not ignored, as nohup would have it
+  if (::prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || ::getppid() != parent) ::_exit(127);
 }
 
 pid_t spawn(const std::string& program, const std::vector<std::string>& args) {
