@@ -158,8 +158,10 @@ TEST(Cli, FailurePointsPassedTogetherEachKillAStartedIncarnation) {
 // job's options when --job was not on the command line too), and writes the same configuration.
 TEST(Cli, ARunsConfigFileRepeatsIt) {
   TempDir d;
-  auto r = run("run --job heavy-hitters --runtime threads --quiet --items 20000 --hh.width 500 --ft.theta 300 --out " +
-               (d.path() / "a").string());
+  auto r = run(
+      "run --job heavy-hitters --runtime threads --quiet --items 20000 --hh.width 500 --ft.theta 300 --fail.count 1 "
+      "--fail.domain r1=1,2 --fail.domain r2=3 --fail.target r1 --ft.delta-residual 0.123456789 --out " +
+      (d.path() / "a").string());
   ASSERT_EQ(r.status, 0) << r.err;
   r = run("run --config " + (d.path() / "a" / "config.ini").string() + " --out " + (d.path() / "b").string());
   ASSERT_EQ(r.status, 0) << r.err;
@@ -173,6 +175,8 @@ TEST(Cli, ARunsConfigFileRepeatsIt) {
   };
   const auto a = settings(d.path() / "a" / "config.ini");
   EXPECT_NE(std::find(a.begin(), a.end(), "hh.width = 500"), a.end());
+  EXPECT_NE(std::find(a.begin(), a.end(), "fail.domain = r2=3"), a.end());               // a list: a line each
+  EXPECT_NE(std::find(a.begin(), a.end(), "ft.delta-residual = 0.123456789"), a.end());  // exact, not 0.123457
   // An alias's value under its primary name (the primary's default showed, and the file then gave both).
   EXPECT_NE(std::find(a.begin(), a.end(), "ft.state-divergence-max = 300"), a.end());
   EXPECT_EQ(std::find_if(a.begin(), a.end(), [](const std::string& l) { return l.starts_with("ft.theta "); }), a.end());
