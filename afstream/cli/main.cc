@@ -32,6 +32,7 @@
 #include "afstream/runtime/local_cluster.h"
 #include "afstream/runtime/process_cluster.h"
 #include "afstream/runtime/registration.h"
+#include "afstream/runtime/spawn.h"
 #include "afstream/runtime/supervisor.h"
 #include "afstream/runtime/worker_process.h"
 #include "afstream/store/memory_store.h"
@@ -100,8 +101,8 @@ std::string job_in_config(const std::string& path) {
       const auto a = t.find_first_not_of(" \t\r"), b = t.find_last_not_of(" \t\r");
       return a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
     };
-    line = trim(line);
-    if (line.empty() || line[0] == '#') continue;
+    line = trim(line.substr(0, line.find('#')));  // as Boost reads it: a comment runs to the end of the line
+    if (line.empty()) continue;
     if (line.front() == '[' && line.back() == ']') {
       section = trim(line.substr(1, line.size() - 2));
       continue;
@@ -181,13 +182,13 @@ int cmd_list() {
   return 0;
 }
 
-// Set by SIGTERM / SIGINT / SIGHUP: the backup server finishes the request in hand, closes its store and exits.
+// Set by SIGTERM / SIGINT: the backup server finishes the request in hand, closes its store and exits.
 std::atomic<bool> g_stop_backup_server{false};
-// Set by SIGHUP: the controller that started it has ended (afs::spawn: PR_SET_PDEATHSIG).
+// Set by afs::parent_death_signal(): the controller that started it has ended (afs::spawn: PR_SET_PDEATHSIG).
 std::atomic<bool> g_backup_server_orphaned{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
 extern "C" void stop_backup_server(int sig) {
-  if (sig == SIGHUP) g_backup_server_orphaned.store(true);
+  if (sig != SIGTERM && sig != SIGINT) g_backup_server_orphaned.store(true);
   g_stop_backup_server.store(true);
 }
 
@@ -207,7 +208,7 @@ int cmd_backup_server(int argc, const char* const* argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  sigaction(afs::parent_death_signal(), &sa, nullptr);
 
   std::unique_ptr<afs::BackupStore> store;
   std::string what;
@@ -268,7 +269,7 @@ int cmd_backup_server(int argc, const char* const* argv) {
             << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "
             << k.unknown + k.failures << " chains left alone, " << k.left_to_worker
             << " left to their workers (deltas applied by replay)" << std::endl;
-  // Stopped because its controller was killed (afs::spawn: SIGHUP when it ends): nobody else will remove the run's
+  // Stopped because its controller was killed (afs::spawn: parent_death_signal()): nobody else will remove the run's
   // private directories.
   if (!args.remove_if_orphaned.empty() && g_backup_server_orphaned.load()) {
     serving.reset();  // the server, then the store (RocksDB: flushed and closed) first
@@ -366,7 +367,15 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   if (opts.runtime == "processes") {
     afs::ProcessClusterOptions popts;
     popts.program = fs::read_symlink("/proc/self/exe").string();
-    popts.worker_args.assign(argv + 1, argv + argc);  // the job's options, as given to run
+    // The job's options, as given to run, but the run's origin of time: it gets its own below.
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--run.started-ns") {
+        ++i;
+      } else if (!a.starts_with("--run.started-ns=")) {
+        popts.worker_args.push_back(a);
+      }
+    }
     popts.store = opts.process_store;
     popts.store_compact_ratio = opts.process_store_compact_ratio;
     popts.standby = opts.process_standby;
@@ -383,7 +392,8 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
       // The job's options as given (on the command line or in a job file), so that a worker on another host needs
       // no copy of the job file. Not the CURVE key files: each host has its own (the workers started here get the
       // controller's, popts.curve_args).
-      popts.worker_args = afs::cli::effective_args(vm, {"controller.", "config", "help", "out", "net.curve-"});
+      popts.worker_args =
+          afs::cli::effective_args(vm, {"controller.", "config", "help", "out", "net.curve-", "run.started-ns"});
       popts.curve = opts.curve.config;
       popts.curve_args = opts.curve.args;
       popts.backup_server_key = c.backup_server_key;
@@ -426,10 +436,9 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
       };
     }
     // One origin for the times workers measure from the start, restarted incarnations included (RunConfig::
-    // started_ns): every worker process gets this process's.
-    if (vm["run.started-ns"].defaulted()) {
-      popts.worker_args.push_back("--run.started-ns=" + std::to_string(cfg.started_ns));
-    }
+    // started_ns): every worker process gets this process's (taken now, or as given; a 0 given, as a run's
+    // config.ini gives it, means now too).
+    popts.worker_args.push_back("--run.started-ns=" + std::to_string(cfg.started_ns));
     cluster_ptr = std::make_unique<afs::ProcessCluster>(topology, reg, cfg, popts);
   } else {
     cluster_ptr = std::make_unique<afs::LocalCluster>(topology, reg, cfg);

@@ -389,7 +389,16 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       const auto path = vm["config"].as<std::string>();
       std::ifstream f(path);
       if (!f) throw InputError("config: cannot read job file '" + path + "'");
-      store_checked(po::parse_config_file(f, desc), vm);
+      auto parsed = po::parse_config_file(f, desc);
+      // The command line wins, also over the file's other spelling of the same threshold (a run's config.ini has
+      // the primary name; `--ft.theta 5` on the command line then replaces it instead of conflicting with it).
+      const auto given = [&](const char* key) { return vm.count(key) && !vm[key].defaulted(); };
+      std::erase_if(parsed.options, [&](const po::option& o) {
+        return std::any_of(std::begin(kAliases), std::end(kAliases), [&](const Alias& a) {
+          return (o.string_key == a.primary && given(a.alias)) || (o.string_key == a.alias && given(a.primary));
+        });
+      });
+      store_checked(std::move(parsed), vm);
     }
     if (job) apply_run_defaults(*job, desc, vm);
     po::notify(vm);
@@ -791,11 +800,22 @@ std::string effective_config(const po::variables_map& vm) {
   for (const auto& [k, v] : vm) {
     if (v.empty()) continue;
     if (std::any_of(std::begin(kAliases), std::end(kAliases), [&](const Alias& a) { return k == a.alias; })) continue;
+    // Where it was written from and to: a run repeated from the file would write over the first one's records.
+    if (k == "out" || k == "config" || k == "help") continue;
     const auto* value = &v.value();
     for (const auto& a : kAliases) {
       if (k == a.primary && vm.count(a.alias) && !vm[a.alias].empty()) value = &vm[a.alias].value();
     }
-    for (const auto& t : text(*value)) s << k << " = " << t << '\n';
+    for (const auto& t : text(*value)) {
+      // A job file cuts a value at '#' and trims its spaces: such a value is noted, not given (a run repeated from
+      // the file would have taken another one without a word).
+      const bool keeps = t.find('#') == std::string::npos && (t.empty() || (t.front() != ' ' && t.back() != ' '));
+      if (keeps) {
+        s << k << " = " << t << '\n';
+      } else {
+        s << "# " << k << " = '" << t << "' (give it on the command line: a job file cannot hold it)\n";
+      }
+    }
   }
   return s.str();
 }

@@ -523,7 +523,8 @@ struct ProcessCluster::Impl {
       args.push_back(dir + "/backups");
     }
     if (!local_dir.empty()) args.insert(args.end(), {"--store.local-dir", local_dir});  // puts read from the copies
-    // If this process is killed, the server (sent SIGHUP, spawn.h) removes what ~ProcessCluster would have.
+    // If this process is killed, the server (sent parent_death_signal(), spawn.h) removes what ~ProcessCluster
+    // would have.
     for (const auto* d : {&local_dir, &dir}) {
       if (!d->empty()) args.insert(args.end(), {"--remove-if-orphaned", *d});
     }

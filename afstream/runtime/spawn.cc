@@ -12,9 +12,10 @@
 
 namespace afs {
 
+int parent_death_signal() { return SIGRTMIN + 1; }
+
 void stop_with_parent(pid_t parent) {
-  ::signal(SIGHUP, SIG_DFL);  // not ignored, as nohup would have it
-  if (::prctl(PR_SET_PDEATHSIG, SIGHUP) != 0 || ::getppid() != parent) ::_exit(127);
+  if (::prctl(PR_SET_PDEATHSIG, parent_death_signal()) != 0 || ::getppid() != parent) ::_exit(127);
 }
 
 pid_t spawn(const std::string& program, const std::vector<std::string>& args) {

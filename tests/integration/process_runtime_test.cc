@@ -385,9 +385,10 @@ KillResult run_and_kill(const std::string& args, const std::vector<std::string>&
   return r;
 }
 
-// The controller (`afstream run`) killed with SIGKILL: what it started stops at once (spawn.h: SIGTERM when it
-// ends) instead of running on (the backup server ran on for good, the workers until they missed the controller),
-// and the backup server removes the run's private directories (/tmp/afs-*, the workers' copies on /dev/shm).
+// The controller (`afstream run`) killed with SIGKILL: what it started stops at once (spawn.h:
+// parent_death_signal() when it ends) instead of running on (the backup server ran on for good, the workers until they
+// missed the controller), and the backup server removes the run's private directories (/tmp/afs-*, the workers' copies
+// on /dev/shm).
 TEST(ProcessRuntime, AKilledControllerTakesWhatItStartedWithIt) {
   TempDir t;
   const pid_t run = ::fork();
@@ -416,16 +417,26 @@ TEST(ProcessRuntime, AKilledControllerTakesWhatItStartedWithIt) {
   ASSERT_GE(started.size(), 6u) << slurp(t.path() / "run.log");
   // The run's private directories, as the backup server was told them.
   std::vector<std::string> dirs;
+  pid_t server = -1;
   for (const pid_t pid : started) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
     std::vector<std::string> argv;
     for (std::string a; std::getline(f, a, '\0');) argv.push_back(a);
     for (std::size_t k = 0; k + 1 < argv.size(); ++k) {
-      if (argv[k] == "--remove-if-orphaned") dirs.push_back(argv[k + 1]);
+      if (argv[k] == "--remove-if-orphaned") {
+        dirs.push_back(argv[k + 1]);
+        server = pid;
+      }
     }
   }
   ASSERT_FALSE(dirs.empty()) << "no backup server among the children";
   for (const auto& d : dirs) EXPECT_TRUE(fs::exists(d)) << d;
+  // A hang-up of the server is not its controller's death: it stops, the controller starts it again, and the run's
+  // directories stay (a version that took SIGHUP for that death removed them under a nohup'd controller).
+  ::kill(server, SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (const auto& d : dirs) EXPECT_TRUE(fs::exists(d)) << d << " removed on a SIGHUP to the server";
+  started = children();  // the server's next incarnation among them
   ::kill(run, SIGKILL);
   ::waitpid(run, nullptr, 0);
   const auto gone = [](pid_t pid) {  // ended (a zombie of a parent that does not reap counts as ended)
