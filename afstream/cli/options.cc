@@ -390,13 +390,14 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       std::ifstream f(path);
       if (!f) throw InputError("config: cannot read job file '" + path + "'");
       auto parsed = po::parse_config_file(f, desc);
-      // The command line wins, also over the file's other spelling of the same threshold (a run's config.ini has
-      // the primary name; `--ft.theta 5` on the command line then replaces it instead of conflicting with it).
-      const auto given = [&](const char* key) { return vm.count(key) && !vm[key].defaulted(); };
+      // The command line wins: over the file's other spelling of the same threshold (a run's config.ini has the
+      // primary name; `--ft.theta 5` on the command line then replaces it instead of conflicting with it), and
+      // over a list's entries in the file (`--fail.domain` replaces the file's domains instead of adding to them).
+      const auto given = [&](const std::string& key) { return vm.count(key) && !vm[key].defaulted(); };
       std::erase_if(parsed.options, [&](const po::option& o) {
-        return std::any_of(std::begin(kAliases), std::end(kAliases), [&](const Alias& a) {
-          return (o.string_key == a.primary && given(a.alias)) || (o.string_key == a.alias && given(a.primary));
-        });
+        return given(o.string_key) || std::any_of(std::begin(kAliases), std::end(kAliases), [&](const Alias& a) {
+                 return (o.string_key == a.primary && given(a.alias)) || (o.string_key == a.alias && given(a.primary));
+               });
       });
       store_checked(std::move(parsed), vm);
     }

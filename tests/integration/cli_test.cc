@@ -183,12 +183,14 @@ TEST(Cli, ARunsConfigFileRepeatsIt) {
   EXPECT_EQ(settings(d.path() / "b" / "config.ini"), a);
   // The command line wins, also in the alias's spelling and on worker processes (which read the file too, and are
   // given the run's origin of time on their command line).
-  r = run("run --config " + (d.path() / "a" / "config.ini").string() + " --ft.theta 250 --runtime processes --out " +
-          (d.path() / "c").string());
+  r = run("run --config " + (d.path() / "a" / "config.ini").string() +
+          " --ft.theta 250 --fail.domain r3=2 --fail.target r3 --runtime processes --out " + (d.path() / "c").string());
   ASSERT_EQ(r.status, 0) << r.err;
   auto c = settings(d.path() / "c" / "config.ini");
   EXPECT_NE(std::find(c.begin(), c.end(), "ft.state-divergence-max = 250"), c.end());
   EXPECT_NE(std::find(c.begin(), c.end(), "runtime = processes"), c.end());
+  EXPECT_EQ(std::count_if(c.begin(), c.end(), [](const std::string& l) { return l.starts_with("fail.domain "); }), 1)
+      << "the command line's list replaces the file's";
   std::ofstream(d.path() / "bad.ini") << "job = no-such-job # a comment\n";
   r = run("run --config " + (d.path() / "bad.ini").string());
   EXPECT_EQ(r.status, 2);
