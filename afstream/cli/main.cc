@@ -91,26 +91,16 @@ afs::Registry registry() {
   return r;
 }
 
-// The `job = NAME` line of a job file (outside any [section]; "" if none, or if the file cannot be read: parse_run
-// then reports that file).
+// The `job = NAME` line of a job file, read by Boost as parse_run will read it ("" if none, or if the file cannot be
+// read or parsed: parse_run then reports that file).
 std::string job_in_config(const std::string& path) {
   std::ifstream f(path);
-  std::string section;
-  for (std::string line; std::getline(f, line);) {
-    const auto trim = [](std::string t) {
-      const auto a = t.find_first_not_of(" \t\r"), b = t.find_last_not_of(" \t\r");
-      return a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
-    };
-    line = trim(line.substr(0, line.find('#')));  // as Boost reads it: a comment runs to the end of the line
-    if (line.empty()) continue;
-    if (line.front() == '[' && line.back() == ']') {
-      section = trim(line.substr(1, line.size() - 2));
-      continue;
+  if (!f) return "";
+  try {
+    for (const auto& o : po::parse_config_file(f, po::options_description(), true).options) {
+      if (o.string_key == "job" && !o.value.empty()) return o.value.front();
     }
-    const auto eq = line.find('=');
-    if (section.empty() && eq != std::string::npos && trim(line.substr(0, eq)) == "job") {
-      return trim(line.substr(eq + 1));
-    }
+  } catch (const po::error&) {
   }
   return "";
 }

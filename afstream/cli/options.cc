@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "afstream/core/duration.h"
@@ -36,7 +37,7 @@ bool is_unsigned_option(const po::value_semantic* s) {
 }
 
 // A whole number given to an unsigned option, as the text Boost reads: "1e6" becomes "1000000". Boost alone read
-// "-5" as 2^64 - 5 and refused "1e6"; operator parameters hold counts as int64 (Params::get_uint), so the limit is
+// "-5" as 2^64 - 5 and refused "1e6"; operators read many counts as int64 (Params::get_int), so the limit is
 // 2^63 - 1 for every unsigned option.
 std::string whole_number_text(const std::string& key, const std::string& token) {
   const auto refuse = [&](const char* why) {
@@ -753,32 +754,35 @@ RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv
   return r;
 }
 
+namespace {
+// An option's value as text, exactly (numbers reread as the same value), one text per element of a list; nullopt for
+// a type no option of this program has. Shared by the workers' arguments and config.ini.
+std::optional<std::vector<std::string>> value_texts(const boost::any& a) {
+  if (auto* p = boost::any_cast<std::string>(&a)) return std::vector<std::string>{*p};
+  if (auto* d = boost::any_cast<double>(&a)) return std::vector<std::string>{exact_text(*d)};
+  if (auto* u = boost::any_cast<std::uint64_t>(&a)) return std::vector<std::string>{std::to_string(*u)};
+  if (auto* i = boost::any_cast<int>(&a)) return std::vector<std::string>{std::to_string(*i)};
+  if (auto* i64 = boost::any_cast<std::int64_t>(&a)) return std::vector<std::string>{std::to_string(*i64)};
+  if (auto* u32 = boost::any_cast<std::uint32_t>(&a)) return std::vector<std::string>{std::to_string(*u32)};
+  if (auto* b = boost::any_cast<bool>(&a)) return std::vector<std::string>{*b ? "true" : "false"};
+  if (auto* list = boost::any_cast<std::vector<std::string>>(&a)) return *list;
+  return std::nullopt;
+}
+}  // namespace
+
 std::vector<std::string> effective_args(const po::variables_map& vm, const std::vector<std::string>& skip) {
   std::vector<std::string> out;
   for (const auto& [k, v] : vm) {
     if (v.empty() || v.defaulted()) continue;
     if (std::any_of(skip.begin(), skip.end(), [&](const std::string& s) { return k.rfind(s, 0) == 0; })) continue;
-    const auto& a = v.value();
     const std::string key = "--" + k;
-    if (auto* p = boost::any_cast<std::string>(&a)) {
-      out.push_back(key + "=" + *p);
-    } else if (auto* d = boost::any_cast<double>(&a)) {
-      out.push_back(key + "=" + exact_text(*d));
-    } else if (auto* u = boost::any_cast<std::uint64_t>(&a)) {
-      out.push_back(key + "=" + std::to_string(*u));
-    } else if (auto* i = boost::any_cast<int>(&a)) {
-      out.push_back(key + "=" + std::to_string(*i));
-    } else if (auto* i64 = boost::any_cast<std::int64_t>(&a)) {
-      out.push_back(key + "=" + std::to_string(*i64));
-    } else if (auto* u32 = boost::any_cast<std::uint32_t>(&a)) {
-      out.push_back(key + "=" + std::to_string(*u32));
-    } else if (auto* b = boost::any_cast<bool>(&a)) {
+    if (auto* b = boost::any_cast<bool>(&v.value())) {  // a switch: given or not
       if (*b) out.push_back(key);
-    } else if (auto* list = boost::any_cast<std::vector<std::string>>(&a)) {
-      for (const auto& e : *list) out.push_back(key + "=" + e);
-    } else {
-      throw ConfigError(k + ": cannot pass this option on to the workers (unsupported type)");
+      continue;
     }
+    const auto texts = value_texts(v.value());
+    if (!texts) throw ConfigError(k + ": cannot pass this option on to the workers (unsupported type)");
+    for (const auto& t : *texts) out.push_back(key + "=" + t);
   }
   return out;
 }
@@ -786,17 +790,6 @@ std::vector<std::string> effective_args(const po::variables_map& vm, const std::
 std::string effective_config(const po::variables_map& vm) {
   // What each key holds, as a job file reads it back (`run --config`): numbers exact, a list one line an element, an
   // alias's value under its primary name (the primary's default otherwise showed, and both keys were then refused).
-  const auto text = [](const boost::any& a) -> std::vector<std::string> {
-    if (auto* p = boost::any_cast<std::string>(&a)) return {*p};
-    if (auto* d = boost::any_cast<double>(&a)) return {exact_text(*d)};
-    if (auto* u = boost::any_cast<std::uint64_t>(&a)) return {std::to_string(*u)};
-    if (auto* i = boost::any_cast<int>(&a)) return {std::to_string(*i)};
-    if (auto* i64 = boost::any_cast<std::int64_t>(&a)) return {std::to_string(*i64)};
-    if (auto* u32 = boost::any_cast<std::uint32_t>(&a)) return {std::to_string(*u32)};
-    if (auto* b = boost::any_cast<bool>(&a)) return {*b ? "true" : "false"};
-    if (auto* list = boost::any_cast<std::vector<std::string>>(&a)) return *list;
-    return {"?"};
-  };
   std::ostringstream s;
   for (const auto& [k, v] : vm) {
     if (v.empty()) continue;
@@ -807,7 +800,7 @@ std::string effective_config(const po::variables_map& vm) {
     for (const auto& a : kAliases) {
       if (k == a.primary && vm.count(a.alias) && !vm[a.alias].empty()) value = &vm[a.alias].value();
     }
-    for (const auto& t : text(*value)) {
+    for (const auto& t : value_texts(*value).value_or(std::vector<std::string>{"?"})) {
       // A job file cuts a value at '#' and trims its spaces: such a value is noted, not given (a run repeated from
       // the file would have taken another one without a word).
       const bool keeps = t.find('#') == std::string::npos && (t.empty() || (t.front() != ' ' && t.back() != ' '));

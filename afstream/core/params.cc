@@ -44,6 +44,14 @@ std::int64_t Params::get_int(const std::string& name, std::int64_t fallback) con
 
 std::uint64_t Params::get_uint(const std::string& name, std::uint64_t fallback) const {
   if (!has(name)) return fallback;
+  // The whole uint64 range (a seed derived by multiplying one given on the command line may pass 2^63); else as
+  // get_int (scientific notation, or a negative number refused).
+  const auto& s = values_.at(name);
+  std::uint64_t u = 0;
+  if (const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), u);
+      ec == std::errc() && p == s.data() + s.size()) {
+    return u;
+  }
   auto v = get_int(name, 0);
   if (v < 0) throw ConfigError("parameter '" + name + "': expected a non-negative integer, got " + std::to_string(v));
   return static_cast<std::uint64_t>(v);

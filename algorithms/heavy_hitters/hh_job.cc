@@ -108,10 +108,7 @@ class HeavyHittersJob final : public Job {
     if (!input_.empty()) src = Params().set("path", input_).set("on-error", on_error_);
     source_params_ = src;
     Params cm;
-    cm.set("width", width)
-        .set("depth", depth)
-        .set("phi", phi_)
-        .set("seed", (seed_ * 7919 + 1) & INT64_MAX);  // Params hold int64
+    cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed_ * 7919 + 1);
     cm.set("max-weight", alpha).set("divergence-block", vm["hh.divergence-block"].as<std::uint64_t>());
     // Theorem 2 after failures: keys are watched from phi minus the most that failures can take from one copy's
     // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R';

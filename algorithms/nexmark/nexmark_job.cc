@@ -119,11 +119,8 @@ class HotItemsJob final : public Job {
     if (sources < 1) throw ConfigError("nexmark.sources: expected >= 1, got " + std::to_string(sources));
 
     Params cm;
-    cm.set("width", width)
-        .set("depth", depth)
-        .set("phi", phi_)
-        .set("seed", (vm["seed"].as<std::uint64_t>() * 7919 + 3) & INT64_MAX);  // Params hold int64
-    cm.set("max-weight", std::int64_t{1});                                      // every bid counts 1: alpha = 1
+    cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", vm["seed"].as<std::uint64_t>() * 7919 + 3);
+    cm.set("max-weight", std::int64_t{1});  // every bid counts 1: alpha = 1
     // As in the heavy-hitters job: auctions are watched from phi minus the most that failures can take from one
     // copy's counters, so a hot auction whose crossing bid was lost is still found (theorem2-count-min.md, CM-R';
     // count_min_watch_margin). The sketches read straight from the replayable source: phi / 4, not Theta + L / n.

@@ -45,6 +45,10 @@ TEST(Params, SetStoresValuesThatReadBackExactly) {
   EXPECT_EQ(p.get_uint("width", 0), 8000u);
   EXPECT_EQ(p.get_uint("seed", 0), std::uint64_t{1} << 40);
   EXPECT_EQ(p.get_int("offset", 0), -5);
+  // Unsigned values past 2^63 (a Count-Min seed derived from --seed 1e16) read back whole; negatives are refused.
+  p.set("seed", UINT64_MAX);
+  EXPECT_EQ(p.get_uint("seed", 0), UINT64_MAX);
+  EXPECT_THROW(p.get_uint("offset", 0), ConfigError);
   p.set("width", 16);  // overwrites
   EXPECT_EQ(p.get_uint("width", 0), 16u);
   // Doubles must survive the round trip through text: phi = 1e-7 (a relative threshold), skew = 1/3.
