@@ -63,7 +63,7 @@ class LearnJob final : public Job {
   void add_options(po::options_description& o) const override {
     add_learner_options(o);
     o.add_options()(
-        "learn.clip", po::value<double>()->default_value(10),
+        "learn.clip", real_value(10),
         "gradient bound H: step t is clipped to L2 norm eta_t * H (SGD: eta0 / sqrt(t) * H; AdaGrad: eta0 * H), the "
         "operator's alpha (> 0)");
     add_data_options(o);
@@ -72,7 +72,7 @@ class LearnJob final : public Job {
         "learn.trace-every", po::value<std::uint64_t>()->default_value(0),
         "convergence trace: a point every N training examples over all copies (each copy every N / parallelism "
         "of its own); 0 = 1% of the input")(
-        "learn.tolerance", po::value<double>()->default_value(0),
+        "learn.tolerance", real_value(0),
         "convergence: the L1 model change per trace point relative to the model's L1 norm (means over the copies) "
         "must stay below this (>= 0; 0 = 0.2 for dense data, 0.025 for sparse)")(
         "learn.window", po::value<std::uint64_t>()->default_value(5),

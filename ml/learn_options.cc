@@ -8,6 +8,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/runtime/job.h"
 #include "ml/learner_operator.h"
 
 namespace afs::ml {
@@ -18,8 +19,8 @@ void add_learner_options(po::options_description& o) {
   o.add_options()("learn.task", po::value<std::string>()->default_value("logistic"),
                   "logistic | linear | hinge | softmax")(
       "learn.optimizer", po::value<std::string>()->default_value("sgd"), "sgd (eta0 / sqrt(t)) | adagrad")(
-      "learn.eta0", po::value<double>()->default_value(0.5), "initial step size (> 0)")(
-      "learn.l2", po::value<double>()->default_value(1e-6), "L2 regularisation lambda (>= 0)");
+      "learn.eta0", real_value(0.5), "initial step size (> 0)")("learn.l2", real_value(1e-6),
+                                                                "L2 regularisation lambda (>= 0)");
 }
 
 void add_data_options(po::options_description& o) {
@@ -33,7 +34,7 @@ void add_data_options(po::options_description& o) {
       "malformed file lines: fail (the error names file and line) | skip (and count them: skipped_lines)")(
       "learn.features", po::value<int>()->default_value(28), "features of the logistic/linear/multiclass data")(
       "learn.classes", po::value<int>()->default_value(4), "classes of the multiclass data")(
-      "learn.noise", po::value<double>()->default_value(0.5), "label noise of the logistic/linear/multiclass data")(
+      "learn.noise", real_value(0.5), "label noise of the logistic/linear/multiclass data")(
       "learn.hash-bits", po::value<int>()->default_value(18),
       "hashed features 2^bits (kdd, vw, libsvm; libsvm 0 = its own indices)")(
       "learn.holdout", po::value<std::uint64_t>()->default_value(10000),

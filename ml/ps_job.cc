@@ -31,7 +31,7 @@ class PsJob final : public Job {
 
   void add_options(po::options_description& o) const override {
     add_learner_options(o);
-    o.add_options()("learn.clip", po::value<double>()->default_value(10),
+    o.add_options()("learn.clip", real_value(10),
                     "gradient bound H: each example's gradient is clipped to L2 norm H (> 0)");
     add_data_options(o);
     o.add_options()("learn.workers", po::value<int>()->default_value(2), "ps-worker copies, data-parallel ([1, 1024])")(

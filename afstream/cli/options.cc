@@ -133,15 +133,12 @@ po::options_description run_options() {
       "out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")(
       "quiet,q", po::bool_switch(), "no progress lines")("ft.mode", po::value<std::string>()->default_value("approx"),
                                                          ("fault tolerance: " + ft_mode_names()).c_str())(
-      "ft.state-divergence-max", po::value<double>()->default_value(1e5),
-      "Theta: state divergence allowed before a state backup")("ft.theta", po::value<double>(),
-                                                               "alias of ft.state-divergence-max")(
-      "ft.unbacked-items-max", po::value<double>()->default_value(1e3),
-      "L: received, unprocessed items allowed without an item backup")("ft.l", po::value<double>(),
-                                                                       "alias of ft.unbacked-items-max")(
-      "ft.unacked-items-max", po::value<double>()->default_value(1e3),
-      "Gamma: unacknowledged output items a sender may hold")("ft.gamma", po::value<double>(),
-                                                              "alias of ft.unacked-items-max")(
+      "ft.state-divergence-max", real_value(1e5), "Theta: state divergence allowed before a state backup")(
+      "ft.theta", po::value<double>(), "alias of ft.state-divergence-max")(
+      "ft.unbacked-items-max", real_value(1e3), "L: received, unprocessed items allowed without an item backup")(
+      "ft.l", po::value<double>(), "alias of ft.unbacked-items-max")(
+      "ft.unacked-items-max", real_value(1e3), "Gamma: unacknowledged output items a sender may hold")(
+      "ft.gamma", po::value<double>(), "alias of ft.unacked-items-max")(
       "ft.reset", po::value<std::string>()->default_value("fixed"),
       "threshold reset policy after failures: fixed | hopping | sliding")(
       "ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")(
@@ -150,7 +147,7 @@ po::options_description run_options() {
       "ft.replay-items-max", po::value<std::uint64_t>()->default_value(RunConfig{}.replay_items_max),
       "approx mode, behind replayable sources: the most items a recovery processes again (a state backup at least "
       "every so many items; 0: no such backups, except those of ft.replay-overhead-max)")(
-      "ft.replay-overhead-max", po::value<double>()->default_value(RunConfig{}.replay_overhead_max),
+      "ft.replay-overhead-max", real_value(RunConfig{}.replay_overhead_max),
       "approx mode, behind replayable sources: back up the state as often as costs at most this share of the "
       "processing time (measured), bounding the items a recovery processes again by the state's size: every few "
       "hundred items for a small state, rarely for a large one (0: off, except 0.01 for a worker whose store is "
@@ -178,9 +175,9 @@ po::options_description run_options() {
       "checkpoint mode: least time from a checkpoint's completion to the start of the next one")(
       "ft.checkpoint-tolerable-failures", po::value<std::uint64_t>()->default_value(0),
       "checkpoint mode: abandoned checkpoints a job tolerates; one more fails it")(
-      "ft.state-headroom", po::value<double>()->default_value(0.0),
+      "ft.state-headroom", real_value(0.0),
       "share of theta left for the state to drift while a backup is written asynchronously (0: synchronous)")(
-      "ft.delta-residual", po::value<double>()->default_value(0.5),
+      "ft.delta-residual", real_value(0.5),
       "approx: share of theta a state backup may leave unwritten, so that a delta carries only the state that "
       "moved most (0: whole deltas; the bounds hold either way, and Count-Min compensates the residual)")(
       "ft.full-backup-every", po::value<int>()->default_value(1024),
@@ -206,7 +203,7 @@ po::options_description run_options() {
       "runtime processes: the backup server's store, rocksdb (durable: the server is restarted after a crash and "
       "loses nothing it acknowledged) or memory")("process.heartbeat-ms", po::value<int>()->default_value(100),
                                                   "runtime processes: worker status interval (ms)")(
-      "process.store-compact-ratio", po::value<double>()->default_value(ProcessClusterOptions{}.store_compact_ratio),
+      "process.store-compact-ratio", real_value(ProcessClusterOptions{}.store_compact_ratio),
       "runtime processes: the backup server compacts a worker's state chain into one full snapshot once its deltas "
       "weigh this many times the snapshot (its --store.compact-ratio; 0: never, the workers write full snapshots "
       "at 4x)")("process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),
@@ -538,7 +535,7 @@ po::options_description backup_server_options() {
       "backend: rocksdb (durable, in store.path) | memory (lost when the server stops)")(
       "store.path", po::value<std::string>(), "rocksdb: directory of the store (created if missing)")(
       "store.sync", po::bool_switch(), "rocksdb: fsync every put (survives a machine crash, slower)")(
-      "store.compact-ratio", po::value<double>()->default_value(CompactionPolicy{}.delta_ratio),
+      "store.compact-ratio", real_value(CompactionPolicy{}.delta_ratio),
       "compact a worker's state chain into one full snapshot, in the background, once its deltas weigh this many "
       "times its full snapshot (0: never compact; workers then write full snapshots themselves)")(
       "store.compact-deltas", po::value<std::uint64_t>()->default_value(CompactionPolicy{}.max_deltas),

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "afstream/core/number_text.h"
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
 #include "afstream/runtime/cluster.h"
@@ -39,6 +40,12 @@ class Job {
   // effective configuration printed at start, and passed to worker processes, shows the values in force.
   virtual std::vector<std::pair<std::string, std::string>> run_defaults() const { return {}; }
 };
+
+// A real-valued option defaulting to d, its default shown in --help as people write it (readable_text): Boost's own
+// text of a double has 17 significant digits (--hh.skew's 0.9 read 0.90000000000000002).
+inline boost::program_options::typed_value<double>* real_value(double d) {
+  return boost::program_options::value<double>()->default_value(d, readable_text(d));
+}
 
 using JobFactory = std::unique_ptr<Job> (*)();
 

@@ -27,11 +27,9 @@ class DistinctJob final : public Job {
 
   void add_options(po::options_description& o) const override {
     o.add_options()("distinct.keys", po::value<std::uint64_t>()->default_value(1000000),
-                    "key space of the Zipf stream")("distinct.skew", po::value<double>()->default_value(0.9),
-                                                    "Zipf skew s")(
+                    "key space of the Zipf stream")("distinct.skew", real_value(0.9), "Zipf skew s")(
         "distinct.precision", po::value<int>()->default_value(12), "2^precision registers (4..18)")(
-        "distinct.epsilon", po::value<double>()->default_value(0),
-        "relative standard error (sizes the precision if > 0)")(
+        "distinct.epsilon", real_value(0), "relative standard error (sizes the precision if > 0)")(
         "distinct.parallelism", po::value<int>()->default_value(2), "parallel distinct-hll workers (keyed)");
   }
 

@@ -30,18 +30,17 @@ class HeavyHittersJob final : public Job {
                     "by hh.capacity)")("hh.capacity", po::value<std::uint64_t>()->default_value(8000),
                                        "Space-Saving monitored keys k (0: from hh.epsilon, k = ceil(1/epsilon))")(
         "hh.keys", po::value<std::uint64_t>()->default_value(1000000), "distinct keys in the Zipf stream")(
-        "hh.skew", po::value<double>()->default_value(0.9), "Zipf skew s (P(rank k) ~ (k+1)^-s)")(
+        "hh.skew", real_value(0.9), "Zipf skew s (P(rank k) ~ (k+1)^-s)")(
         "hh.width", po::value<std::uint64_t>()->default_value(8000), "Count-Min width w (0: from hh.epsilon)")(
         "hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")(
-        "hh.epsilon", po::value<double>()->default_value(0),
-        "error epsilon (sizes the Count-Min width, or the Space-Saving capacity, if > 0)")(
-        "hh.delta", po::value<double>()->default_value(0), "Count-Min confidence delta (sizes the depth if > 0)")(
+        "hh.epsilon", real_value(0), "error epsilon (sizes the Count-Min width, or the Space-Saving capacity, if > 0)")(
+        "hh.delta", real_value(0), "Count-Min confidence delta (sizes the depth if > 0)")(
         "hh.input", po::value<std::string>()->default_value(""),
         "read items from this text file ('key' or 'key,value' per line) instead of generating a Zipf stream")(
         "hh.on-error", po::value<std::string>()->default_value("fail"), "malformed input lines: fail | skip")(
         "hh.weights", po::value<std::string>()->default_value("packet"),
         "item weights: packet (40..1500 bytes, as the paper's packet trace) or unit")(
-        "hh.phi", po::value<double>()->default_value(1e-3),
+        "hh.phi", real_value(1e-3),
         "heavy-hitter threshold: a key is heavy if its total weight exceeds phi (a fraction of the expected total "
         "weight if < 1)")(
         "hh.divergence-block", po::value<std::uint64_t>()->default_value(kCountMinDivergenceBlock),

@@ -36,10 +36,10 @@ class JoinJob final : public Job {
                     "tuples of stream R (0: half of --items)")(
         "join.s-items", po::value<std::uint64_t>()->default_value(0), "tuples of stream S (0: the rest of --items)")(
         "join.keys", po::value<std::uint64_t>()->default_value(100000), "join key space")(
-        "join.skew", po::value<double>()->default_value(1.0), "Zipf skew of the keys of both streams (0: uniform)")(
+        "join.skew", real_value(1.0), "Zipf skew of the keys of both streams (0: uniform)")(
         "join.max-value", po::value<std::int64_t>()->default_value(100), "R values (for SUM) are in [1, max-value]")(
-        "join.sample-rate", po::value<double>()->default_value(0.1), "Bernoulli sample rate p, in (0, 1]")(
-        "join.confidence", po::value<double>()->default_value(0.95), "confidence level of the interval, in (0, 1)")(
+        "join.sample-rate", real_value(0.1), "Bernoulli sample rate p, in (0, 1]")(
+        "join.confidence", real_value(0.95), "confidence level of the interval, in (0, 1)")(
         "join.parallelism", po::value<int>()->default_value(2), "parallel ripple-join workers (keyed by join key)");
   }
 

@@ -51,13 +51,13 @@ class HotItemsJob final : public Job {
         "the hot auction is the newest id rounded down to a multiple of this (>= 1)")(
         "nexmark.in-flight-auctions", po::value<std::uint64_t>()->default_value(d.in_flight_auctions),
         "other bids go to one of the newest in-flight-auctions + 1 auctions")(
-        "nexmark.phi", po::value<double>()->default_value(0),
+        "nexmark.phi", real_value(0),
         "hot-item threshold: an auction is hot if its bids exceed phi (a fraction of all bids if < 1, a count if "
         ">= 1; 0: half the expected bids of a hot auction)")(
         "nexmark.width", po::value<std::uint64_t>()->default_value(65536), "Count-Min width w (0: from epsilon)")(
         "nexmark.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from delta)")(
-        "nexmark.epsilon", po::value<double>()->default_value(0), "Count-Min error epsilon (sizes the width if > 0)")(
-        "nexmark.delta", po::value<double>()->default_value(0), "Count-Min confidence delta (sizes the depth if > 0)")(
+        "nexmark.epsilon", real_value(0), "Count-Min error epsilon (sizes the width if > 0)")(
+        "nexmark.delta", real_value(0), "Count-Min confidence delta (sizes the depth if > 0)")(
         "nexmark.parallelism", po::value<int>()->default_value(2), "parallel count-min-hh workers (keyed by auction)")(
         "nexmark.sources", po::value<int>()->default_value(1), "parallel source instances");
   }

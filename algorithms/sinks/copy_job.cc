@@ -41,7 +41,7 @@ class CopyJob final : public Job {
         "copy.verify", po::value<bool>()->default_value(true),
         "read the database back and check every source item's effect is there exactly once")(
         "copy.keys", po::value<std::uint64_t>()->default_value(100000), "key space of the Zipf stream")(
-        "copy.skew", po::value<double>()->default_value(0.9), "Zipf skew s");
+        "copy.skew", real_value(0.9), "Zipf skew s");
   }
 
   Topology topology(const po::variables_map& vm, const RunConfig&) override {

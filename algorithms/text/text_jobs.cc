@@ -41,7 +41,7 @@ class TextJob : public Job {
                                                            po::value<std::uint64_t>()->default_value(8),
                                                            "files of the synthetic corpus (1 .. 100000)")(
         "text.vocabulary", po::value<std::uint64_t>()->default_value(50'000), "distinct words of the synthetic corpus")(
-        "text.skew", po::value<double>()->default_value(1.0), "Zipf skew of the synthetic corpus's words")(
+        "text.skew", real_value(1.0), "Zipf skew of the synthetic corpus's words")(
         "text.synthetic-dir", po::value<std::string>()->default_value(""),
         "where the synthetic corpus is written (empty: TMPDIR/afstream-text-<hash of its parameters>, reused)");
     add_own_options(o);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -479,6 +480,35 @@ TEST(Cli, ListAndHelp) {
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("--ft.state-divergence-max"), std::string::npos);
   EXPECT_NE(r.out.find("--hh.phi"), std::string::npos);
+}
+
+// Every job's --help shows real-valued defaults as people write them: Boost's own text of a double has 17
+// significant digits (--hh.skew's 0.9 read 0.90000000000000002, --learn.l2's 1e-6 9.9999999999999995e-07).
+TEST(Cli, HelpShowsDefaultsAsWritten) {
+  const auto listed = run("list");
+  ASSERT_EQ(listed.status, 0);
+  std::vector<std::string> jobs;
+  {
+    std::istringstream in(listed.out.substr(0, listed.out.find("operators:")));
+    std::string line;
+    while (std::getline(in, line)) {
+      // "  NAME  description": a job's line (its run defaults are indented further).
+      if (line.size() > 2 && line[0] == ' ' && line[1] == ' ' && line[2] != ' ') {
+        jobs.push_back(line.substr(2, line.find(' ', 2) - 2));
+      }
+    }
+  }
+  ASSERT_GE(jobs.size(), 9u) << listed.out;
+  const std::regex long_default(R"(\(=[-+]?[0-9]*\.?[0-9]{16,}(e[-+][0-9]+)?\))");
+  for (const auto& job : jobs) {
+    const auto r = run("run --job " + job + " --help");
+    EXPECT_EQ(r.status, 0) << job;
+    std::smatch m;
+    EXPECT_FALSE(std::regex_search(r.out, m, long_default)) << job << ": " << m.str();
+  }
+  const auto r = run("run --job join --help");
+  EXPECT_NE(r.out.find("--join.confidence arg (=0.95)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--ft.state-divergence-max arg (=100000)"), std::string::npos) << r.out;
 }
 
 }  // namespace
