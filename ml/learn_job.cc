@@ -186,6 +186,12 @@ class LearnJob final : public Job {
             "trace_points",     "converged_items",      "converged_seconds", "tolerance",    "skipped_lines"};
   }
 
+  bool writes_input() const override { return true; }
+  WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
+                           const std::string& path, const GenProgress& progress) override {
+    return write_training_data(vm, format, out, path, progress);
+  }
+
  private:
   // The convergence measure: the L1 model change relative to the model's L1 norm (scale-free, so one tolerance
   // serves the dense HIGGS-like model of 29 weights and the hashed KDD-like one of 2^18).

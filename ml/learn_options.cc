@@ -10,6 +10,7 @@
 #include "afstream/core/errors.h"
 #include "afstream/runtime/job.h"
 #include "ml/learner_operator.h"
+#include "ml/writers.h"
 
 namespace afs::ml {
 
@@ -101,6 +102,39 @@ TrainingData training_data_from(const po::variables_map& vm) {
   }
   t.holdout_end = t.items + holdout;
   return t;
+}
+
+WrittenInput write_training_data(const po::variables_map& vm, const std::string& format, std::ostream& out,
+                                 const std::string& path, const GenProgress& progress) {
+  if (vm["learn.data"].as<std::string>() == "file") {
+    throw ConfigError("learn.data: the data is already a file ('" + vm["learn.file"].as<std::string>() +
+                      "'), there is nothing to generate");
+  }
+  const TrainingData t = training_data_from(vm);
+  TextFormat f = natural_format(t.data->info());
+  if (!format.empty()) {
+    try {
+      f = parse_text_format(format);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("gen.format: ") + e.what());
+    }
+  }
+  if (f == TextFormat::kCsv && t.data->info().sparse) {
+    throw ConfigError("gen.format: csv holds every feature of each example, and the " +
+                      vm["learn.data"].as<std::string>() + " data's are sparse (" +
+                      std::to_string(t.data->info().num_features) + " of them): write it as libsvm");
+  }
+  const std::uint64_t total = t.holdout_end;
+  const auto written = write_examples(*t.data, 0, total, f, out, path, [&](std::uint64_t n) {
+    if (progress) progress(n, total);
+  });
+  WrittenInput w{written,
+                 format_name(f),
+                 {"--learn.data", "file", "--learn.file", path, "--learn.format", format_name(f), "--learn.holdout",
+                  exact_text(total - t.items)}};
+  if (f == TextFormat::kLibsvm) w.read_back.insert(w.read_back.end(), {"--learn.hash-bits", "0"});
+  w.read_back.insert(w.read_back.end(), {"--learn.task", vm["learn.task"].as<std::string>()});
+  return w;
 }
 
 void write_skipped(const std::string& path, const ReadStats& read) {

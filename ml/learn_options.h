@@ -10,6 +10,7 @@
 #include <string>
 
 #include "afstream/core/params.h"
+#include "afstream/runtime/job.h"
 #include "ml/dataset.h"
 #include "ml/learner.h"
 #include "ml/readers.h"
@@ -43,6 +44,15 @@ struct TrainingData {
 // generates the data (a file once per process, dataset_from's cache; InputError naming file and line for a malformed
 // line under learn.on-error fail) and configures the learner for its shape (features and classes from the file).
 TrainingData training_data_from(const boost::program_options::variables_map& vm);
+
+// `afstream gen` for the learn and ps jobs: writes the generated dataset the options name, training examples then the
+// held-out ones, to out in `format` (csv | libsvm; "": libsvm for sparse data, csv for dense), and returns the
+// options that train on the file with the same split (learn.data file, learn.file path, learn.format,
+// learn.holdout, learn.hash-bits 0 for libsvm: its indices are the dataset's, and learn.task). The examples read back
+// from it are the generated ones (dense bit for bit; sparse with hashed features that collided summed into one
+// entry). ConfigError naming the option for data that is a file already, or a format that cannot hold the data.
+WrittenInput write_training_data(const boost::program_options::variables_map& vm, const std::string& format,
+                                 std::ostream& out, const std::string& path, const GenProgress& progress);
 
 // When lines were skipped (learn.on-error skip): writes how many and the first one's message ("file:line: what")
 // to path (skipped.txt in a run directory), so that nothing is dropped without a trace. Nothing otherwise.

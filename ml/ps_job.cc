@@ -155,6 +155,12 @@ class PsJob final : public Job {
             "worker_clocks",    "server_steps_max",     "skipped_lines"};
   }
 
+  bool writes_input() const override { return true; }
+  WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
+                           const std::string& path, const GenProgress& progress) override {
+    return write_training_data(vm, format, out, path, progress);
+  }
+
  private:
   std::uint64_t items_ = 0, holdout_begin_ = 0, holdout_end_ = 0;
   Consistency consistency_ = Consistency::kBsp;

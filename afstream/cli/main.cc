@@ -2,6 +2,7 @@
 //   afstream run --job NAME [options]   run a job on the embedded local cluster (workers as threads)
 //   afstream controller / worker        a job across hosts (tcp://)
 //   afstream list                       jobs, operators and sources
+//   afstream gen --job NAME --out FILE  the input a run would generate, as a file the job reads back
 //   afstream backup-server [options]    serve a backup store (RocksDB or memory) to workers over ZeroMQ
 //   afstream keygen --out DIR           a CURVE keypair for jobs across hosts (NAME.key, NAME.pub)
 // Errors become one line on stderr and a non-zero exit status.
@@ -119,6 +120,19 @@ std::string find_job_name(int argc, const char* const* argv) {
   return config.empty() ? "" : job_in_config(config);
 }
 
+// The job called name (nullptr for ""); ConfigError listing the jobs for an unknown name.
+std::unique_ptr<afs::Job> job_named(const std::string& name) {
+  if (name.empty()) return nullptr;
+  const auto all_jobs = jobs();
+  auto it = all_jobs.find(name);
+  if (it == all_jobs.end()) {
+    std::string known;
+    for (const auto& [n, f] : all_jobs) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError("job: unknown job '" + name + "' (known: " + known + ")");
+  }
+  return it->second();
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -148,6 +162,8 @@ void usage() {
                "  worker [options]                 one worker process (started by a controller, or by hand on\n"
                "                                   another host: --worker.id ID --worker.controller ENDPOINT)\n"
                "  list                             jobs, operators and sources\n"
+               "  gen --job NAME --out FILE        write the input a run of the job would generate, as a file it\n"
+               "                                   reads back (heavy-hitters' items, learn and ps's examples)\n"
                "  backup-server [options]          serve a backup store (RocksDB or memory) to workers over ZeroMQ\n"
                "  keygen --out DIR [--name NAME]   write a CURVE keypair (NAME.key, NAME.pub) for jobs across hosts\n\n"
                "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
@@ -277,18 +293,7 @@ int cmd_backup_server(int argc, const char* const* argv) {
 // workers that may be on other hosts.
 int cmd_run(int argc, const char* const* argv, bool controller) {
   const char* const name = controller ? "afstream controller" : "afstream run";
-  const auto all_jobs = jobs();
-  std::unique_ptr<afs::Job> job;
-  const auto job_name = find_job_name(argc, argv);
-  if (!job_name.empty()) {
-    auto it = all_jobs.find(job_name);
-    if (it == all_jobs.end()) {
-      std::string known;
-      for (const auto& [n, f] : all_jobs) known += (known.empty() ? "" : ", ") + n;
-      throw ConfigError("job: unknown job '" + job_name + "' (known: " + known + ")");
-    }
-    job = it->second();
-  }
+  auto job = job_named(find_job_name(argc, argv));
   po::variables_map vm;
   const auto controller_desc = afs::cli::controller_options();
   auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, controller ? &controller_desc : nullptr);
@@ -710,6 +715,104 @@ int cmd_worker(int argc, const char* const* argv) {
   return run_worker(argc, argv);
 }
 
+// A word as a shell reads it back: quoted when it holds anything but letters, digits and _ . / : = + , -.
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_./:=+,-").find(c) != std::string_view::npos;
+  });
+  if (plain) return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// `afstream gen`: the input a run with the same options would generate (Job::write_input), written to a file the
+// job reads back, and the options that run the job on that file. The run options (ft.*, fail.*, net.*, ...) are
+// accepted and change nothing, so that a run's command line, or its config.ini (--config), serves as it is.
+int cmd_gen(int argc, const char* const* argv) {
+  auto job = job_named(find_job_name(argc, argv));
+  po::options_description gen_desc("gen options");
+  gen_desc.add_options()("gen.format", po::value<std::string>()->default_value(""),
+                         "the file's format: the job's own when empty (heavy-hitters: items, 'key,value' lines; "
+                         "learn and ps: libsvm for sparse data, csv for dense), or csv | libsvm for learn and ps");
+  po::variables_map vm;
+  const auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, &gen_desc);
+  std::string writers;
+  for (const auto& [n, make] : jobs()) {
+    if (make()->writes_input()) writers += (writers.empty() ? "" : ", ") + n;
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: afstream gen --job NAME [the job's options, --items, --seed] --out FILE [--gen.format F]\n"
+                 "Writes the input a run with these options would generate (jobs: "
+              << writers
+              << ") to FILE (- for standard output), in a format the job reads back, and prints the options that run "
+                 "the job on it. Run options (ft.*, fail.*, ...) are accepted and change nothing, so a run's command "
+                 "line or its config.ini (--config) serves as it is.\n\n"
+              << gen_desc << "\n";
+    if (job) {
+      po::options_description jo(job->name() + " options");
+      job->add_options(jo);
+      std::cout << jo << "\n";
+    }
+    return 0;
+  }
+  if (!job) throw ConfigError("job: missing --job (afstream gen writes the input of: " + writers + ")");
+  if (!job->writes_input()) {
+    throw ConfigError("job: " + job->name() + " reads no input file that afstream gen could write (it writes the " +
+                      "input of: " + writers + ")");
+  }
+  const std::string path = opts.out_dir;
+  if (path.empty()) throw ConfigError("out: missing --out FILE (the file to write; - for standard output)");
+  const bool to_stdout = path == "-";
+  if (!to_stdout && fs::is_directory(path)) {
+    throw ConfigError("out: '" + path + "' is a directory (afstream gen writes one file)");
+  }
+  // Written beside the file and renamed at the end: a failed or interrupted gen leaves no partial file behind.
+  const std::string part = path + ".part-" + std::to_string(::getpid());
+  std::ofstream file;
+  if (!to_stdout) {
+    file.open(part, std::ios::binary | std::ios::trunc);
+    if (!file) throw afs::InputError("out: cannot write '" + path + "'");
+  }
+  std::ostream& out = to_stdout ? std::cout : file;
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto next_line = start + std::chrono::seconds(1);
+  const auto progress = [&](std::uint64_t written, std::uint64_t total) {
+    if (opts.quiet || Clock::now() < next_line) return;
+    next_line += std::chrono::seconds(1);
+    std::cerr << "afstream gen: " << written << " / " << total << " records (" << (total ? 100 * written / total : 100)
+              << "%)\n";
+  };
+  afs::WrittenInput w;
+  try {
+    w = job->write_input(vm, vm["gen.format"].as<std::string>(), out, path, progress);
+    out.flush();
+    if (!out) throw afs::InputError("out: cannot write '" + path + "'");
+    if (!to_stdout) {
+      file.close();
+      if (!file) throw afs::InputError("out: cannot write '" + path + "'");
+      fs::rename(part, path);
+    }
+  } catch (...) {
+    if (!to_stdout) {
+      std::error_code ignored;
+      fs::remove(part, ignored);
+    }
+    throw;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  std::cerr << "afstream gen: wrote " << w.records << " records (" << w.format << ") to "
+            << (to_stdout ? "standard output" : path) << " in " << seconds << " s\n";
+  if (!to_stdout) {
+    std::string command = "afstream run --job " + job->name();
+    for (const auto& a : w.read_back) command += " " + shell_word(a);
+    std::cerr << "afstream gen: run the job on it with: " << command << " [its other options]\n";
+  }
+  return 0;
+}
+
 // `afstream keygen`: a CURVE keypair as two files (afstream/net/curve.h). The public key goes to stdout.
 int cmd_keygen(int argc, const char* const* argv) {
   po::variables_map vm;
@@ -754,8 +857,9 @@ int main(int argc, char** argv) {
     if (cmd == "backup-server") return cmd_backup_server(argc - 1, argv + 1);
     if (cmd == "worker") return cmd_worker(argc - 1, argv + 1);
     if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
+    if (cmd == "gen") return cmd_gen(argc - 1, argv + 1);
     throw ConfigError("unknown command '" + cmd +
-                      "' (expected run, controller, worker, list, backup-server or keygen)");
+                      "' (expected run, controller, worker, list, gen, backup-server or keygen)");
   } catch (const std::exception& e) {
     std::cerr << "afstream: error: " << e.what() << "\n";
     return 2;

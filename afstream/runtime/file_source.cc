@@ -71,6 +71,20 @@ FileSource::FileSource(const Params& p, const InstanceInfo& at) {
   items_.assign(all.begin() + static_cast<std::ptrdiff_t>(b), all.begin() + static_cast<std::ptrdiff_t>(e));
 }
 
+void FileSource::write(std::ostream& out, std::span<const Item> items, const std::string& name) {
+  std::string text;
+  text.reserve(items.size() * 32);
+  char buf[24];  // a 64-bit integer's digits and sign
+  for (const Item& it : items) {
+    text.append(buf, std::to_chars(buf, buf + sizeof buf, it.key).ptr);
+    text += ',';
+    text.append(buf, std::to_chars(buf, buf + sizeof buf, it.value).ptr);
+    text += '\n';
+  }
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!out) throw InputError("cannot write '" + name + "'");
+}
+
 std::size_t FileSource::read(std::uint64_t offset, Item* out, std::size_t n) {
   if (offset >= items_.size()) return 0;
   n = static_cast<std::size_t>(std::min<std::uint64_t>(n, items_.size() - offset));

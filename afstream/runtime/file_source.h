@@ -6,6 +6,8 @@
 // and counted).
 #pragma once
 
+#include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,9 @@ class FileSource final : public Source {
 
   // Parses a whole file (all instances' lines); the same rules as the source. For ground truth.
   static std::vector<Item> read_all(const std::string& path, bool skip_bad, std::uint64_t* skipped = nullptr);
+  // Writes items as this source reads them: a "key,value" line each (keys as unsigned integers), so that read_all
+  // gives back their keys and values (`afstream gen`). Throws InputError naming `name` if the stream fails.
+  static void write(std::ostream& out, std::span<const Item> items, const std::string& name);
 
  private:
   std::vector<Item> items_;

@@ -3,11 +3,15 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "afstream/core/errors.h"
 #include "afstream/core/number_text.h"
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
@@ -15,6 +19,16 @@
 #include "afstream/runtime/config.h"
 
 namespace afs {
+
+// What `afstream gen` wrote (Job::write_input): how many records (items, examples), in which format, and the options
+// that run the job on the file instead of generating its input again.
+struct WrittenInput {
+  std::uint64_t records = 0;
+  std::string format;
+  std::vector<std::string> read_back;  // e.g. {"--hh.input", path}
+};
+// Called now and then while an input is written, with the records written so far and their total.
+using GenProgress = std::function<void(std::uint64_t written, std::uint64_t total)>;
 
 // Named metric values (precision, recall, are, ...) for the summary row.
 using Scores = std::vector<std::pair<std::string, double>>;
@@ -39,6 +53,18 @@ class Job {
   // unset, in place of their general defaults; a value given on the command line or in a job file wins. The
   // effective configuration printed at start, and passed to worker processes, shows the values in force.
   virtual std::vector<std::pair<std::string, std::string>> run_defaults() const { return {}; }
+  // Whether write_input writes this job's input (`afstream gen`).
+  virtual bool writes_input() const { return false; }
+  // `afstream gen`: writes the input these options name, what the job would generate for a run with them, to out
+  // (`path` names it, in errors and in the returned options), in a format the job reads back ("" for the job's own
+  // choice). Throws ConfigError naming the option when there is nothing to write (the options name a file already)
+  // or the format is not one the job reads, InputError when out fails. Only when writes_input(); this default throws
+  // ConfigError.
+  virtual WrittenInput write_input(const boost::program_options::variables_map& vm, const std::string& format,
+                                   std::ostream& out, const std::string& path, const GenProgress& progress) {
+    (void)vm, (void)format, (void)out, (void)path, (void)progress;
+    throw ConfigError("job: " + name() + " reads no input file to write");
+  }
 };
 
 // A real-valued option defaulting to d, its default shown in --help as people write it (readable_text): Boost's own

@@ -182,6 +182,40 @@ class HeavyHittersJob final : public Job {
     return {"precision", "recall", "are", "reported", "true_heavy"};
   }
 
+  bool writes_input() const override { return true; }
+  // The Zipf stream the options name, every source instance's items in order, as the file source reads them back
+  // (hh.input). Run on that file, the job counts the same items; only a relative hh.phi (< 1) moves a little, as it is
+  // taken of the file's total weight instead of the expected one.
+  WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
+                           const std::string& path, const GenProgress& progress) override {
+    if (const auto& in = vm["hh.input"].as<std::string>(); !in.empty()) {
+      throw ConfigError("hh.input: the input is already a file ('" + in + "'), there is nothing to generate");
+    }
+    if (!format.empty() && format != "items") {
+      throw ConfigError("gen.format: heavy-hitters writes its items as 'key,value' lines (format items), got '" +
+                        format + "'");
+    }
+    const auto items = vm["items"].as<std::uint64_t>();
+    if (items == 0) throw ConfigError("items: expected > 0");
+    const auto weights = vm["hh.weights"].as<std::string>();
+    (void)parse_weights(weights);
+    const Params src = Params()
+                           .set("items", items)
+                           .set("keys", vm["hh.keys"].as<std::uint64_t>())
+                           .set("skew", vm["hh.skew"].as<double>())
+                           .set("seed", vm["seed"].as<std::uint64_t>())
+                           .set("weights", weights);
+    ZipfSource all(src, {0, 1});
+    std::vector<Item> chunk(65536);
+    for (std::uint64_t at = 0; at < all.size();) {
+      const auto n = all.read(at, chunk.data(), chunk.size());
+      FileSource::write(out, {chunk.data(), n}, path);
+      at += n;
+      if (progress) progress(at, all.size());
+    }
+    return {all.size(), "items", {"--hh.input", path}};
+  }
+
  private:
   std::uint64_t items_ = 0, seed_ = 0, keys_ = 0;
   double skew_ = 0, phi_ = 0;
