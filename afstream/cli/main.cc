@@ -155,18 +155,19 @@ double cpu_seconds() {
 }
 
 void usage() {
-  std::cout << "usage: afstream <command> [options]\n\n"
-               "commands:\n"
-               "  run --job NAME [options]         run a job on the embedded local cluster\n"
-               "  controller --job NAME [options]  run a job whose workers may run on other hosts (tcp://)\n"
-               "  worker [options]                 one worker process (started by a controller, or by hand on\n"
-               "                                   another host: --worker.id ID --worker.controller ENDPOINT)\n"
-               "  list                             jobs, operators and sources\n"
-               "  gen --job NAME --out FILE        write the input a run of the job would generate, as a file it\n"
-               "                                   reads back (heavy-hitters' items, learn and ps's examples)\n"
-               "  backup-server [options]          serve a backup store (RocksDB or memory) to workers over ZeroMQ\n"
-               "  keygen --out DIR [--name NAME]   write a CURVE keypair (NAME.key, NAME.pub) for jobs across hosts\n\n"
-               "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
+  std::cout
+      << "usage: afstream <command> [options]\n\n"
+         "commands:\n"
+         "  run --job NAME [options]         run a job on the embedded local cluster\n"
+         "  controller --job NAME [options]  run a job whose workers may run on other hosts (tcp://)\n"
+         "  worker [options]                 one worker process (started by a controller, or by hand on\n"
+         "                                   another host: --worker.id ID --worker.controller ENDPOINT)\n"
+         "  list                             jobs, operators and sources\n"
+         "  gen --job NAME --out FILE        write the input a run of the job would generate, as a file it\n"
+         "                                   reads back (heavy-hitters and distinct: items; learn, ps: examples)\n"
+         "  backup-server [options]          serve a backup store (RocksDB or memory) to workers over ZeroMQ\n"
+         "  keygen --out DIR [--name NAME]   write a CURVE keypair (NAME.key, NAME.pub) for jobs across hosts\n\n"
+         "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
 }
 
 int cmd_list() {
@@ -733,9 +734,10 @@ std::string shell_word(const std::string& w) {
 int cmd_gen(int argc, const char* const* argv) {
   auto job = job_named(find_job_name(argc, argv));
   po::options_description gen_desc("gen options");
-  gen_desc.add_options()("gen.format", po::value<std::string>()->default_value(""),
-                         "the file's format: the job's own when empty (heavy-hitters: items, 'key,value' lines; "
-                         "learn and ps: libsvm for sparse data, csv for dense), or csv | libsvm for learn and ps");
+  gen_desc.add_options()(
+      "gen.format", po::value<std::string>()->default_value(""),
+      "the file's format: the job's own when empty (heavy-hitters, distinct: items, 'key,value' lines; "
+      "learn and ps: libsvm for sparse data, csv for dense), or csv | libsvm for learn and ps");
   po::variables_map vm;
   const auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, &gen_desc);
   std::string writers;

@@ -1,13 +1,16 @@
-// `afstream run --job distinct`: HyperLogLog over a Zipf stream (issue 4), its options, topology and evaluation.
+// `afstream run --job distinct`: HyperLogLog over a Zipf stream or a file's keys (issue 4), its options, topology
+// and evaluation.
 #include "algorithms/distinct/distinct_job.h"
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <unordered_set>
 
 #include "afstream/core/errors.h"
 #include "afstream/core/topology.h"
+#include "afstream/runtime/file_source.h"
 #include "algorithms/distinct/distinct_operators.h"
 #include "algorithms/distinct/hyperloglog.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
@@ -22,7 +25,7 @@ class DistinctJob final : public Job {
  public:
   std::string name() const override { return "distinct"; }
   std::string description() const override {
-    return "HyperLogLog distinct count over a Zipf stream: relative error against the exact count";
+    return "HyperLogLog distinct count over a Zipf stream (or a file's keys): relative error against the exact count";
   }
 
   void add_options(po::options_description& o) const override {
@@ -30,7 +33,11 @@ class DistinctJob final : public Job {
                     "key space of the Zipf stream")("distinct.skew", real_value(0.9), "Zipf skew s")(
         "distinct.precision", po::value<int>()->default_value(12), "2^precision registers (4..18)")(
         "distinct.epsilon", real_value(0), "relative standard error (sizes the precision if > 0)")(
-        "distinct.parallelism", po::value<int>()->default_value(2), "parallel distinct-hll workers (keyed)");
+        "distinct.parallelism", po::value<int>()->default_value(2), "parallel distinct-hll workers (keyed)")(
+        "distinct.input", po::value<std::string>()->default_value(""),
+        "count the distinct keys of this text file ('key' or 'key,value' per line; a key that is not an unsigned "
+        "integer, such as a word or an address, is hashed) instead of a Zipf stream")(
+        "distinct.on-error", po::value<std::string>()->default_value("fail"), "malformed input lines: fail | skip");
   }
 
   Topology topology(const po::variables_map& vm, const RunConfig& run) override {
@@ -57,14 +64,26 @@ class DistinctJob final : public Job {
                         ", so it would protect nothing; the distinct job measures divergence in ranks: use e.g. "
                         "--ft.theta 8");
     }
-    source_params_ = Params()
-                         .set("items", items_)
-                         .set("keys", vm["distinct.keys"].as<std::uint64_t>())
-                         .set("skew", vm["distinct.skew"].as<double>())
-                         .set("seed", seed)
-                         .set("weights", "unit");
+    input_ = vm["distinct.input"].as<std::string>();
+    on_error_ = vm["distinct.on-error"].as<std::string>();
+    if (on_error_ != "fail" && on_error_ != "skip") {
+      throw ConfigError("distinct.on-error: expected fail or skip, got '" + on_error_ + "'");
+    }
+    if (!input_.empty()) {
+      std::vector<Item> all;
+      try {
+        all = FileSource::read_all(input_, on_error_ == "skip");
+      } catch (const InputError& e) {
+        throw InputError(std::string("distinct.input: ") + e.what());
+      }
+      if (all.empty()) throw InputError("distinct.input: no items in '" + input_ + "'");
+      items_ = all.size();
+      source_params_ = Params().set("path", input_).set("on-error", on_error_);
+    } else {
+      source_params_ = zipf_stream(vm);
+    }
     return TopologyBuilder()
-        .source("source", "zipf", source_params_)
+        .source("source", input_.empty() ? "zipf" : "file", source_params_)
         .stage("hll", "distinct-hll", hll)
         .parallelism(par)
         .key_by()
@@ -78,7 +97,14 @@ class DistinctJob final : public Job {
   std::uint64_t total_items() const override { return items_; }
 
   Scores evaluate(Cluster& cluster, const Topology& t, const std::string& out_dir) override {
-    const double exact = static_cast<double>(hh::exact_weights(source_params_).size());
+    double exact = 0;
+    if (input_.empty()) {
+      exact = static_cast<double>(hh::exact_weights(source_params_).size());
+    } else {
+      std::unordered_set<std::uint64_t> keys;
+      for (const auto& it : FileSource::read_all(input_, on_error_ == "skip")) keys.insert(it.key);
+      exact = static_cast<double>(keys.size());
+    }
     auto* merge = dynamic_cast<HllMerge*>(cluster.final_operator(t.first_worker(t.stage_index("sink"))));
     if (!merge) throw RuntimeError("distinct: the sink did not finish");
     const double estimate = merge->estimate();
@@ -98,7 +124,35 @@ class DistinctJob final : public Job {
     return {"estimate", "exact", "relative_error", "standard_error"};
   }
 
+  bool writes_input() const override { return true; }
+  // The Zipf stream the options name, as the file source reads it back (distinct.input): the same keys, so the
+  // same estimate and exact count.
+  WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
+                           const std::string& path, const GenProgress& progress) override {
+    if (const auto& in = vm["distinct.input"].as<std::string>(); !in.empty()) {
+      throw ConfigError("distinct.input: the input is already a file ('" + in + "'), there is nothing to generate");
+    }
+    if (!format.empty() && format != "items") {
+      throw ConfigError("gen.format: distinct writes its items as 'key,value' lines (format items), got '" + format +
+                        "'");
+    }
+    return {hh::write_zipf_stream(zipf_stream(vm), out, path, progress), "items", {"--distinct.input", path}};
+  }
+
  private:
+  // The Zipf source's parameters the options name (unit weights).
+  static Params zipf_stream(const po::variables_map& vm) {
+    const auto items = vm["items"].as<std::uint64_t>();
+    if (items == 0) throw ConfigError("items: expected > 0");
+    return Params()
+        .set("items", items)
+        .set("keys", vm["distinct.keys"].as<std::uint64_t>())
+        .set("skew", vm["distinct.skew"].as<double>())
+        .set("seed", vm["seed"].as<std::uint64_t>())
+        .set("weights", "unit");
+  }
+
+  std::string input_, on_error_;
   std::uint64_t items_ = 0;
   int precision_ = 12;
   Params source_params_;

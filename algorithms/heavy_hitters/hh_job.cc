@@ -58,7 +58,12 @@ class HeavyHittersJob final : public Job {
     std::int64_t file_max_weight = 1;
     double file_total = 0;
     if (!input_.empty()) {
-      const auto all = FileSource::read_all(input_, on_error_ == "skip");
+      std::vector<Item> all;
+      try {
+        all = FileSource::read_all(input_, on_error_ == "skip");
+      } catch (const InputError& e) {
+        throw InputError(std::string("hh.input: ") + e.what());
+      }
       if (all.empty()) throw InputError("hh.input: no items in '" + input_ + "'");
       items_ = all.size();
       for (const auto& it : all) {
@@ -205,15 +210,7 @@ class HeavyHittersJob final : public Job {
                            .set("skew", vm["hh.skew"].as<double>())
                            .set("seed", vm["seed"].as<std::uint64_t>())
                            .set("weights", weights);
-    ZipfSource all(src, {0, 1});
-    std::vector<Item> chunk(65536);
-    for (std::uint64_t at = 0; at < all.size();) {
-      const auto n = all.read(at, chunk.data(), chunk.size());
-      FileSource::write(out, {chunk.data(), n}, path);
-      at += n;
-      if (progress) progress(at, all.size());
-    }
-    return {all.size(), "items", {"--hh.input", path}};
+    return {write_zipf_stream(src, out, path, progress), "items", {"--hh.input", path}};
   }
 
  private:

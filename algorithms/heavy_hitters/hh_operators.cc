@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "afstream/core/errors.h"
+#include "afstream/runtime/file_source.h"
 #include "algorithms/heavy_hitters/space_saving_hh.h"
 
 namespace afs::hh {
@@ -33,6 +34,19 @@ std::int64_t packet_bytes(std::uint64_t seed, std::uint64_t position) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   x ^= x >> 31;
   return 40 + static_cast<std::int64_t>(x % 1461);  // 40 .. 1500 bytes
+}
+
+std::uint64_t write_zipf_stream(const Params& source_params, std::ostream& out, const std::string& path,
+                                const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+  ZipfSource all(source_params, {0, 1});
+  std::vector<Item> chunk(65536);
+  for (std::uint64_t at = 0; at < all.size();) {
+    const auto n = all.read(at, chunk.data(), chunk.size());
+    FileSource::write(out, {chunk.data(), n}, path);
+    at += n;
+    if (progress) progress(at, all.size());
+  }
+  return all.size();
 }
 
 ZipfSource::ZipfSource(const Params& p, const InstanceInfo& at)

@@ -13,7 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <ostream>
+#include <string>
 #include <unordered_map>
 
 #include "afstream/core/operator.h"
@@ -56,6 +59,12 @@ class ZipfSource final : public Source {
 // array when the key space is small enough (up to 2^25 keys, or twice the stream's items), as hashing every item
 // into the map took about twice the job's own run time.
 std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& source_params);
+
+// Writes every item of the Zipf stream source_params names (ZipfSource's parameters, all instances' items in order)
+// as the file source reads them back: a "key,value" line each (`afstream gen`; `path` names out in errors). Calls
+// progress(items written, total) after each chunk when given. Returns the items written.
+std::uint64_t write_zipf_stream(const Params& source_params, std::ostream& out, const std::string& path,
+                                const std::function<void(std::uint64_t, std::uint64_t)>& progress);
 
 // The watch-margin a job gives count-min-hh in approximate mode: the most that failures can take from one copy's
 // counters (proofs/theorem2-count-min.md, CM-R'). In general theta + l * alpha / copies (the key-partitioned copies

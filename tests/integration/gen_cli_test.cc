@@ -1,11 +1,14 @@
 // Integration tests of `afstream gen` as a user runs it (the real binary in a child process): the input a run would
 // generate, written to a file and read back by the job, gives that run's results (heavy hitters: the same report;
-// learn: the same progressive and held-out figures, dense data as CSV and sparse as LIBSVM); a run's config.ini
+// distinct: the same estimate, and a file of words counted under failures; learn: the same progressive and held-out
+// figures, dense data as CSV and sparse as LIBSVM); a run's config.ini
 // names its input; standard output; bad input is one line naming the option, and leaves no file behind.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -65,6 +68,49 @@ TEST(GenCli, HeavyHittersInputReadBackGivesTheSameReport) {
   EXPECT_EQ(slurp(a.path() / "heavy_hitters.csv"), slurp(b.path() / "heavy_hitters.csv"));
 }
 
+// The distinct job on a Zipf stream and on the file gen wrote of it: the same estimate and exact count; and on a
+// file of words and addresses (hashed keys), under failures of all workers.
+TEST(GenCli, DistinctInputReadBackCountsTheSame) {
+  TempDir scratch, a, b, c, dir;
+  const std::string job =
+      "--job distinct --items 300000 --distinct.keys 100000 --seed 4 --ft.theta 8 "
+      "--runtime threads --quiet";
+  const fs::path input = dir.path() / "keys.csv";
+  auto r = run("gen " + job + " --out " + input.string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("--distinct.input " + input.string()), std::string::npos) << r.err;
+  r = run("run " + job + " --out " + a.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("run " + job + " --distinct.input " + input.string() + " --out " + b.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(a.path() / "distinct.csv"), slurp(b.path() / "distinct.csv"));
+  EXPECT_GT(std::stod(summary(a.path())["exact"]), 50000);
+  // 20,000 distinct words and addresses, each three times, in a scrambled order.
+  const fs::path words = dir.path() / "words.txt";
+  {
+    std::ofstream f(words);
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 20000; ++i) {
+        const int k = (i * 7919 + round * 4099) % 20000;
+        if (k % 2) {
+          f << "word" << k << "\n";
+        } else {
+          f << "10." << k / 256 << '.' << k % 256 << ".1,5\n";
+        }
+      }
+    }
+  }
+  r = run("run --job distinct --ft.theta 8 --quiet --fail.count 3 --distinct.input " + words.string() + " --out " +
+              c.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto s = summary(c.path());
+  EXPECT_EQ(s.at("exact"), "20000");
+  EXPECT_EQ(s.at("items"), "60000");
+  EXPECT_EQ(s.at("failures_fired"), "3");
+  EXPECT_LT(std::abs(std::stod(s.at("relative_error"))), 3 * std::stod(s.at("standard_error")));
+}
+
 // The learn job on generated data and on the file gen wrote of it: the same figures (HIGGS-like dense data as CSV,
 // bit for bit; KDD-like sparse data as LIBSVM), and the options gen prints run it.
 TEST(GenCli, LearnDataReadBackTrainsTheSame) {
@@ -119,6 +165,7 @@ TEST(GenCli, BadInputIsOneLineNamingTheOptionAndLeavesNoFile) {
       {"gen --job heavy-hitters --gen.format csv --out " + out, "gen.format"},
       {"gen --job heavy-hitters --hh.input " + out + " --out " + out, "hh.input: the input is already a file"},
       {"gen --job heavy-hitters --hh.skew -1 --out " + out, "skew"},
+      {"gen --job distinct --distinct.input " + out + " --out " + out, "distinct.input: the input is already a file"},
       {"gen --job learn --learn.data kdd --gen.format csv --out " + out, "gen.format: csv"},
       {"gen --job learn --gen.format vw --out " + out, "gen.format: expected csv or libsvm"},
       {"gen --job learn --learn.eta0 -1 --out " + out, "learn.eta0"},
