@@ -189,7 +189,13 @@ class LearnJob final : public Job {
   bool writes_input() const override { return true; }
   WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
                            const std::string& path, const GenProgress& progress) override {
-    return write_training_data(vm, format, out, path, progress);
+    if (vm["learn.data"].as<std::string>() != "file") check_options(vm);  // (a file: write_training_data refuses it)
+    auto w = write_training_data(vm, format, out, path, progress);
+    // Dense data written as libsvm reads back as sparse data, whose default tolerance differs: keep the data's.
+    if (vm["learn.tolerance"].as<double>() == 0 && w.format == "libsvm" && !data_->info().sparse) {
+      w.read_back.insert(w.read_back.end(), {"--learn.tolerance", readable_text(kDenseTolerance)});
+    }
+    return w;
   }
 
  private:

@@ -34,7 +34,8 @@ void add_data_options(po::options_description& o) {
       "learn.on-error", po::value<std::string>()->default_value("fail"),
       "malformed file lines: fail (the error names file and line) | skip (and count them: skipped_lines)")(
       "learn.features", po::value<int>()->default_value(28), "features of the logistic/linear/multiclass data")(
-      "learn.classes", po::value<int>()->default_value(4), "classes of the multiclass data")(
+      "learn.classes", po::value<int>()->default_value(4),
+      "classes of the multiclass data (a file's: its largest class id + 1, or more when given)")(
       "learn.noise", real_value(0.5), "label noise of the logistic/linear/multiclass data")(
       "learn.hash-bits", po::value<int>()->default_value(18),
       "hashed features 2^bits (kdd, vw, libsvm; libsvm 0 = its own indices)")(
@@ -73,6 +74,8 @@ TrainingData training_data_from(const po::variables_map& vm) {
         .set("labels-file", vm["learn.labels-file"].as<std::string>())
         .set("on-error", vm["learn.on-error"].as<std::string>())
         .set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()));
+    if (!vm["learn.classes"].defaulted())
+      t.params.set("classes", static_cast<std::int64_t>(vm["learn.classes"].as<int>()));
   } else {
     t.items = vm["items"].as<std::uint64_t>();
     if (t.items < 1) throw ConfigError("items: expected >= 1 training examples");
@@ -107,8 +110,9 @@ TrainingData training_data_from(const po::variables_map& vm) {
 WrittenInput write_training_data(const po::variables_map& vm, const std::string& format, std::ostream& out,
                                  const std::string& path, const GenProgress& progress) {
   if (vm["learn.data"].as<std::string>() == "file") {
-    throw ConfigError("learn.data: the data is already a file ('" + vm["learn.file"].as<std::string>() +
-                      "'), there is nothing to generate");
+    throw ConfigError("learn.data: file names data in a file (learn.file '" + vm["learn.file"].as<std::string>() +
+                      "'), there is nothing to generate: gen writes generated data (higgs, kdd, logistic, linear, "
+                      "multiclass)");
   }
   const TrainingData t = training_data_from(vm);
   TextFormat f = natural_format(t.data->info());
@@ -133,7 +137,12 @@ WrittenInput write_training_data(const po::variables_map& vm, const std::string&
                  {"--learn.data", "file", "--learn.file", path, "--learn.format", format_name(f), "--learn.holdout",
                   exact_text(total - t.items)}};
   if (f == TextFormat::kLibsvm) w.read_back.insert(w.read_back.end(), {"--learn.hash-bits", "0"});
-  w.read_back.insert(w.read_back.end(), {"--learn.task", vm["learn.task"].as<std::string>()});
+  // The classes the data has, which a file read back takes from its largest class id (its last class may not occur).
+  if (t.data->info().labels == LabelKind::kClass) {
+    w.read_back.insert(w.read_back.end(), {"--learn.classes", std::to_string(t.data->info().num_classes)});
+  }
+  w.read_back.insert(w.read_back.end(), {"--learn.task", vm["learn.task"].as<std::string>(), "--seed",
+                                         exact_text(vm["seed"].as<std::uint64_t>())});
   return w;
 }
 

@@ -47,10 +47,12 @@ TrainingData training_data_from(const boost::program_options::variables_map& vm)
 
 // `afstream gen` for the learn and ps jobs: writes the generated dataset the options name, training examples then the
 // held-out ones, to out in `format` (csv | libsvm; "": libsvm for sparse data, csv for dense), and returns the
-// options that train on the file with the same split (learn.data file, learn.file path, learn.format,
-// learn.holdout, learn.hash-bits 0 for libsvm: its indices are the dataset's, and learn.task). The examples read back
-// from it are the generated ones (dense bit for bit; sparse with hashed features that collided summed into one
-// entry). ConfigError naming the option for data that is a file already, or a format that cannot hold the data.
+// options that train on the file with the same split and shape (learn.data file, learn.file path, learn.format,
+// learn.holdout, learn.hash-bits 0 for libsvm: its indices are the dataset's, learn.classes for class labels: a
+// file's classes are otherwise its largest class id + 1, learn.task and seed). The examples read back from it are the
+// generated ones (dense bit for bit; sparse with hashed features that collided summed into one entry, which SGD sees
+// alike, to rounding, and AdaGrad not quite: its sums of squared gradients see one entry of 2 where there were two
+// of 1). ConfigError naming the option for data that is a file already, or a format that cannot hold the data.
 WrittenInput write_training_data(const boost::program_options::variables_map& vm, const std::string& format,
                                  std::ostream& out, const std::string& path, const GenProgress& progress);
 

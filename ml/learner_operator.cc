@@ -166,6 +166,17 @@ LearnerConfig learner_config_from(const Params& p, const DatasetInfo& info) {
   c.adagrad_init = p.get_double("adagrad-init", 1e-6);
   c.num_features = info.num_features;
   c.num_classes = c.task == Task::kSoftmax ? info.num_classes : 2;
+  // A file's classes are its largest class id + 1, unless more are given (a file need not hold every class: one
+  // written by `afstream gen` from K-class data whose last class was never drawn).
+  if (c.task == Task::kSoftmax && p.get_string("data", "") == "file" && p.get_int("classes", 0) != 0) {
+    const auto given = p.get_int("classes", 0);
+    if (given < info.num_classes || given > 65536) {
+      throw ConfigError("classes: " + std::to_string(given) + " classes given, expected " +
+                        std::to_string(info.num_classes) + " to 65536 (the file's class ids go up to " +
+                        std::to_string(info.num_classes - 1) + ")");
+    }
+    c.num_classes = static_cast<int>(given);
+  }
   if (c.task == Task::kSoftmax && info.labels != LabelKind::kClass) {
     throw ConfigError("task: softmax needs class labels (data = multiclass, or a file with class ids)");
   }

@@ -158,6 +158,7 @@ class PsJob final : public Job {
   bool writes_input() const override { return true; }
   WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
                            const std::string& path, const GenProgress& progress) override {
+    if (vm["learn.data"].as<std::string>() != "file") check_options(vm);  // (a file: write_training_data refuses it)
     return write_training_data(vm, format, out, path, progress);
   }
 

@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -728,9 +730,23 @@ std::string shell_word(const std::string& w) {
   return q + "'";
 }
 
+// The part file `afstream gen` is writing, removed if a signal ends it (async-signal-safe: unlink and _exit only).
+char gen_part_file[4096];
+extern "C" void remove_gen_part_and_exit(int sig) {
+  if (gen_part_file[0] != '\0') ::unlink(gen_part_file);
+  ::_exit(128 + sig);
+}
+
+// What a failed write of gen's output says: the option, the file and the system's reason when it gave one.
+[[noreturn]] void throw_cannot_write(const std::string& path, int error) {
+  const std::string where = path == "-" ? "standard output" : "'" + path + "'";
+  throw afs::InputError("out: cannot write " + where + (error != 0 ? std::string(": ") + std::strerror(error) : ""));
+}
+
 // `afstream gen`: the input a run with the same options would generate (Job::write_input), written to a file the
-// job reads back, and the options that run the job on that file. The run options (ft.*, fail.*, net.*, ...) are
-// accepted and change nothing, so that a run's command line, or its config.ini (--config), serves as it is.
+// job reads back, and the options that run the job on that file. The run's options (ft.*, fail.*, net.*, the
+// controller's, ...) are accepted and change nothing, so that a run's command line, or its config.ini (--config),
+// serves as it is; the job's options are checked as a run checks them (Job::write_input).
 int cmd_gen(int argc, const char* const* argv) {
   auto job = job_named(find_job_name(argc, argv));
   po::options_description gen_desc("gen options");
@@ -738,19 +754,24 @@ int cmd_gen(int argc, const char* const* argv) {
       "gen.format", po::value<std::string>()->default_value(""),
       "the file's format: the job's own when empty (heavy-hitters, distinct: items, 'key,value' lines; "
       "learn and ps: libsvm for sparse data, csv for dense), or csv | libsvm for learn and ps");
+  po::options_description accepted;
+  accepted.add(gen_desc).add(afs::cli::controller_options());
   po::variables_map vm;
-  const auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, &gen_desc);
+  const auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, &accepted);
   std::string writers;
   for (const auto& [n, make] : jobs()) {
     if (make()->writes_input()) writers += (writers.empty() ? "" : ", ") + n;
   }
   if (vm.count("help")) {
-    std::cout << "usage: afstream gen --job NAME [the job's options, --items, --seed] --out FILE [--gen.format F]\n"
+    std::cout << "usage: afstream gen --job NAME [the job's options] [--items N] [--seed S] --out FILE "
+                 "[--gen.format F] [--quiet] [--config FILE]\n"
                  "Writes the input a run with these options would generate (jobs: "
               << writers
               << ") to FILE (- for standard output), in a format the job reads back, and prints the options that run "
-                 "the job on it. Run options (ft.*, fail.*, ...) are accepted and change nothing, so a run's command "
-                 "line or its config.ini (--config) serves as it is.\n\n"
+                 "the job on it. --items, --seed and the job's options say what is generated, as for afstream run; "
+                 "--quiet leaves out the progress lines; --config FILE reads options from a job file. The other "
+                 "options of afstream run (ft.*, fail.*, ...) are accepted and change nothing, so a run's command "
+                 "line or its config.ini serves as it is.\n\n"
               << gen_desc << "\n";
     if (job) {
       po::options_description jo(job->name() + " options");
@@ -767,43 +788,63 @@ int cmd_gen(int argc, const char* const* argv) {
   const std::string path = opts.out_dir;
   if (path.empty()) throw ConfigError("out: missing --out FILE (the file to write; - for standard output)");
   const bool to_stdout = path == "-";
-  if (!to_stdout && fs::is_directory(path)) {
+  std::error_code ec;
+  const auto status = fs::symlink_status(path, ec);
+  if (!to_stdout && fs::is_directory(status)) {
     throw ConfigError("out: '" + path + "' is a directory (afstream gen writes one file)");
   }
-  // Written beside the file and renamed at the end: a failed or interrupted gen leaves no partial file behind.
-  const std::string part = path + ".part-" + std::to_string(::getpid());
+  // A new or regular file is written beside it and renamed at the end, so that a failed or interrupted gen leaves
+  // nothing behind; anything else (a device, a pipe, a symbolic link, /dev/fd/N) is written to as it is.
+  const bool via_part = !to_stdout && (!fs::exists(status) || fs::is_regular_file(status));
+  const std::string part = via_part ? path + ".part-" + std::to_string(::getpid()) : path;
   std::ofstream file;
   if (!to_stdout) {
-    file.open(part, std::ios::binary | std::ios::trunc);
-    if (!file) throw afs::InputError("out: cannot write '" + path + "'");
+    if (via_part) {
+      if (part.size() >= sizeof gen_part_file) throw ConfigError("out: the path '" + path + "' is too long");
+      std::copy(part.begin(), part.end(), gen_part_file);
+      gen_part_file[part.size()] = '\0';
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, remove_gen_part_and_exit);
+    }
+    errno = 0;
+    file.open(part, std::ios::binary | std::ios::out | (via_part ? std::ios::trunc : std::ios::openmode{}));
+    if (!file) throw_cannot_write(path, errno);
   }
   std::ostream& out = to_stdout ? std::cout : file;
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto next_line = start + std::chrono::seconds(1);
   const auto progress = [&](std::uint64_t written, std::uint64_t total) {
-    if (opts.quiet || Clock::now() < next_line) return;
-    next_line += std::chrono::seconds(1);
+    if (opts.quiet) return;
+    const auto now = Clock::now();
+    if (now < next_line) return;
+    next_line = now + std::chrono::seconds(1);
     std::cerr << "afstream gen: " << written << " / " << total << " records (" << (total ? 100 * written / total : 100)
               << "%)\n";
   };
   afs::WrittenInput w;
   try {
-    w = job->write_input(vm, vm["gen.format"].as<std::string>(), out, path, progress);
+    errno = 0;
+    try {
+      w = job->write_input(vm, vm["gen.format"].as<std::string>(), out, path, progress);
+    } catch (const afs::InputError&) {
+      if (!out) throw_cannot_write(path, errno);  // the stream failed: say why
+      throw;
+    }
     out.flush();
-    if (!out) throw afs::InputError("out: cannot write '" + path + "'");
+    if (!out) throw_cannot_write(path, errno);
     if (!to_stdout) {
       file.close();
-      if (!file) throw afs::InputError("out: cannot write '" + path + "'");
-      fs::rename(part, path);
+      if (!file) throw_cannot_write(path, errno);
+      if (via_part) fs::rename(part, path);
     }
   } catch (...) {
-    if (!to_stdout) {
+    if (via_part) {
       std::error_code ignored;
       fs::remove(part, ignored);
     }
     throw;
   }
+  gen_part_file[0] = '\0';
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   std::cerr << "afstream gen: wrote " << w.records << " records (" << w.format << ") to "
             << (to_stdout ? "standard output" : path) << " in " << seconds << " s\n";

@@ -58,12 +58,21 @@ class Job {
   // `afstream gen`: writes the input these options name, what the job would generate for a run with them, to out
   // (`path` names it, in errors and in the returned options), in a format the job reads back ("" for the job's own
   // choice). Throws ConfigError naming the option when there is nothing to write (the options name a file already)
-  // or the format is not one the job reads, InputError when out fails. Only when writes_input(); this default throws
-  // ConfigError.
+  // or the format is not one the job reads, InputError when out fails. It checks the job's options as a run does
+  // (check_options) before it writes anything. Only when writes_input(); this default throws ConfigError.
   virtual WrittenInput write_input(const boost::program_options::variables_map& vm, const std::string& format,
                                    std::ostream& out, const std::string& path, const GenProgress& progress) {
     (void)vm, (void)format, (void)out, (void)path, (void)progress;
     throw ConfigError("job: " + name() + " reads no input file to write");
+  }
+
+ protected:
+  // The job's options, checked as topology() checks them for a run without fault tolerance (ConfigError naming the
+  // option); for write_input, which has no run.
+  void check_options(const boost::program_options::variables_map& vm) {
+    RunConfig run;
+    run.mode = FtMode::None;
+    (void)topology(vm, run);
   }
 };
 

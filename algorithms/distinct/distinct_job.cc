@@ -136,7 +136,10 @@ class DistinctJob final : public Job {
       throw ConfigError("gen.format: distinct writes its items as 'key,value' lines (format items), got '" + format +
                         "'");
     }
-    return {hh::write_zipf_stream(zipf_stream(vm), out, path, progress), "items", {"--distinct.input", path}};
+    check_options(vm);
+    return {hh::write_zipf_stream(zipf_stream(vm), out, path, progress),
+            "items",
+            {"--distinct.input", path, "--seed", exact_text(vm["seed"].as<std::uint64_t>())}};
   }
 
  private:
@@ -144,6 +147,8 @@ class DistinctJob final : public Job {
   static Params zipf_stream(const po::variables_map& vm) {
     const auto items = vm["items"].as<std::uint64_t>();
     if (items == 0) throw ConfigError("items: expected > 0");
+    hh::check_zipf_options("distinct.keys", vm["distinct.keys"].as<std::uint64_t>(), "distinct.skew",
+                           vm["distinct.skew"].as<double>());
     return Params()
         .set("items", items)
         .set("keys", vm["distinct.keys"].as<std::uint64_t>())

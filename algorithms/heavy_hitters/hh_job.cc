@@ -75,10 +75,11 @@ class HeavyHittersJob final : public Job {
     seed_ = vm["seed"].as<std::uint64_t>();
     keys_ = vm["hh.keys"].as<std::uint64_t>();
     skew_ = vm["hh.skew"].as<double>();
+    if (input_.empty()) check_zipf_options("hh.keys", keys_, "hh.skew", skew_);
     weights_ = vm["hh.weights"].as<std::string>();
     const auto w = parse_weights(weights_);
     const double phi = vm["hh.phi"].as<double>();
-    if (!(phi > 0)) throw ConfigError("hh.phi: expected > 0, got " + std::to_string(phi));
+    if (!(phi > 0)) throw ConfigError("hh.phi: expected > 0, got " + readable_text(phi));
     const double mean_weight = w == Weights::Packet ? (40.0 + 1500.0) / 2 : 1.0;
     const double total = input_.empty() ? static_cast<double>(items_) * mean_weight : file_total;
     phi_ = phi < 1 ? phi * total : phi;
@@ -200,17 +201,18 @@ class HeavyHittersJob final : public Job {
       throw ConfigError("gen.format: heavy-hitters writes its items as 'key,value' lines (format items), got '" +
                         format + "'");
     }
+    check_options(vm);
     const auto items = vm["items"].as<std::uint64_t>();
-    if (items == 0) throw ConfigError("items: expected > 0");
     const auto weights = vm["hh.weights"].as<std::string>();
-    (void)parse_weights(weights);
     const Params src = Params()
                            .set("items", items)
                            .set("keys", vm["hh.keys"].as<std::uint64_t>())
                            .set("skew", vm["hh.skew"].as<double>())
                            .set("seed", vm["seed"].as<std::uint64_t>())
                            .set("weights", weights);
-    return {write_zipf_stream(src, out, path, progress), "items", {"--hh.input", path}};
+    return {write_zipf_stream(src, out, path, progress),
+            "items",
+            {"--hh.input", path, "--seed", exact_text(vm["seed"].as<std::uint64_t>())}};
   }
 
  private:

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/number_text.h"
 #include "afstream/runtime/file_source.h"
 #include "algorithms/heavy_hitters/space_saving_hh.h"
 
@@ -34,6 +35,17 @@ std::int64_t packet_bytes(std::uint64_t seed, std::uint64_t position) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   x ^= x >> 31;
   return 40 + static_cast<std::int64_t>(x % 1461);  // 40 .. 1500 bytes
+}
+
+void check_zipf_options(const std::string& keys_option, std::uint64_t keys, const std::string& skew_option,
+                        double skew) {
+  if (keys == 0 || keys > ZipfGenerator::kMaxKeys) {
+    throw ConfigError(keys_option + ": expected a key count in [1, " + std::to_string(ZipfGenerator::kMaxKeys) +
+                      "], got " + std::to_string(keys));
+  }
+  if (!(std::isfinite(skew) && skew >= 0)) {
+    throw ConfigError(skew_option + ": expected a finite skew >= 0, got " + readable_text(skew));
+  }
 }
 
 std::uint64_t write_zipf_stream(const Params& source_params, std::ostream& out, const std::string& path,

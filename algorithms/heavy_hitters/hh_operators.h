@@ -60,6 +60,12 @@ class ZipfSource final : public Source {
 // into the map took about twice the job's own run time.
 std::unordered_map<std::uint64_t, std::int64_t> exact_weights(const Params& source_params);
 
+// A job's Zipf options (keys, skew), checked before any worker starts, with the options named in the ConfigError
+// (a worker process that built the generator stopped with "ZipfGenerator: skew must be ...", and the run with
+// "worker 0 stopped with exit status 2"): keys in [1, ZipfGenerator::kMaxKeys], skew finite and >= 0.
+void check_zipf_options(const std::string& keys_option, std::uint64_t keys, const std::string& skew_option,
+                        double skew);
+
 // Writes every item of the Zipf stream source_params names (ZipfSource's parameters, all instances' items in order)
 // as the file source reads them back: a "key,value" line each (`afstream gen`; `path` names out in errors). Calls
 // progress(items written, total) after each chunk when given. Returns the items written.

@@ -71,6 +71,7 @@ class CopyJob final : public Job {
       db_ = std::filesystem::absolute(db).string();
       sink.set("path", db_).set("sync", vm["copy.sync"].as<bool>() ? "true" : "false");
     }
+    hh::check_zipf_options("copy.keys", vm["copy.keys"].as<std::uint64_t>(), "copy.skew", vm["copy.skew"].as<double>());
     source_params_ = Params()
                          .set("items", items_)
                          .set("keys", vm["copy.keys"].as<std::uint64_t>())

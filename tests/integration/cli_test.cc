@@ -57,7 +57,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 21> cases{{
+  const std::array<Case, 24> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -75,6 +75,11 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
       {"run --job heavy-hitters --ft.replay-overhead-max -0.1", "ft.replay-overhead-max"},
       // Unsigned options: Boost alone read -5 as 2^64 - 5 (a worker process then failed on it).
       {"run --job heavy-hitters --items -5", "items: expected a whole number in [0, 2^63 - 1], got '-5'"},
+      // The Zipf options, checked before the workers start (a worker process stopped on them, and the run's one line
+      // was "worker 0 stopped with exit status 2").
+      {"run --job heavy-hitters --hh.keys 0", "hh.keys: expected a key count in [1, 4294967295], got 0"},
+      {"run --job distinct --ft.theta 8 --distinct.skew nan", "distinct.skew: expected a finite skew >= 0, got nan"},
+      {"run --job copy --copy.sink count --copy.skew -2", "copy.skew: expected a finite skew >= 0, got -2"},
       {"run --job heavy-hitters --seed=-1", "seed: expected a whole number"},
       {"run --job heavy-hitters --items 2.5", "items: expected a whole number in [0, 2^63 - 1] (not a fraction)"},
       {"run --job heavy-hitters --items 9223372036854775808", "items: expected a whole number"},
