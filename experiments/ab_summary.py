@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Medians of per-round ratios from DIR/jobs_ab.txt, as experiments/ab_binaries.sh writes it (lines: job round
-before|after none|approx seconds,backups,bytes,cpu,score), and medians per benchmark from DIR/bench.txt if there is
-one (lines: round binary name value). Usage: /usr/bin/python3 experiments/ab_summary.py DIR"""
+before|after none|approx seconds,backups,bytes,cpu,score; a round twice is refused), and medians per benchmark from
+DIR/bench.txt if there is one (lines: round binary name value). Usage: /usr/bin/python3 experiments/ab_summary.py DIR"""
 import os
 import statistics as st
 import sys
@@ -13,7 +13,10 @@ for line in open(f"{d}/jobs_ab.txt"):
     if not line.strip():
         continue
     job, rnd, binary, mode, vals = line.split()
-    runs[(job, f"{binary} {mode}")][int(rnd)] = list(map(float, vals.split(",")))
+    run = runs[(job, f"{binary} {mode}")]
+    if int(rnd) in run:  # two series in one file (ab_binaries.sh numbers appended rounds after the last)
+        sys.exit(f"ab_summary.py: {d}/jobs_ab.txt has round {rnd} of {job} {binary} {mode} twice")
+    run[int(rnd)] = list(map(float, vals.split(",")))
 print("| job | run | throughput vs same binary's none | vs before's none | CPU vs same none | backups | MB | score |")
 print("|---|---|---|---|---|---|---|---|")
 for job in sorted({j for j, _ in runs}):

@@ -22,7 +22,8 @@
 # / .pdf (plots by /usr/bin/python3 with matplotlib). About 6 minutes with the defaults on the shared 2-core VM
 # (126 runs of 1 to 4 s; HIGGS-like 2e6 and KDD-like 1e6 examples keep the whole run well under 15 minutes).
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 HIGGS_ITEMS=${HIGGS_ITEMS:-2000000}
 KDD_ITEMS=${KDD_ITEMS:-1000000}
@@ -30,7 +31,7 @@ FAILS=${FAILS:-"4 8"}
 FAILS_EXTRA=${FAILS_EXTRA-10}
 RUNTIME=${RUNTIME:-threads}
 DATASETS=${DATASETS:-"higgs kdd"}
-OUT=${OUT:-experiments/results/convergence}
+OUT=${OUT:-$ROOT/experiments/results/convergence}
 PY=${PY:-/usr/bin/python3}
 
 # Failure points for k failures: k fractions evenly spread over [0.1, 0.9].
@@ -112,8 +113,8 @@ rm -rf "$RUNS"
   echo "Made by \`ROUNDS=$ROUNDS HIGGS_ITEMS=$HIGGS_ITEMS KDD_ITEMS=$KDD_ITEMS FAILS=\"$FAILS\" FAILS_EXTRA=\"$FAILS_EXTRA\"" \
     "RUNTIME=$RUNTIME DATASETS=\"$DATASETS\"${CONFIGS:+ CONFIGS=\"$CONFIGS\"}${EXTRA_ARGS:+ EXTRA_ARGS=\"$EXTRA_ARGS\"}" \
     "experiments/convergence.sh\`" \
-    "($(date +%F), $(nproc) cores, shared machine, revision ${REVISION:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)})."
+    "($(date +%F), $(nproc) cores, shared machine, revision ${REVISION:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)})."
   echo
-  "$PY" experiments/convergence_summary.py "$OUT"
+  "$PY" "$ROOT/experiments/convergence_summary.py" "$OUT"
 } >"$OUT/table.md"
 cat "$OUT/table.md"

@@ -2,16 +2,23 @@
 # CPU seconds (user, sys) and wall seconds of whole heavy-hitter runs in none / approx (Theta 1e5, L 1e3) / exact,
 # modes interleaved per round. On a loaded shared machine the CPU a run uses is steadier than its items/s.
 #
-#   ALGORITHM=space-saving experiments/hh_cpu.sh [afstream-binary]   (ROUNDS=5 ITEMS=10000000 by default)
+#   experiments/hh_cpu.sh [afstream-binary]      (ROUNDS=5 ITEMS=10000000 ALGORITHM=count-min by default)
+#   ALGORITHM=space-saving experiments/hh_cpu.sh   (the space-saving-hh operator)
 #
-# Writes experiments/results/hh-$ALGORITHM/cpu.csv (mode,round,wall_s,user_s,sys_s). A run's CPU includes the work
-# common to every mode (building the Zipf tables, the exact ground truth of the evaluation).
+# Writes OUT/cpu.csv (mode,round,wall_s,user_s,sys_s); OUT is experiments/results/hh (count-min) or
+# experiments/results/hh-ALGORITHM unless set, the folders of hh_table.sh. A run's CPU includes the work common to
+# every mode (building the Zipf tables, the exact ground truth of the evaluation).
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
-ALGORITHM=${ALGORITHM:-space-saving}
-OUT=${OUT:-experiments/results/hh-$ALGORITHM}
+ALGORITHM=${ALGORITHM:-count-min}
+if [ "$ALGORITHM" = count-min ]; then
+  OUT=${OUT:-$ROOT/experiments/results/hh}
+else
+  OUT=${OUT:-$ROOT/experiments/results/hh-$ALGORITHM}
+fi
 mkdir -p "$OUT"
 echo "mode,round,wall_s,user_s,sys_s" >"$OUT/cpu.csv"
 for round in $(seq 1 "$ROUNDS"); do

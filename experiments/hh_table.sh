@@ -9,16 +9,17 @@
 # Writes experiments/results/hh/summary.csv (one row per run) and experiments/results/hh/table.md
 # (ALGORITHM=space-saving: experiments/results/hh-space-saving/).
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
 SKEW=${SKEW:-0.9}
 RUNTIME=${RUNTIME:-threads}  # the engine without process hand-offs; experiments/ has the process runtime's tables
 ALGORITHM=${ALGORITHM:-count-min}
 if [ "$ALGORITHM" = count-min ]; then
-  OUT=${OUT:-experiments/results/hh}
+  OUT=${OUT:-$ROOT/experiments/results/hh}
 else
-  OUT=${OUT:-experiments/results/hh-$ALGORITHM}
+  OUT=${OUT:-$ROOT/experiments/results/hh-$ALGORITHM}
 fi
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
@@ -48,5 +49,5 @@ done
 head -n 1 "$RUNS/1/summary.csv" | sed 's/^/config,round,/' >"$OUT/summary.csv"
 cat "$OUT/rows.tmp" >>"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
-python3 experiments/summarize.py "$OUT/summary.csv" >"$OUT/table.md"
+python3 "$ROOT/experiments/summarize.py" "$OUT/summary.csv" >"$OUT/table.md"
 cat "$OUT/table.md"

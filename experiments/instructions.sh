@@ -17,13 +17,14 @@
 # Threads runtime, no failures, seed 1. Under callgrind a run takes 20 to 60 times as long (the threads take turns):
 # about 13 minutes for the default list here. Writes OUT/summary.csv, OUT/table.md and OUT/diff-JOB.txt.
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 JOBS=${JOBS:-"hh ss nexmark join distinct wordcount grep learn-higgs learn-kdd"}
 ITEMS=${ITEMS:-2000000}
 LEARN_ITEMS=${LEARN_ITEMS:-200000}
 TEXT_BYTES=${TEXT_BYTES:-20000000}
-OUT=${OUT:-experiments/results/instructions}
-HERE=$(dirname "$0")
+OUT=${OUT:-$ROOT/experiments/results/instructions}
+HERE=$ROOT/experiments
 # shellcheck source=experiments/job_specs.sh
 source "$HERE/job_specs.sh"
 
@@ -33,8 +34,9 @@ fi
 [ -x "$AFS" ] || { echo "instructions.sh: no afstream binary at $AFS (build first: make build)" >&2; exit 2; }
 for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done  # unknown names fail before anything runs
 
-REVISION=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)  # at the start: the tree may move during the run
-git diff --quiet HEAD -- 2>/dev/null || REVISION="$REVISION+changes"
+# At the start: the tree may move during the run.
+REVISION=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || REVISION="$REVISION+changes"
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS"

@@ -11,10 +11,13 @@ import io
 import statistics
 import sys
 
-# Scores worth a column when a job reports them, in this order (the rest stay in summary.csv).
+# Scores worth a column when a job reports them, in this order (the rest stay in summary.csv); the learners' are
+# holdout_accuracy and progressive_accuracy.
 SHOWN = ["precision", "recall", "are", "relative_error", "covered", "sum_relative_error", "lost_sample_bound",
-         "standard_error", "words_wrong", "max_abs_error", "exact_match", "mb_per_s", "bytes_per_s", "lines_per_s", "words_per_s", "matches"]
+         "standard_error", "words_wrong", "max_abs_error", "exact_match", "mb_per_s", "bytes_per_s", "lines_per_s",
+         "words_per_s", "matches", "holdout_accuracy", "progressive_accuracy"]
 PERCENT = {"precision", "recall", "covered"}
+PERCENT_2 = {"holdout_accuracy", "progressive_accuracy"}  # rates that differ in the second decimal of a percent
 
 
 def blocks(path):
@@ -34,9 +37,17 @@ def fmt(col, v):
         return "-"
     if col in PERCENT:
         return f"{100 * v:.1f}%"
+    if col in PERCENT_2:
+        return f"{100 * v:.2f}%"
     if col.endswith("_per_s"):
         return f"{v:.3g}"
     return f"{v:.4g}"
+
+
+def row_line(cells):
+    """A Markdown table row of cells: the header, the separator and every row go through here, so that they have
+    the same number of cells."""
+    return "| " + " | ".join(cells) + " |"
 
 
 def table(rows):
@@ -49,22 +60,24 @@ def table(rows):
     order = list(dict.fromkeys((r["config"], r["setting"], int(r["failures"])) for r in rows))
     print(f"### {label}")
     print()
-    cpu_head = " CPU vs none (per-round ratios) |" if cpu else ""
-    print("| config | failures | items/s (median) | vs none (median of per-round ratios) |" + cpu_head +
-          " state backups | backup MB | " + " | ".join(scores) + " |")
-    print("|---|---|---|---|" + ("---|" if cpu else "") + "---|---|" + "---|" * len(scores))
+    head = (["config", "failures", "items/s (median)", "vs none (median of per-round ratios)"] +
+            (["CPU vs none (per-round ratios)"] if cpu else []) + ["state backups", "backup MB"] + scores)
+    print(row_line(head))
+    print("|" + "---|" * len(head))
     for config, setting, fails in order:
         rs = [r for r in rows if (r["config"], r["setting"], int(r["failures"])) == (config, setting, fails)]
         ratios = [float(r["items_per_s"]) / none[r["round"]] for r in rs if r["round"] in none and fails == 0]
         ratio = f"{100 * statistics.median(ratios):.0f}% ({', '.join(f'{100 * x:.0f}' for x in ratios)})" if ratios else "-"
-        cpu_cell = ""
+        cpu_cells = []
         if cpu:
             cr = [float(r["cpu_s"]) / none_cpu[r["round"]] for r in rs if r["round"] in none_cpu and fails == 0]
-            cpu_cell = (f" {100 * statistics.median(cr):.0f}% ({', '.join(f'{100 * x:.0f}' for x in cr)}) |"
-                        if cr else " - |")
+            cpu_cells = [f"{100 * statistics.median(cr):.0f}% ({', '.join(f'{100 * x:.0f}' for x in cr)})" if cr else "-"]
         name = config if config in ("none", "exact") else f"{config}: {setting.replace('--ft.mode approx ', '')}"
-        print(f"| {name} | {fails} | {med(rs, 'items_per_s'):.3g} | {ratio} |{cpu_cell} {med(rs, 'state_backups'):.0f} | "
-              f"{med(rs, 'backup_bytes') / 1e6:.1f} | " + " | ".join(fmt(c, med(rs, c)) for c in scores) + " |")
+        cells = ([name, str(fails), f"{med(rs, 'items_per_s'):.3g}", ratio] + cpu_cells +
+                 [f"{med(rs, 'state_backups'):.0f}", f"{med(rs, 'backup_bytes') / 1e6:.1f}"] +
+                 [fmt(c, med(rs, c)) for c in scores])
+        assert len(cells) == len(head)
+        print(row_line(cells))
     print()
     print(f"{len(rows)} runs, {len(none)} rounds; medians over rounds.")
     print()

@@ -11,20 +11,25 @@
 #
 # The jobs and their two approx settings are listed in experiments/job_specs.sh.
 #
-# Writes experiments/results/jobs/summary.csv (one row per run, with the job label first) and table.md.
+# Writes OUT/summary.csv (one row per run, with the job label first) and OUT/table.md; every run's directory and log
+# stay in OUT/runs/JOB-CONFIG-FAILURES-rROUND{,.log} until the next call.
+#
+# The join job's approx settings bound Theta + L + Gamma below half its expected samples (10% of ITEMS) when it runs
+# with failures: setting A (102000) needs ITEMS of at least about 2.1e6, setting B (11100) about 2.3e5.
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-10000000}
 FAILS=${FAILS:-10}
 RUNTIME=${RUNTIME:-threads}
 JOBS=${JOBS:-"hh ss nexmark join distinct"}
-OUT=${OUT:-experiments/results/jobs}
+OUT=${OUT:-$ROOT/experiments/results/jobs}
 # Word count and grep read a corpus, not --items: a generated one of this size (written once under TMPDIR, reused).
 TEXT_BYTES=${TEXT_BYTES:-100000000}
 
 # shellcheck source=experiments/job_specs.sh
-source "$(dirname "$0")/job_specs.sh"
+source "$ROOT/experiments/job_specs.sh"
 
 # Unknown job or configuration names fail before anything runs or is removed.
 for job in $JOBS; do
@@ -57,7 +62,7 @@ for round in $(seq 1 "$ROUNDS"); do
       for fails in "${fail_counts[@]}"; do
         [ "$name" = none ] && [ "$fails" -gt 0 ] && continue
         [ "$name" = exact ] && [ "$fails" -gt 0 ] && continue
-        dir="$RUNS/$job-$round"
+        dir="$RUNS/$job-${name// /}-$fails-r$round"  # one per run: its log stays for a failure's "see"
         echo "round $round: $label, $name ($args), $fails failures" >&2
         start=$(date +%s)
         # shellcheck disable=SC2086
@@ -81,8 +86,8 @@ done
 rm -f "$OUT"/rows-*.tmp
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS RUNTIME=$RUNTIME JOBS=\"$JOBS\" TEXT_BYTES=$TEXT_BYTES${CONFIGS:+ CONFIGS=\"$CONFIGS\"} experiments/jobs_table.sh\`" \
-    "($(date +%F), $(nproc) cores, revision $(git rev-parse --short HEAD 2>/dev/null || echo unknown))."
+    "($(date +%F), $(nproc) cores, revision $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown))."
   echo
-  python3 experiments/jobs_summary.py "$OUT/summary.csv"
+  python3 "$ROOT/experiments/jobs_summary.py" "$OUT/summary.csv"
 } >"$OUT/table.md"
 cat "$OUT/table.md"

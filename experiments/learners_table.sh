@@ -6,29 +6,42 @@
 # learners_summary.py puts them side by side with the held-out accuracy (or loss, for linear regression).
 #
 #   experiments/learners_table.sh [afstream-binary]      (ROUNDS=3 ITEMS=1000000, Theta 10 / L 1e3 by default)
+#     PAIRS="logistic:higgs logistic:kdd hinge:higgs hinge:kdd linear:linear linear:kdd softmax:multiclass" by default:
+#       the TASK:DATA pairs run (--learn.task TASK --learn.data DATA), e.g. PAIRS="logistic:higgs hinge:kdd"
+#     FT="--ft.theta 10 --ft.l 1000" by default: the approx runs' thresholds (added to every run's arguments;
+#       mode none and exact ignore them)
+#     OUT=DIR writes elsewhere than experiments/results/learners
 #
-# Writes experiments/results/learners/TASK-DATA/{summary.csv,table.md} and experiments/results/learners/table.md.
+# Writes OUT/TASK-DATA/{summary.csv,table.md} and OUT/table.md.
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 export ROUNDS=${ROUNDS:-3}
 export ITEMS=${ITEMS:-1000000}
 FT=${FT:-"--ft.theta 10 --ft.l 1000"}
-OUT=experiments/results/learners
+OUT=${OUT:-$ROOT/experiments/results/learners}
+PAIRS_SET=${PAIRS:+1}
 PAIRS=${PAIRS:-"logistic:higgs logistic:kdd hinge:higgs hinge:kdd linear:linear linear:kdd softmax:multiclass"}
+for pair in $PAIRS; do
+  case "$pair" in *?:?*) ;; *) echo "learners_table.sh: '$pair' in PAIRS is not TASK:DATA" >&2; exit 2 ;; esac
+done
 mkdir -p "$OUT"
 for pair in $PAIRS; do
   task=${pair%%:*}
   data=${pair#*:}
   echo "== $task on $data" >&2
   JOB=learn JOB_ARGS="--learn.task $task --learn.data $data $FT" OUT="$OUT/$task-$data" \
-    bash experiments/throughput_table.sh "$AFS" >/dev/null
+    bash "$ROOT/experiments/throughput_table.sh" "$AFS" >/dev/null
 done
-revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"; }
+revision() {
+  echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
+}
 {
-  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FT=\"$FT\" experiments/learners_table.sh\` ($(date -u +%F)," \
-    "$(nproc) cores, revision $(revision)); each (task, data) pair is a throughput_table.sh run" \
-    "(\`$OUT/TASK-DATA/table.md\`)."
+  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FT=\"$FT\"${PAIRS_SET:+ PAIRS=\"$PAIRS\"} experiments/learners_table.sh\`" \
+    "($(date -u +%F), $(nproc) cores, revision $(revision)); each (task, data) pair is a throughput_table.sh run" \
+    "(\`${OUT#"$ROOT"/}/TASK-DATA/table.md\`)."
   echo
-  python3 experiments/learners_summary.py "$OUT" $PAIRS
+  # shellcheck disable=SC2086  # the pairs are words
+  python3 "$ROOT/experiments/learners_summary.py" "$OUT" $PAIRS
 } >"$OUT/table.md"
 cat "$OUT/table.md"

@@ -11,7 +11,8 @@
 #
 # Writes experiments/results/modes/summary.csv (one row per run) and table.md.
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 JOBS=${JOBS:-"hh wordcount"}
 HH_ITEMS=${HH_ITEMS:-20000000}
@@ -19,7 +20,7 @@ TEXT_BYTES=${TEXT_BYTES:-200000000}
 FAILS=${FAILS:-2}
 RUNTIME=${RUNTIME:-threads}
 MODES=${MODES:-"none approx exact mb1 mb2 mb5 mb10 ack ask"}
-OUT=${OUT:-experiments/results/modes}
+OUT=${OUT:-$ROOT/experiments/results/modes}
 
 job_args() {
   case "$1" in
@@ -79,5 +80,5 @@ done
   cat "$OUT/rows.tmp"
 } >"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
-python3 experiments/modes_summary.py "$OUT/summary.csv" >"$OUT/table.md"
+python3 "$ROOT/experiments/modes_summary.py" "$OUT/summary.csv" >"$OUT/table.md"
 cat "$OUT/table.md"

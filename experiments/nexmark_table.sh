@@ -5,15 +5,17 @@
 # (--ft.delta-residual 0), and at Theta 400, L 100 (thresholds in bids, scaled to the hot-item threshold phi ~ 383).
 # Medians over ROUNDS.
 #
-#   experiments/nexmark_table.sh [afstream-binary]      (ROUNDS=3 EVENTS=10000000 RUNTIME=threads by default)
+#   experiments/nexmark_table.sh [afstream-binary]      (ROUNDS=3 EVENTS=10000000 RUNTIME=threads by default;
+#     OUT=DIR writes elsewhere than experiments/results/nexmark)
 #
-# Writes experiments/results/nexmark/summary.csv (one row per run) and experiments/results/nexmark/table.md.
+# Writes OUT/summary.csv (one row per run) and OUT/table.md (summarize.py).
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 EVENTS=${EVENTS:-10000000}
 RUNTIME=${RUNTIME:-threads}
-OUT=${OUT:-experiments/results/nexmark}
+OUT=${OUT:-$ROOT/experiments/results/nexmark}
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv" "$OUT/rows.tmp"
@@ -44,5 +46,5 @@ head -n 1 "$RUNS/1/summary.csv" | sed 's/^/config,round,/' >"$OUT/summary.csv"
 cat "$OUT/rows.tmp" >>"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
 rm -rf "$RUNS"
-python3 experiments/summarize.py "$OUT/summary.csv" >"$OUT/table.md"
+python3 "$ROOT/experiments/summarize.py" "$OUT/summary.csv" >"$OUT/table.md"
 cat "$OUT/table.md"

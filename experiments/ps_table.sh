@@ -11,14 +11,15 @@
 #
 # Writes experiments/results/ps/summary.csv (one row per run) and table.md (ps_summary.py).
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-1000000}
 CONSISTENCIES=${CONSISTENCIES:-"bsp ssp asp"}
 MODES=${MODES:-"none approx approx-1e5"}
 RUNTIME=${RUNTIME:-threads}
 EXTRA=${EXTRA:-}
-OUT=${OUT:-experiments/results/ps}
+OUT=${OUT:-$ROOT/experiments/results/ps}
 
 mode_args() {
   case "$1" in
@@ -64,5 +65,5 @@ done
   cat "$OUT/rows.tmp"
 } >"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
-python3 experiments/ps_summary.py "$OUT/summary.csv" >"$OUT/table.md"
+python3 "$ROOT/experiments/ps_summary.py" "$OUT/summary.csv" >"$OUT/table.md"
 cat "$OUT/table.md"

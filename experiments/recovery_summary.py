@@ -12,9 +12,18 @@ Derived here: restart = recovery - detect - restore (fork/exec, job setup, the h
 reconnect = first_item - recovery - replay (the controller's broadcast, upstream rewinding and resending, the
 restarted worker's synchronous backup of its compensated state, its first item)."""
 import csv
+import os
 import statistics
 import sys
 from collections import defaultdict
+
+
+def shown(path):
+    """A path as the table names it: relative to the repository when inside it (the scripts pass absolute paths), as
+    given otherwise."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full = os.path.abspath(path)
+    return os.path.relpath(full, repo) if full.startswith(repo + os.sep) else path
 
 
 def pct(vals, p):
@@ -65,7 +74,7 @@ def main(failures_path, summary_path):
               f"{fmt(med(restore))} | {fmt(med(replay))} | {fmt(med(reconnect))} | {fmt(med(hello))} | "
               f"**{fmt(med(first))}** | {fmt(pct(first, 0.9))} | {under} | {ips:.3g} |")
     print()
-    print(f"Milliseconds, medians over {len(rows)} recoveries from `{failures_path}` (every recovery of every round); "
+    print(f"Milliseconds, medians over {len(rows)} recoveries from `{shown(failures_path)}` (every recovery of every round); "
           "phase medians need not add up to the total's median. restart = kill to hello - detect - restore; "
           "reconnect = first item - kill to hello - replay.")
 

@@ -12,14 +12,15 @@
 # Writes experiments/results/recovery/failures.csv (every recovery, with size, store and round prepended),
 # summary.csv (one row per run) and table.md.
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-2000000}
 FAILS=${FAILS:-5}
 TARGET=${TARGET:-1,2}
 SIZES=${SIZES:-"1e4 1e6 1e7"}
 STORES=${STORES:-"memory rocksdb"}
-OUT=${OUT:-experiments/results/recovery}
+OUT=${OUT:-$ROOT/experiments/results/recovery}
 DEPTH=4
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
@@ -63,7 +64,9 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"; }
+revision() {
+  echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
+}
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS TARGET=$TARGET SIZES=\"$SIZES\" STORES=\"$STORES\"" \
     "${EXTRA_ARGS:+EXTRA_ARGS=\"$EXTRA_ARGS\"}" \
@@ -73,6 +76,6 @@ revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(gi
     "--out DIR\`" \
     "(W = counters / $DEPTH)."
   echo
-  python3 experiments/recovery_summary.py "$OUT/failures.csv" "$OUT/summary.csv"
+  python3 "$ROOT/experiments/recovery_summary.py" "$OUT/failures.csv" "$OUT/summary.csv"
 } >"$OUT/table.md"
 cat "$OUT/table.md"

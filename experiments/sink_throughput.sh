@@ -8,10 +8,11 @@
 #
 # Writes experiments/results/sink/summary.csv (one row per run) and table.md.
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-2000000}
-OUT=${OUT:-experiments/results/sink}
+OUT=${OUT:-$ROOT/experiments/results/sink}
 mkdir -p "$OUT"
 RUNS=$(mktemp -d /tmp/afs-sink-bench.XXXXXX)
 trap 'rm -rf "$RUNS"' EXIT

@@ -7,12 +7,21 @@ Rates: "written" is a run's backup bytes over its whole time; "sustained" the me
 server's RocksDB directory holds on disk (SST files, write-ahead log, info logs), sampled every second."""
 import csv
 import json
+import os
 import statistics
 import sys
 from collections import defaultdict
 
 med = lambda v: statistics.median(v) if v else float("nan")
 num = lambda v: "-" if v != v else f"{v:.0f}"
+
+
+def shown(path):
+    """A path as the table names it: relative to the repository when inside it (the scripts pass absolute paths), as
+    given otherwise."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full = os.path.abspath(path)
+    return os.path.relpath(full, repo) if full.startswith(repo + os.sep) else path
 
 
 def per_second_rates(samples):
@@ -93,7 +102,7 @@ def print_sizes(sizes_path, rates_path):
             print(f"| {float(r['t']):.0f} | {int(r['source_items']):.3g} | {float(r['backup_bytes']) / 1e6:.0f} | "
                   f"{float(r['store_bytes']) / 1e6:.1f} |")
         print()
-    print(f"From `{rates_path}` and `{sizes_path}`.")
+    print(f"From `{shown(rates_path)}` and `{shown(sizes_path)}`.")
 
 
 if __name__ == "__main__":

@@ -12,12 +12,13 @@
 # Writes experiments/results/store/rates.csv (one row per rate run), samples.csv (their metrics samples), sizes.csv
 # (every metrics sample of the long runs) and table.md.
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-20000000}
 LONG_ITEMS=${LONG_ITEMS:-100000000}
 LONG_WORKLOAD=${LONG_WORKLOAD:-}
-OUT=${OUT:-experiments/results/store}
+OUT=${OUT:-$ROOT/experiments/results/store}
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/rates.csv" "$OUT/samples.csv" "$OUT/sizes.csv"
@@ -59,7 +60,11 @@ for round in $(seq 1 "$ROUNDS"); do
       echo "round $round: $name, store $store, $ITEMS items" >&2
       # shellcheck disable=SC2086
       run "$name" "$store" "$ITEMS" "$dir" --seed "$round" $args
-      row=$(tail -n 1 "$dir/summary.csv" | awk -F, '{print $8 "," $7 "," $12}')
+      row=$(python3 -c '
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))[-1]
+print(",".join(r[k] for k in ("seconds", "items", "backup_bytes")))
+' "$dir/summary.csv")
       echo "$name,$store,$round,$row" >>"$OUT/rates.csv"
       samples "$name,$store,$round" "$dir/metrics.jsonl" >>"$OUT/samples.csv"
     done
@@ -77,7 +82,9 @@ for w in "${workloads[@]}"; do
   run "$name" rocksdb "$LONG_ITEMS" "$dir" --seed 1 $args
   samples "$name" "$dir/metrics.jsonl" >>"$OUT/sizes.csv"
 done
-revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"; }
+revision() {
+  echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
+}
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS LONG_ITEMS=$LONG_ITEMS LONG_WORKLOAD=\"$LONG_WORKLOAD\"" \
     "experiments/store_table.sh\` ($(date -u +%F), $(nproc) cores, revision $(revision)); each run:" \
@@ -85,6 +92,6 @@ revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(gi
     "WORKLOAD --out DIR\` with WORKLOAD \`--ft.mode approx\` (approx 4x8000), \`--ft.mode approx --hh.width 250000\`" \
     "(approx 4x250000) or \`--ft.mode exact\` (exact 4x8000); the long runs on RocksDB with seed 1."
   echo
-  python3 experiments/store_summary.py "$OUT/rates.csv" "$OUT/samples.csv" "$OUT/sizes.csv"
+  python3 "$ROOT/experiments/store_summary.py" "$OUT/rates.csv" "$OUT/samples.csv" "$OUT/sizes.csv"
 } >"$OUT/table.md"
 cat "$OUT/table.md"

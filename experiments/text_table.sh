@@ -1,16 +1,22 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Word count and grep throughput: ft.mode none vs approx (Theta 1e4, L 1e3, Gamma 1e3) vs exact, on a generated
-# corpus (TEXT_BYTES, default 150 MB, written once to TEXT_DIR), ROUNDS rounds (default 3) with every mode in every
-# round, medians. Rows go to experiments/results/text/summary-{wordcount,grep}.csv, the table to
-# experiments/results/text/table.md.
-# Usage: ROUNDS=3 RUNTIME=threads experiments/text_table.sh [path/to/afstream]
-set -eu
-AFS=${1:-build/afstream/cli/afstream}
+# corpus (TEXT_BYTES, default 150 MB, in 32 files written once to TEXT_DIR and reused), ROUNDS rounds (default 3)
+# with every mode in every round, medians; "vs none" is the median of the per-round ratios of bytes/s, "exact" says
+# whether every run's counts or matches were right (words_wrong, missing, extra all 0).
+#
+#   experiments/text_table.sh [afstream-binary]
+#     ROUNDS=3 RUNTIME=threads TEXT_BYTES=150000000 TEXT_DIR=$TMPDIR/afstream-text-bench-TEXT_BYTES by default
+#     (OUT=DIR writes elsewhere than experiments/results/text)
+#
+# Writes OUT/summary-{wordcount,grep}.csv (one row per run, the round first) and OUT/table.md.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-3}
 RUNTIME=${RUNTIME:-threads}
 TEXT_BYTES=${TEXT_BYTES:-150000000}
 TEXT_DIR=${TEXT_DIR:-${TMPDIR:-/tmp}/afstream-text-bench-$TEXT_BYTES}
-OUT=experiments/results/text
+OUT=${OUT:-$ROOT/experiments/results/text}
 mkdir -p "$OUT"
 rm -f "$OUT"/rows-*.csv
 COMMON="--runtime $RUNTIME --text.synthetic-bytes $TEXT_BYTES --text.synthetic-files 32 --text.synthetic-dir $TEXT_DIR --quiet"
@@ -22,7 +28,9 @@ for round in $(seq 1 "$ROUNDS"); do
         *) FT="--ft.mode $mode" ;;
       esac
       echo "round $round: $job $mode" >&2
-      "$AFS" run --job "$job" $COMMON $FT --out "$OUT/runs/$job-$mode" >/dev/null 2>"$OUT/last-stderr.txt"
+      # shellcheck disable=SC2086  # options are words
+      "$AFS" run --job "$job" $COMMON $FT --out "$OUT/runs/$job-$mode" >/dev/null 2>"$OUT/last-stderr.txt" ||
+        { echo "text_table.sh: run failed (see $OUT/last-stderr.txt): $(tail -n 1 "$OUT/last-stderr.txt")" >&2; exit 1; }
       # summary.csv of that run: one header + rows; append its last row with the round.
       tail -n 1 "$OUT/runs/$job-$mode/summary.csv" | sed "s/^/$round,/" >>"$OUT/rows-$job.csv"
       head -n 1 "$OUT/runs/$job-$mode/summary.csv" | sed "s/^/round,/" >"$OUT/header-$job.csv"

@@ -7,9 +7,18 @@ same mode on the in-process runtime. Where the rows carry cpu_s (the run's CPU s
 worker processes; since the fourteenth session), "CPU vs none" is the median of the per-round ratios of CPU time to
 none's on the same runtime: what a mode costs in work, steadier than wall time on a shared machine."""
 import csv
+import os
 import statistics
 import sys
 from collections import defaultdict
+
+
+def shown(path):
+    """A path as the table names it: relative to the repository when inside it (the scripts pass absolute paths), as
+    given otherwise."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full = os.path.abspath(path)
+    return os.path.relpath(full, repo) if full.startswith(repo + os.sep) else path
 
 
 def main(path):
@@ -41,7 +50,7 @@ def main(path):
               f"{col('item_backups'):.0f} | {col('backup_bytes') / 1e6:.0f} | {mbps:.0f} |")
     rounds = len({r["round"] for r in rows})
     print()
-    print(f"{len(rows)} runs ({rounds} rounds) from `{path}`; medians over rounds, ratios per round.")
+    print(f"{len(rows)} runs ({rounds} rounds) from `{shown(path)}`; medians over rounds, ratios per round.")
 
 
 if __name__ == "__main__":

@@ -11,12 +11,13 @@
 #
 # Writes experiments/results/throughput/summary.csv (one row per run) and table.md.
 set -euo pipefail
-AFS=${1:-build/afstream/cli/afstream}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
+AFS=${1:-$ROOT/build/afstream/cli/afstream}
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
 JOB=${JOB:-heavy-hitters}
 JOB_ARGS=${JOB_ARGS:-}
-OUT=${OUT:-experiments/results/throughput}
+OUT=${OUT:-$ROOT/experiments/results/throughput}
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv"
@@ -48,13 +49,15 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-revision() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)"; }
+revision() {
+  echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
+}
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS JOB=$JOB JOB_ARGS=\"$JOB_ARGS\" experiments/throughput_table.sh\`" \
     "($(date -u +%F), $(nproc) cores, revision $(revision)); each run: \`afstream run --job $JOB $JOB_ARGS" \
     "--items $ITEMS --seed ROUND --quiet" \
     "--ft.mode MODE --runtime threads | --runtime processes --process.store memory|rocksdb --out DIR\`."
   echo
-  python3 experiments/throughput_summary.py "$OUT/summary.csv"
+  python3 "$ROOT/experiments/throughput_summary.py" "$OUT/summary.csv"
 } >"$OUT/table.md"
 cat "$OUT/table.md"
