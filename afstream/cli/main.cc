@@ -177,6 +177,7 @@ int cmd_list() {
   for (const auto& [name, make] : jobs()) {
     const auto job = make();
     std::cout << "  " << name << "  " << job->description() << "\n";
+    if (job->writes_input()) std::cout << "      afstream gen writes its input as a file it reads back\n";
     const auto defaults = job->run_defaults();
     if (defaults.empty()) continue;
     std::cout << "      run defaults:";

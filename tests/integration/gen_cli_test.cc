@@ -179,6 +179,30 @@ TEST(GenCli, LearnDataReadBackTrainsTheSame) {
   }
 }
 
+// `afstream list` says which jobs gen writes the input of.
+TEST(GenCli, ListSaysWhichJobsItWrites) {
+  TempDir scratch;
+  const auto r = run("list", scratch.path());
+  ASSERT_EQ(r.status, 0);
+  // A job's entry: its line and the lines indented further below it.
+  const auto entry = [&](const std::string& job) {
+    std::istringstream in(r.out);
+    std::string line, text;
+    bool inside = false;
+    while (std::getline(in, line)) {
+      const bool job_line = line.size() > 2 && line.rfind("  ", 0) == 0 && line[2] != ' ';
+      if (job_line) inside = line.rfind("  " + job + "  ", 0) == 0;
+      if (inside) text += line + "\n";
+    }
+    return text;
+  };
+  for (const std::string job : {"heavy-hitters", "distinct", "learn", "ps"}) {
+    EXPECT_NE(entry(job).find("afstream gen writes its input"), std::string::npos) << job << ": " << entry(job);
+  }
+  EXPECT_FALSE(entry("join").empty());
+  EXPECT_EQ(entry("join").find("afstream gen"), std::string::npos);
+}
+
 TEST(GenCli, WritesToStandardOutput) {
   TempDir scratch;
   const auto r = run("gen --job learn --items 90 --learn.holdout 10 --learn.data kdd --quiet --out -", scratch.path());
