@@ -187,12 +187,16 @@ class LearnJob final : public Job {
   }
 
   bool writes_input() const override { return true; }
+  void check_input(const po::variables_map& vm, const std::string& format) override {
+    (void)training_data_format(vm, format);  // (first: data in a file is refused before the job reads it)
+    check_options(vm);
+  }
   WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
                            const std::string& path, const GenProgress& progress) override {
-    if (vm["learn.data"].as<std::string>() != "file") check_options(vm);  // (a file: write_training_data refuses it)
     auto w = write_training_data(vm, format, out, path, progress);
     // Dense data written as libsvm reads back as sparse data, whose default tolerance differs: keep the data's.
-    if (vm["learn.tolerance"].as<double>() == 0 && w.format == "libsvm" && !data_->info().sparse) {
+    if (vm["learn.tolerance"].as<double>() == 0 && w.format == "libsvm" &&
+        !training_data_from(vm).data->info().sparse) {
       w.read_back.insert(w.read_back.end(), {"--learn.tolerance", readable_text(kDenseTolerance)});
     }
     return w;

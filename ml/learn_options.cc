@@ -16,6 +16,10 @@ namespace afs::ml {
 
 namespace po = boost::program_options;
 
+namespace {
+constexpr int kDefaultClasses = 4;  // the multiclass generator's K when learn.classes is 0
+}  // namespace
+
 void add_learner_options(po::options_description& o) {
   o.add_options()("learn.task", po::value<std::string>()->default_value("logistic"),
                   "logistic | linear | hinge | softmax")(
@@ -34,9 +38,9 @@ void add_data_options(po::options_description& o) {
       "learn.on-error", po::value<std::string>()->default_value("fail"),
       "malformed file lines: fail (the error names file and line) | skip (and count them: skipped_lines)")(
       "learn.features", po::value<int>()->default_value(28), "features of the logistic/linear/multiclass data")(
-      "learn.classes", po::value<int>()->default_value(4),
-      "classes of the multiclass data (a file's: its largest class id + 1, or more when given)")(
-      "learn.noise", real_value(0.5), "label noise of the logistic/linear/multiclass data")(
+      "learn.classes", po::value<int>()->default_value(0),
+      "classes K of softmax: of the multiclass data (0: 4), or of a file's (0: its largest class id + 1; more may "
+      "be given)")("learn.noise", real_value(0.5), "label noise of the logistic/linear/multiclass data")(
       "learn.hash-bits", po::value<int>()->default_value(18),
       "hashed features 2^bits (kdd, vw, libsvm; libsvm 0 = its own indices)")(
       "learn.holdout", po::value<std::uint64_t>()->default_value(10000),
@@ -60,6 +64,12 @@ TrainingData training_data_from(const po::variables_map& vm) {
   const double eta0 = vm["learn.eta0"].as<double>(), l2 = vm["learn.l2"].as<double>();
   if (!(eta0 > 0) || !std::isfinite(eta0)) throw ConfigError("learn.eta0: expected a finite number > 0");
   if (!(l2 >= 0) || !std::isfinite(l2)) throw ConfigError("learn.l2: expected a finite number >= 0");
+  // 0: the multiclass generator's kDefaultClasses, or a file's own (its largest class id + 1).
+  const int classes = vm["learn.classes"].as<int>();
+  if (classes != 0 && (classes < 2 || classes > 65536)) {
+    throw ConfigError("learn.classes: expected 2 to 65536 classes (or 0: from the data), got " +
+                      std::to_string(classes));
+  }
   TrainingData t;
   t.params = Params()
                  .set("data", data)
@@ -74,8 +84,7 @@ TrainingData training_data_from(const po::variables_map& vm) {
         .set("labels-file", vm["learn.labels-file"].as<std::string>())
         .set("on-error", vm["learn.on-error"].as<std::string>())
         .set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()));
-    if (!vm["learn.classes"].defaulted())
-      t.params.set("classes", static_cast<std::int64_t>(vm["learn.classes"].as<int>()));
+    if (classes != 0) t.params.set("classes", static_cast<std::int64_t>(classes));
   } else {
     t.items = vm["items"].as<std::uint64_t>();
     if (t.items < 1) throw ConfigError("items: expected >= 1 training examples");
@@ -84,7 +93,7 @@ TrainingData training_data_from(const po::variables_map& vm) {
     if (data == "logistic" || data == "linear" || data == "multiclass") {
       t.params.set("features", static_cast<std::int64_t>(vm["learn.features"].as<int>()))
           .set("noise", vm["learn.noise"].as<double>())
-          .set("classes", static_cast<std::int64_t>(vm["learn.classes"].as<int>()));
+          .set("classes", static_cast<std::int64_t>(classes == 0 ? kDefaultClasses : classes));
     }
   }
   // Load (or generate) the data and check the learner's options now, with the option names.
@@ -107,15 +116,14 @@ TrainingData training_data_from(const po::variables_map& vm) {
   return t;
 }
 
-WrittenInput write_training_data(const po::variables_map& vm, const std::string& format, std::ostream& out,
-                                 const std::string& path, const GenProgress& progress) {
+TextFormat training_data_format(const po::variables_map& vm, const std::string& format) {
   if (vm["learn.data"].as<std::string>() == "file") {
     throw ConfigError("learn.data: file names data in a file (learn.file '" + vm["learn.file"].as<std::string>() +
                       "'), there is nothing to generate: gen writes generated data (higgs, kdd, logistic, linear, "
                       "multiclass)");
   }
-  const TrainingData t = training_data_from(vm);
-  TextFormat f = natural_format(t.data->info());
+  const DatasetInfo info = training_data_from(vm).data->info();
+  TextFormat f = natural_format(info);
   if (!format.empty()) {
     try {
       f = parse_text_format(format);
@@ -123,11 +131,18 @@ WrittenInput write_training_data(const po::variables_map& vm, const std::string&
       throw ConfigError(std::string("gen.format: ") + e.what());
     }
   }
-  if (f == TextFormat::kCsv && t.data->info().sparse) {
+  if (f == TextFormat::kCsv && info.sparse) {
     throw ConfigError("gen.format: csv holds every feature of each example, and the " +
-                      vm["learn.data"].as<std::string>() + " data's are sparse (" +
-                      std::to_string(t.data->info().num_features) + " of them): write it as libsvm");
+                      vm["learn.data"].as<std::string>() + " data's are sparse (" + std::to_string(info.num_features) +
+                      " of them): write it as libsvm");
   }
+  return f;
+}
+
+WrittenInput write_training_data(const po::variables_map& vm, const std::string& format, std::ostream& out,
+                                 const std::string& path, const GenProgress& progress) {
+  const TextFormat f = training_data_format(vm, format);
+  const TrainingData t = training_data_from(vm);
   const std::uint64_t total = t.holdout_end;
   const auto written = write_examples(*t.data, 0, total, f, out, path, [&](std::uint64_t n) {
     if (progress) progress(n, total);

@@ -14,6 +14,7 @@
 #include "ml/dataset.h"
 #include "ml/learner.h"
 #include "ml/readers.h"
+#include "ml/writers.h"
 
 namespace afs::ml {
 
@@ -53,6 +54,9 @@ TrainingData training_data_from(const boost::program_options::variables_map& vm)
 // generated ones (dense bit for bit; sparse with hashed features that collided summed into one entry, which SGD sees
 // alike, to rounding, and AdaGrad not quite: its sums of squared gradients see one entry of 2 where there were two
 // of 1). ConfigError naming the option for data that is a file already, or a format that cannot hold the data.
+// The format write_training_data writes in for these options and `format`, checked: ConfigError naming the option
+// for data that is a file already, or a format that cannot hold the data (gen's check before it opens its file).
+TextFormat training_data_format(const boost::program_options::variables_map& vm, const std::string& format);
 WrittenInput write_training_data(const boost::program_options::variables_map& vm, const std::string& format,
                                  std::ostream& out, const std::string& path, const GenProgress& progress);
 

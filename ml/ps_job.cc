@@ -156,9 +156,12 @@ class PsJob final : public Job {
   }
 
   bool writes_input() const override { return true; }
+  void check_input(const po::variables_map& vm, const std::string& format) override {
+    (void)training_data_format(vm, format);  // (first: data in a file is refused before the job reads it)
+    check_options(vm);
+  }
   WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
                            const std::string& path, const GenProgress& progress) override {
-    if (vm["learn.data"].as<std::string>() != "file") check_options(vm);  // (a file: write_training_data refuses it)
     return write_training_data(vm, format, out, path, progress);
   }
 

@@ -731,11 +731,35 @@ std::string shell_word(const std::string& w) {
   return q + "'";
 }
 
-// The part file `afstream gen` is writing, removed if a signal ends it (async-signal-safe: unlink and _exit only).
+// The part file `afstream gen` is writing, removed if a signal ends it; the signal then does what it would have done
+// (the shell sees gen killed by it, and a loop of gens stops at Ctrl-C). Async-signal-safe: unlink, signal, raise.
 char gen_part_file[4096];
-extern "C" void remove_gen_part_and_exit(int sig) {
+extern "C" void remove_gen_part_and_reraise(int sig) {
   if (gen_part_file[0] != '\0') ::unlink(gen_part_file);
-  ::_exit(128 + sig);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Where gen writes for --out path: through a part file beside the file (the target of a symbolic link, followed)
+// that is renamed over it once complete, so that a failed or interrupted gen leaves the file as it was; or, for
+// anything else (a pipe, a device, /dev/stdout and /dev/fd/N, which stand for open descriptors), to the path itself,
+// appending.
+struct GenTarget {
+  std::string file;  // what is finally written (the link's target for a link)
+  bool via_part = true;
+};
+GenTarget gen_target(const std::string& path) {
+  fs::path p = path;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p)); ++hops) {
+    const fs::path to = fs::read_symlink(p);
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  const auto status = fs::symlink_status(p);
+  if (fs::is_directory(status)) throw ConfigError("out: '" + path + "' is a directory (afstream gen writes one file)");
+  const auto under = [&](const char* dir) { return path.rfind(dir, 0) == 0 || p.string().rfind(dir, 0) == 0; };
+  const bool stands_for_a_descriptor = under("/dev/") || under("/proc/");
+  if (stands_for_a_descriptor || (fs::exists(status) && !fs::is_regular_file(status))) return {path, false};
+  return {p.string(), true};
 }
 
 // What a failed write of gen's output says: the option, the file and the system's reason when it gave one.
@@ -747,7 +771,7 @@ extern "C" void remove_gen_part_and_exit(int sig) {
 // `afstream gen`: the input a run with the same options would generate (Job::write_input), written to a file the
 // job reads back, and the options that run the job on that file. The run's options (ft.*, fail.*, net.*, the
 // controller's, ...) are accepted and change nothing, so that a run's command line, or its config.ini (--config),
-// serves as it is; the job's options are checked as a run checks them (Job::write_input).
+// serves as it is; the job's options are checked as a run checks them (Job::check_input).
 int cmd_gen(int argc, const char* const* argv) {
   auto job = job_named(find_job_name(argc, argv));
   po::options_description gen_desc("gen options");
@@ -789,25 +813,28 @@ int cmd_gen(int argc, const char* const* argv) {
   const std::string path = opts.out_dir;
   if (path.empty()) throw ConfigError("out: missing --out FILE (the file to write; - for standard output)");
   const bool to_stdout = path == "-";
-  std::error_code ec;
-  const auto status = fs::symlink_status(path, ec);
-  if (!to_stdout && fs::is_directory(status)) {
-    throw ConfigError("out: '" + path + "' is a directory (afstream gen writes one file)");
-  }
-  // A new or regular file is written beside it and renamed at the end, so that a failed or interrupted gen leaves
-  // nothing behind; anything else (a device, a pipe, a symbolic link, /dev/fd/N) is written to as it is.
-  const bool via_part = !to_stdout && (!fs::exists(status) || fs::is_regular_file(status));
-  const std::string part = via_part ? path + ".part-" + std::to_string(::getpid()) : path;
+  const GenTarget target = to_stdout ? GenTarget{path, false} : gen_target(path);
+  // Everything gen would refuse, refused before anything is opened: a refused gen touches no file.
+  const std::string format = vm["gen.format"].as<std::string>();
+  job->check_input(vm, format);
+  const bool via_part = target.via_part;
+  const std::string part = via_part ? target.file + ".part-" + std::to_string(::getpid()) : target.file;
   std::ofstream file;
   if (!to_stdout) {
     if (via_part) {
       if (part.size() >= sizeof gen_part_file) throw ConfigError("out: the path '" + path + "' is too long");
       std::copy(part.begin(), part.end(), gen_part_file);
       gen_part_file[part.size()] = '\0';
-      for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, remove_gen_part_and_exit);
+      // Signals that would end gen remove the part file first; one the user set to be ignored (nohup, a background
+      // job's SIGINT) stays ignored.
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGXFSZ}) {
+        struct sigaction now {};
+        if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+        ::signal(sig, remove_gen_part_and_reraise);
+      }
     }
     errno = 0;
-    file.open(part, std::ios::binary | std::ios::out | (via_part ? std::ios::trunc : std::ios::openmode{}));
+    file.open(part, std::ios::binary | (via_part ? std::ios::out | std::ios::trunc : std::ios::out | std::ios::app));
     if (!file) throw_cannot_write(path, errno);
   }
   std::ostream& out = to_stdout ? std::cout : file;
@@ -826,7 +853,7 @@ int cmd_gen(int argc, const char* const* argv) {
   try {
     errno = 0;
     try {
-      w = job->write_input(vm, vm["gen.format"].as<std::string>(), out, path, progress);
+      w = job->write_input(vm, format, out, path, progress);
     } catch (const afs::InputError&) {
       if (!out) throw_cannot_write(path, errno);  // the stream failed: say why
       throw;
@@ -836,7 +863,7 @@ int cmd_gen(int argc, const char* const* argv) {
     if (!to_stdout) {
       file.close();
       if (!file) throw_cannot_write(path, errno);
-      if (via_part) fs::rename(part, path);
+      if (via_part) fs::rename(part, target.file);
     }
   } catch (...) {
     if (via_part) {

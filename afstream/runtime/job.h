@@ -55,20 +55,27 @@ class Job {
   virtual std::vector<std::pair<std::string, std::string>> run_defaults() const { return {}; }
   // Whether write_input writes this job's input (`afstream gen`).
   virtual bool writes_input() const { return false; }
-  // `afstream gen`: writes the input these options name, what the job would generate for a run with them, to out
-  // (`path` names it, in errors and in the returned options), in a format the job reads back ("" for the job's own
-  // choice). Throws ConfigError naming the option when there is nothing to write (the options name a file already)
-  // or the format is not one the job reads, InputError when out fails. It checks the job's options as a run does
-  // (check_options) before it writes anything. Only when writes_input(); this default throws ConfigError.
+  // `afstream gen`, before it opens anything: throws what write_input would refuse these options and this format
+  // ("" for the job's own choice) for, so that a refused gen touches no file: ConfigError naming the option when there
+  // is nothing to write (the options name a file already) or the format is not one the job reads, and the job's
+  // options checked as a run checks them (check_options). Only when writes_input(); this default throws ConfigError.
+  virtual void check_input(const boost::program_options::variables_map& vm, const std::string& format) {
+    (void)vm, (void)format;
+    throw ConfigError("job: " + name() + " reads no input file to write");
+  }
+  // `afstream gen`, after check_input: writes the input these options name, what the job would generate for a run
+  // with them, to out (`path` names it, in errors and in the returned options), in a format the job reads back.
+  // InputError when out fails. Only when writes_input(); this default throws ConfigError.
   virtual WrittenInput write_input(const boost::program_options::variables_map& vm, const std::string& format,
                                    std::ostream& out, const std::string& path, const GenProgress& progress) {
-    (void)vm, (void)format, (void)out, (void)path, (void)progress;
-    throw ConfigError("job: " + name() + " reads no input file to write");
+    (void)out, (void)path, (void)progress;
+    check_input(vm, format);
+    return {};
   }
 
  protected:
   // The job's options, checked as topology() checks them for a run without fault tolerance (ConfigError naming the
-  // option); for write_input, which has no run.
+  // option); for check_input, which has no run.
   void check_options(const boost::program_options::variables_map& vm) {
     RunConfig run;
     run.mode = FtMode::None;

@@ -127,8 +127,7 @@ class DistinctJob final : public Job {
   bool writes_input() const override { return true; }
   // The Zipf stream the options name, as the file source reads it back (distinct.input): the same keys, so the
   // same estimate and exact count.
-  WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
-                           const std::string& path, const GenProgress& progress) override {
+  void check_input(const po::variables_map& vm, const std::string& format) override {
     if (const auto& in = vm["distinct.input"].as<std::string>(); !in.empty()) {
       throw ConfigError("distinct.input: the input is already a file ('" + in + "'), there is nothing to generate");
     }
@@ -137,6 +136,9 @@ class DistinctJob final : public Job {
                         "'");
     }
     check_options(vm);
+  }
+  WrittenInput write_input(const po::variables_map& vm, const std::string&, std::ostream& out, const std::string& path,
+                           const GenProgress& progress) override {
     return {hh::write_zipf_stream(zipf_stream(vm), out, path, progress),
             "items",
             {"--distinct.input", path, "--seed", exact_text(vm["seed"].as<std::uint64_t>())}};

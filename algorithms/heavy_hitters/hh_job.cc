@@ -192,8 +192,7 @@ class HeavyHittersJob final : public Job {
   // The Zipf stream the options name, every source instance's items in order, as the file source reads them back
   // (hh.input). Run on that file, the job counts the same items; only a relative hh.phi (< 1) moves a little, as it is
   // taken of the file's total weight instead of the expected one.
-  WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
-                           const std::string& path, const GenProgress& progress) override {
+  void check_input(const po::variables_map& vm, const std::string& format) override {
     if (const auto& in = vm["hh.input"].as<std::string>(); !in.empty()) {
       throw ConfigError("hh.input: the input is already a file ('" + in + "'), there is nothing to generate");
     }
@@ -202,6 +201,9 @@ class HeavyHittersJob final : public Job {
                         format + "'");
     }
     check_options(vm);
+  }
+  WrittenInput write_input(const po::variables_map& vm, const std::string&, std::ostream& out, const std::string& path,
+                           const GenProgress& progress) override {
     const auto items = vm["items"].as<std::uint64_t>();
     const auto weights = vm["hh.weights"].as<std::string>();
     const Params src = Params()

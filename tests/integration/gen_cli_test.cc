@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -232,6 +233,10 @@ TEST(GenCli, WritesThroughPipesAndLinksAndLeavesNothingWhenStopped) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
   EXPECT_EQ(lines(slurp(target)), 1000u);
+  // A refused gen leaves the link's target as it was (it was opened, and so emptied, before the options were checked).
+  r = run("gen --job heavy-hitters --hh.algorithm foo --quiet --out " + link.string(), scratch.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(slurp(target)), 1000u);
 
   // About a minute of writing, stopped after a second.
   TempDir stopped;
@@ -241,6 +246,46 @@ TEST(GenCli, WritesThroughPipesAndLinksAndLeavesNothingWhenStopped) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 124);  // stopped by timeout's SIGTERM
   EXPECT_TRUE(fs::is_empty(stopped.path()));
+
+  // A signal set to be ignored (nohup's SIGHUP) stays ignored; SIGTERM then ends gen as SIGTERM (the shell sees 143),
+  // with nothing left.
+  const std::string ignoring =
+      "sh -c \"trap '' HUP; " + std::string(AFS_BINARY) + " gen --job heavy-hitters --items 1e9 --quiet --out " +
+      (stopped.path() / "hup.csv").string() +
+      " 2>/dev/null & pid=\\$!; sleep 0.5; kill -HUP \\$pid; sleep 0.5; kill -0 \\$pid && echo alive; "
+      "kill -TERM \\$pid; wait \\$pid; echo status \\$?\" 2>/dev/null";
+  FILE* p = ::popen(ignoring.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string said;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) said += buf;
+  ::pclose(p);
+  EXPECT_EQ(said, "alive\nstatus 143\n");
+  EXPECT_TRUE(fs::is_empty(stopped.path()));
+}
+
+// A learn run on a file of class labels, repeated from its config.ini: the same classes (config.ini holds
+// learn.classes = 0, "from the data", not a number that would override the file's), so the same results.
+TEST(GenCli, ALearnRunOnAFileRepeatsFromItsConfig) {
+  TempDir scratch, dir, a, b;
+  const std::string file = (dir.path() / "three.csv").string();
+  auto r =
+      run("gen --job learn --learn.data multiclass --learn.task softmax --learn.classes 3 --items 3000 "
+          "--learn.holdout 300 --quiet --out " +
+              file,
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r =
+      run("run --job learn --runtime threads --ft.mode none --quiet --learn.task softmax --learn.holdout 300 "
+          "--learn.data file --learn.file " +
+              file + " --out " + a.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("run --config " + (a.path() / "config.ini").string() + " --out " + b.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> names{"progressive_loss", "holdout_accuracy", "holdout_loss"};
+  EXPECT_EQ(scores(a.path(), names), scores(b.path(), names));
+  EXPECT_EQ(slurp(a.path() / "model.csv"), slurp(b.path() / "model.csv"));
 }
 
 TEST(GenCli, BadInputIsOneLineNamingTheOptionAndLeavesNoFile) {
