@@ -2,8 +2,15 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <charconv>
+#include <deque>
+#include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "afstream/core/errors.h"
 
@@ -17,15 +24,19 @@ std::string_view trim(std::string_view s) {
 }
 }  // namespace
 
-std::vector<Item> FileSource::read_all(const std::string& path, bool skip_bad, std::uint64_t* skipped) {
-  std::ifstream f(path);
-  if (!f) throw InputError("cannot read input file '" + path + "'");
-  std::vector<Item> items;
-  std::string line;
-  std::uint64_t lineno = 0, bad = 0;
-  while (std::getline(f, line)) {
+namespace {
+
+// Parses text (a whole file) line by line; `path` names it in errors.
+FileItems parse(std::string_view text, const std::string& path, bool skip_bad) {
+  FileItems r;
+  r.items.reserve(text.size() / 16);
+  std::uint64_t lineno = 0;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     ++lineno;
-    std::string_view s = trim(line);
+    const std::string_view s = trim(line);
     if (s.empty() || s.front() == '#') continue;
     std::string_view key = s, value;
     if (auto comma = s.find(','); comma != std::string_view::npos) {
@@ -33,7 +44,7 @@ std::vector<Item> FileSource::read_all(const std::string& path, bool skip_bad, s
       value = trim(s.substr(comma + 1));
     }
     Item it;
-    it.time = static_cast<std::int64_t>(items.size());
+    it.time = static_cast<std::int64_t>(r.items.size());
     it.value = 1;
     bool ok = !key.empty();
     if (ok && !value.empty()) {
@@ -45,16 +56,56 @@ std::vector<Item> FileSource::read_all(const std::string& path, bool skip_bad, s
         throw InputError(path + ":" + std::to_string(lineno) + ": expected 'key' or 'key,integer value', got '" +
                          std::string(s.substr(0, 80)) + "'");
       }
-      ++bad;
+      ++r.skipped;
       continue;
     }
     auto [p, ec] = std::from_chars(key.data(), key.data() + key.size(), it.key);
     if (ec != std::errc() || p != key.data() + key.size()) it.key = XXH3_64bits(key.data(), key.size());
-    items.push_back(it);
+    r.items.push_back(it);
   }
+  return r;
+}
+
+std::string slurp_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError("cannot read input file '" + path + "'");
+  std::ostringstream text;
+  text << f.rdbuf();
   if (f.bad()) throw InputError("error while reading input file '" + path + "'");
-  if (skipped) *skipped = bad;
-  return items;
+  return std::move(text).str();
+}
+
+}  // namespace
+
+std::vector<Item> FileSource::read_all(const std::string& path, bool skip_bad, std::uint64_t* skipped) {
+  const auto loaded = load(path, skip_bad);
+  if (skipped) *skipped = loaded->skipped;
+  return loaded->items;
+}
+
+std::shared_ptr<const FileItems> FileSource::load(const std::string& path, bool skip_bad) {
+  // What identifies a parse: the path, the policy, and the file as it is now (size and modification time).
+  std::error_code size_error, time_error;
+  const auto size = std::filesystem::file_size(path, size_error);
+  const auto mtime = std::filesystem::last_write_time(path, time_error);
+  const bool keyed = !size_error && !time_error;
+  const std::string key = std::string(skip_bad ? "skip:" : "fail:") + std::to_string(size) + ":" +
+                          std::to_string(mtime.time_since_epoch().count()) + ":" + path;
+  static std::mutex mu;
+  static std::deque<std::pair<std::string, std::shared_ptr<const FileItems>>> cache;  // newest last
+  constexpr std::size_t kKept = 4;
+  std::lock_guard lock(mu);  // held while parsing: the instances of one process wait for the one parse
+  if (keyed) {
+    for (const auto& [k, items] : cache) {
+      if (k == key) return items;
+    }
+  }
+  auto parsed = std::make_shared<const FileItems>(parse(slurp_file(path), path, skip_bad));
+  if (keyed) {
+    cache.emplace_back(key, parsed);
+    if (cache.size() > kKept) cache.pop_front();
+  }
+  return parsed;
 }
 
 FileSource::FileSource(const Params& p, const InstanceInfo& at) {
@@ -64,11 +115,10 @@ FileSource::FileSource(const Params& p, const InstanceInfo& at) {
   if (policy != "fail" && policy != "skip") {
     throw ConfigError("file source: on-error must be fail or skip, got '" + policy + "'");
   }
-  auto all = read_all(path, policy == "skip", &skipped_);
-  const auto n = all.size();
-  const auto b = n * static_cast<std::size_t>(at.index) / static_cast<std::size_t>(at.parallelism);
-  const auto e = n * static_cast<std::size_t>(at.index + 1) / static_cast<std::size_t>(at.parallelism);
-  items_.assign(all.begin() + static_cast<std::ptrdiff_t>(b), all.begin() + static_cast<std::ptrdiff_t>(e));
+  all_ = load(path, policy == "skip");
+  const auto n = all_->items.size();
+  begin_ = n * static_cast<std::size_t>(at.index) / static_cast<std::size_t>(at.parallelism);
+  end_ = n * static_cast<std::size_t>(at.index + 1) / static_cast<std::size_t>(at.parallelism);
 }
 
 void FileSource::write(std::ostream& out, std::span<const Item> items, const std::string& name) {
@@ -86,9 +136,9 @@ void FileSource::write(std::ostream& out, std::span<const Item> items, const std
 }
 
 std::size_t FileSource::read(std::uint64_t offset, Item* out, std::size_t n) {
-  if (offset >= items_.size()) return 0;
-  n = static_cast<std::size_t>(std::min<std::uint64_t>(n, items_.size() - offset));
-  std::copy_n(items_.begin() + static_cast<std::ptrdiff_t>(offset), n, out);
+  if (offset >= size()) return 0;
+  n = static_cast<std::size_t>(std::min<std::uint64_t>(n, size() - offset));
+  std::copy_n(all_->items.begin() + static_cast<std::ptrdiff_t>(begin_ + offset), n, out);
   return n;
 }
 

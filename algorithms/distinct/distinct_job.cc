@@ -70,14 +70,14 @@ class DistinctJob final : public Job {
       throw ConfigError("distinct.on-error: expected fail or skip, got '" + on_error_ + "'");
     }
     if (!input_.empty()) {
-      std::vector<Item> all;
+      std::size_t items = 0;
       try {
-        all = FileSource::read_all(input_, on_error_ == "skip");
+        items = FileSource::load(input_, on_error_ == "skip")->items.size();
       } catch (const InputError& e) {
         throw InputError(std::string("distinct.input: ") + e.what());
       }
-      if (all.empty()) throw InputError("distinct.input: no items in '" + input_ + "'");
-      items_ = all.size();
+      if (items == 0) throw InputError("distinct.input: no items in '" + input_ + "'");
+      items_ = items;
       source_params_ = Params().set("path", input_).set("on-error", on_error_);
     } else {
       source_params_ = zipf_stream(vm);
@@ -102,7 +102,7 @@ class DistinctJob final : public Job {
       exact = static_cast<double>(hh::exact_weights(source_params_).size());
     } else {
       std::unordered_set<std::uint64_t> keys;
-      for (const auto& it : FileSource::read_all(input_, on_error_ == "skip")) keys.insert(it.key);
+      for (const auto& it : FileSource::load(input_, on_error_ == "skip")->items) keys.insert(it.key);
       exact = static_cast<double>(keys.size());
     }
     auto* merge = dynamic_cast<HllMerge*>(cluster.final_operator(t.first_worker(t.stage_index("sink"))));

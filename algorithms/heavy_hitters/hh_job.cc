@@ -58,12 +58,13 @@ class HeavyHittersJob final : public Job {
     std::int64_t file_max_weight = 1;
     double file_total = 0;
     if (!input_.empty()) {
-      std::vector<Item> all;
+      std::shared_ptr<const FileItems> loaded;
       try {
-        all = FileSource::read_all(input_, on_error_ == "skip");
+        loaded = FileSource::load(input_, on_error_ == "skip");
       } catch (const InputError& e) {
         throw InputError(std::string("hh.input: ") + e.what());
       }
+      const auto& all = loaded->items;
       if (all.empty()) throw InputError("hh.input: no items in '" + input_ + "'");
       items_ = all.size();
       for (const auto& it : all) {
@@ -157,7 +158,7 @@ class HeavyHittersJob final : public Job {
     if (input_.empty()) {
       exact = exact_weights(source_params_);
     } else {
-      for (const auto& it : FileSource::read_all(input_, on_error_ == "skip")) exact[it.key] += it.value;
+      for (const auto& it : FileSource::load(input_, on_error_ == "skip")->items) exact[it.key] += it.value;
     }
     const int sink = t.first_worker(t.stage_index("sink"));
     auto* merge = dynamic_cast<HeavyHitterMerge*>(cluster.final_operator(sink));
