@@ -12,18 +12,11 @@ Derived here: restart = recovery - detect - restore (fork/exec, job setup, the h
 reconnect = first_item - recovery - replay (the controller's broadcast, upstream rewinding and resending, the
 restarted worker's synchronous backup of its compensated state, its first item)."""
 import csv
-import os
 import statistics
 import sys
 from collections import defaultdict
 
-
-def shown(path):
-    """A path as the table names it: relative to the repository when inside it (the scripts pass absolute paths), as
-    given otherwise."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    full = os.path.abspath(path)
-    return os.path.relpath(full, repo) if full.startswith(repo + os.sep) else path
+from repo_paths import shown  # experiments/repo_paths.py, beside this script
 
 
 def pct(vals, p):

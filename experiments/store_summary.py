@@ -7,21 +7,14 @@ Rates: "written" is a run's backup bytes over its whole time; "sustained" the me
 server's RocksDB directory holds on disk (SST files, write-ahead log, info logs), sampled every second."""
 import csv
 import json
-import os
 import statistics
 import sys
 from collections import defaultdict
 
+from repo_paths import shown  # experiments/repo_paths.py, beside this script
+
 med = lambda v: statistics.median(v) if v else float("nan")
 num = lambda v: "-" if v != v else f"{v:.0f}"
-
-
-def shown(path):
-    """A path as the table names it: relative to the repository when inside it (the scripts pass absolute paths), as
-    given otherwise."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    full = os.path.abspath(path)
-    return os.path.relpath(full, repo) if full.startswith(repo + os.sep) else path
 
 
 def per_second_rates(samples):

@@ -10,18 +10,11 @@ the ratios is reported, which is robust to a noisy shared machine. From a plain 
 (with Theta, L and Gamma for approx) and "vs none" is the ratio of the medians. Precision, recall and ARE are the
 heavy-hitter jobs' scores ("-" where a job has none)."""
 import csv
-import os
 import statistics
 import sys
 from collections import defaultdict
 
-
-def shown(path):
-    """A path as the table names it: relative to the repository when inside it (the scripts pass absolute paths), as
-    given otherwise."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    full = os.path.abspath(path)
-    return os.path.relpath(full, repo) if full.startswith(repo + os.sep) else path
+from repo_paths import shown  # experiments/repo_paths.py, beside this script
 
 
 def config_of(r):

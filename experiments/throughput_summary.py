@@ -7,18 +7,11 @@ same mode on the in-process runtime. Where the rows carry cpu_s (the run's CPU s
 worker processes; since the fourteenth session), "CPU vs none" is the median of the per-round ratios of CPU time to
 none's on the same runtime: what a mode costs in work, steadier than wall time on a shared machine."""
 import csv
-import os
 import statistics
 import sys
 from collections import defaultdict
 
-
-def shown(path):
-    """A path as the table names it: relative to the repository when inside it (the scripts pass absolute paths), as
-    given otherwise."""
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    full = os.path.abspath(path)
-    return os.path.relpath(full, repo) if full.startswith(repo + os.sep) else path
+from repo_paths import shown  # experiments/repo_paths.py, beside this script
 
 
 def main(path):
