@@ -29,7 +29,7 @@ namespace {
 constexpr double kDenseTolerance = 0.2;
 constexpr double kSparseTolerance = 0.025;
 
-class LearnJob final : public Job {
+class LearnJob final : public TrainingDataJob {
  public:
   std::string name() const override { return "learn"; }
   std::string description() const override {
@@ -186,14 +186,9 @@ class LearnJob final : public Job {
             "trace_points",     "converged_items",      "converged_seconds", "tolerance",    "skipped_lines"};
   }
 
-  bool writes_input() const override { return true; }
-  void check_input(const po::variables_map& vm, const std::string& format) override {
-    (void)training_data_format(vm, format);  // (first: data in a file is refused before the job reads it)
-    check_options(vm);
-  }
   WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
                            const std::string& path, const GenProgress& progress) override {
-    auto w = write_training_data(vm, format, out, path, progress);
+    auto w = TrainingDataJob::write_input(vm, format, out, path, progress);
     // Dense data written as libsvm reads back as sparse data, whose default tolerance differs: keep the data's.
     if (vm["learn.tolerance"].as<double>() == 0 && w.format == "libsvm" &&
         !training_data_from(vm).data->info().sparse) {

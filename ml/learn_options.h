@@ -60,6 +60,21 @@ TextFormat training_data_format(const boost::program_options::variables_map& vm,
 WrittenInput write_training_data(const boost::program_options::variables_map& vm, const std::string& format,
                                  std::ostream& out, const std::string& path, const GenProgress& progress);
 
+// The learn and ps jobs' part of `afstream gen` (Job::check_input, Job::write_input): their generated dataset, through
+// training_data_format and write_training_data.
+class TrainingDataJob : public Job {
+ public:
+  bool writes_input() const override { return true; }
+  void check_input(const boost::program_options::variables_map& vm, const std::string& format) override {
+    (void)training_data_format(vm, format);  // (first: data in a file is refused before the job reads it)
+    check_options(vm);
+  }
+  WrittenInput write_input(const boost::program_options::variables_map& vm, const std::string& format,
+                           std::ostream& out, const std::string& path, const GenProgress& progress) override {
+    return write_training_data(vm, format, out, path, progress);
+  }
+};
+
 // When lines were skipped (learn.on-error skip): writes how many and the first one's message ("file:line: what")
 // to path (skipped.txt in a run directory), so that nothing is dropped without a trace. Nothing otherwise.
 void write_skipped(const std::string& path, const ReadStats& read);

@@ -21,7 +21,7 @@ namespace po = boost::program_options;
 
 namespace {
 
-class PsJob final : public Job {
+class PsJob final : public TrainingDataJob {
  public:
   std::string name() const override { return "ps"; }
   std::string description() const override {
@@ -153,16 +153,6 @@ class PsJob final : public Job {
     return {"progressive_loss", "progressive_accuracy", "holdout_accuracy", "holdout_loss",
             "l1_to_true",       "staleness_bound",      "max_staleness",    "server_max_gap",
             "worker_clocks",    "server_steps_max",     "skipped_lines"};
-  }
-
-  bool writes_input() const override { return true; }
-  void check_input(const po::variables_map& vm, const std::string& format) override {
-    (void)training_data_format(vm, format);  // (first: data in a file is refused before the job reads it)
-    check_options(vm);
-  }
-  WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
-                           const std::string& path, const GenProgress& progress) override {
-    return write_training_data(vm, format, out, path, progress);
   }
 
  private:
