@@ -1,7 +1,9 @@
-// The line matcher: substring search over a whole text with memmem, or std::regex per line.
+// The line matcher: substring search over a whole text with memmem, or RE2 per line.
 #include "algorithms/text/matcher.h"
 
 #include <string.h>
+
+#include <re2/re2.h>
 
 #include <cstring>
 
@@ -15,17 +17,21 @@ LineMatcher::LineMatcher(std::string pattern, Kind kind) : pattern_(std::move(pa
     throw ConfigError("grep.pattern: a pattern holding a newline matches no line (lines are split at '\\n')");
   }
   if (kind_ == Kind::Regex) {
-    try {
-      regex_ = std::make_shared<const std::regex>(pattern_, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error& e) {
-      throw ConfigError("grep.pattern: '" + pattern_ + "' is not a valid regular expression (ECMAScript): " + e.what());
+    RE2::Options options;
+    options.set_encoding(RE2::Options::EncodingLatin1);  // bytes, as the text is (any encoding, or none)
+    options.set_log_errors(false);
+    auto re = std::make_shared<const RE2>(pattern_, options);
+    if (!re->ok()) {
+      throw ConfigError("grep.pattern: '" + pattern_ + "' is not a valid regular expression (RE2 syntax): " +
+                        re->error());
     }
+    regex_ = std::move(re);
   }
 }
 
 bool LineMatcher::matches(std::string_view line) const {
   if (kind_ == Kind::Substring) return find(line, 0) != std::string_view::npos;
-  return std::regex_search(line.begin(), line.end(), *regex_);
+  return RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), *regex_);
 }
 
 std::size_t LineMatcher::count_matches(std::string_view text) const {

@@ -5,16 +5,21 @@
 //   - substring (the default): the lines containing the pattern's bytes. The whole text is searched at once
 //     (memmem, a vectorized two-way search in glibc), and only a hit's line is located, so the cost is that of one
 //     pass over the bytes, not one search per line.
-//   - regex: std::regex (ECMAScript grammar), searched in each line (std::regex_search). Correct but slow; Debian
-//     has faster engines (RE2, PCRE2 with its JIT) that would be a new build dependency (algorithms/text/README.md).
+//   - regex: RE2's syntax (PCRE's and ECMAScript's, less backreferences and lookaround), searched in each line, byte
+//     by byte (Latin-1: '.' is one byte, as std::regex on char had it). RE2 takes time linear in the line and no
+//     stack: std::regex, used before, recursed once per character and overflowed the worker's stack on lines of
+//     about 40 KB ('.*z'), a crash that a restarted worker met again on the same chunk.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <regex>
 #include <string>
 #include <string_view>
+
+namespace re2 {
+class RE2;
+}
 
 namespace afs::text {
 
@@ -23,7 +28,7 @@ class LineMatcher {
   enum class Kind { Substring, Regex };
 
   // Throws ConfigError naming grep.pattern for an empty pattern, one that holds '\n' (no line can contain it), or
-  // a regex that does not compile (with std::regex's reason).
+  // a regex that does not compile (with RE2's reason).
   LineMatcher(std::string pattern, Kind kind);
 
   // Whether one line (no '\n' in it) matches.
@@ -68,7 +73,7 @@ class LineMatcher {
 
   std::string pattern_;
   Kind kind_;
-  std::shared_ptr<const std::regex> regex_;  // Kind::Regex only (shared: a matcher is cheap to copy)
+  std::shared_ptr<const re2::RE2> regex_;  // Kind::Regex only (shared: a matcher is cheap to copy)
 };
 
 // "substring" or "regex" as a Kind; ConfigError otherwise.

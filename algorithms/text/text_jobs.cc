@@ -242,8 +242,10 @@ class GrepJob final : public TextJob {
 
   void add_own_options(po::options_description& o) const override {
     o.add_options()("grep.pattern", po::value<std::string>()->default_value("the"),
-                    "the lines containing this (a plain substring, or with grep.regex an ECMAScript regex)")(
-        "grep.regex", po::bool_switch(), "the pattern is a regular expression (std::regex, per line; slower)");
+                    "the lines containing this (a plain substring, or with grep.regex a regular expression in RE2's syntax)")(
+        "grep.regex", po::bool_switch(),
+        "the pattern is a regular expression (RE2: PCRE's syntax less backreferences and lookaround; per line, "
+        "byte by byte)");
   }
 
   Topology topology(const po::variables_map& vm, const RunConfig&) override {

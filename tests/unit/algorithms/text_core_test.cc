@@ -130,6 +130,21 @@ TEST(TextMatcher, RegexAndEdgeLines) {
   EXPECT_EQ(sub.count_matches(""), 0u);
 }
 
+// Long lines: std::regex recursed once per character and overflowed the stack on a line of about 40 KB ('.*z');
+// the matcher now takes time linear in the line and no stack. Bytes are matched as bytes (Latin-1): '.' is one byte
+// of a UTF-8 character or of invalid UTF-8 alike.
+TEST(TextMatcher, RegexOnLongLinesAndAnyBytes) {
+  const std::string line(4 << 20, 'x');
+  EXPECT_FALSE(LineMatcher(".*z", LineMatcher::Kind::Regex).matches(line));
+  EXPECT_TRUE(LineMatcher(".*x$", LineMatcher::Kind::Regex).matches(line));
+  EXPECT_TRUE(LineMatcher("x+y", LineMatcher::Kind::Regex).matches(line + "y"));
+  EXPECT_EQ(LineMatcher("[a-z]+ing", LineMatcher::Kind::Regex).count_matches(line + "ing\n" + line + "\nsing"), 2u);
+  EXPECT_TRUE(LineMatcher("^..$", LineMatcher::Kind::Regex).matches("\xc3\xbc"));  // u-umlaut in UTF-8: two bytes
+  EXPECT_TRUE(LineMatcher("a.b", LineMatcher::Kind::Regex).matches("a\xff" "b"));  // invalid UTF-8
+  EXPECT_TRUE(LineMatcher("\xc3\xbc", LineMatcher::Kind::Regex).matches("gr\xc3\xbcn"));
+  EXPECT_TRUE(LineMatcher("\\d{3}", LineMatcher::Kind::Regex).matches("id 042"));
+}
+
 TEST(TextMatcher, BadPatternsAreConfigErrors) {
   EXPECT_THROW(LineMatcher("", LineMatcher::Kind::Substring), ConfigError);
   EXPECT_THROW(LineMatcher("a\nb", LineMatcher::Kind::Substring), ConfigError);
