@@ -91,6 +91,11 @@ struct ProcessCluster::Impl {
     std::vector<std::uint8_t> final_state;
     std::string data_endpoint, ack_endpoint;  // as the current incarnation announced them in its hello
     std::string curve_key;                    // CURVE: the key its sockets serve with, as announced
+    // Crashes (a signal of a program fault: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) of incarnations that lived less
+    // than kCrashLoopLife, in a row, and the last one's signal: a restart that meets the same input crashes again.
+    int quick_crashes = 0;
+    int crash_signal = 0;
+    Clock::time_point started_at;
     // Remote workers (started by hand, registering): whether a process holds the current incarnation, which
     // registration (routing id; empty if it came with --job and said hello) it was given to, and since when the
     // next one has been awaited.
@@ -198,6 +203,29 @@ struct ProcessCluster::Impl {
     s.pid = pid;
     s.up = false;
     s.last_report = Clock::now();
+    s.started_at = s.last_report;
+  }
+
+  // A worker that crashed (not killed by the plan) kCrashLoopCount times in a row, each incarnation within
+  // kCrashLoopLife of its start, by the same program-fault signal, is not restarted again: the run ends with an
+  // error naming it. Restarting it met the same input and crashed again without end (a grep worker's stack overflow
+  // on a long line: 3,365 failures in 60 s). Other deaths (SIGKILL: the plan's, the OOM killer's, a user's) are
+  // failures to recover from as always.
+  static constexpr int kCrashLoopCount = 5;
+  static constexpr auto kCrashLoopLife = std::chrono::seconds(30);
+  void note_death(int w, int status) {
+    auto& s = workers[static_cast<std::size_t>(w)];
+    const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    const bool fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGABRT;
+    if (!fault || Clock::now() - s.started_at >= kCrashLoopLife || sig != s.crash_signal) s.quick_crashes = 0;
+    s.crash_signal = fault ? sig : 0;
+    if (!fault) return;
+    if (++s.quick_crashes >= kCrashLoopCount) {
+      throw RuntimeError("controller: worker " + std::to_string(w) + " crashed " + std::to_string(s.quick_crashes) +
+                         " times in a row (" + ::strsignal(sig) + ", signal " + std::to_string(sig) +
+                         "), each time soon after its restart: a restart meets the same input and crashes again, so "
+                         "the run stops here");
+    }
   }
 
   // Some worker is started here, and every one of them is up (has said hello: its state restored, the job
@@ -845,6 +873,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           throw RuntimeError("controller: worker " + std::to_string(w) + " stopped with exit status " +
                              std::to_string(WEXITSTATUS(status)) + " (its error is in the log above)");
         } else {
+          im.note_death(w, status);  // RuntimeError once it keeps crashing
           im.fail(w, im.input_items(), false, result);
           changed = true;
         }

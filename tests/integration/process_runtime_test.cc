@@ -480,6 +480,29 @@ TEST(ProcessRuntime, WorkerKilledFromOutsideIsDetectedAndRestarted) {
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 
+// A worker that keeps crashing (a program fault's signal, soon after each restart) is not restarted without end: the
+// fifth crash in a row ends the run with an error naming the worker and the signal. (A grep worker's stack overflow
+// on a long line crashed it again at every restart: 3,365 failures in 60 s.) Each incarnation of worker 1 gets a
+// SIGSEGV from outside; restarts are started anew (no fork server), so that each carries its epoch on its command line.
+TEST(ProcessRuntime, AWorkerThatKeepsCrashingEndsTheRun) {
+  TempDir t;
+  const std::string args =
+      "--job heavy-hitters --items 200000000 --hh.keys 20000 --seed 5 --quiet --runtime processes "
+      "--process.fork-server=false --out " +
+      (t.path() / "out").string();
+  std::vector<std::string> incarnations;
+  for (int epoch = 1; epoch <= 5; ++epoch) {
+    incarnations.push_back("--worker.id 1 --worker.epoch " + std::to_string(epoch) + " ");
+  }
+  const auto r = run_and_kill(args, incarnations, std::chrono::milliseconds(100), t.path() / "run.log", "SEGV");
+  const auto log = slurp(t.path() / "run.log");
+  ASSERT_TRUE(r.killed) << log;
+  EXPECT_EQ(r.status, 2) << log;
+  EXPECT_NE(log.find("controller: worker 1 crashed 5 times in a row (Segmentation fault, signal 11)"),
+            std::string::npos)
+      << log;
+}
+
 // Kills the backup server (RocksDB store) in the middle of the run, then a worker: the controller restarts the
 // server on its directory (the workers' calls retry until it is back), the worker recovers from the restarted
 // server's backups, and the job completes with its accuracy.
