@@ -78,6 +78,16 @@ TrainingData training_data_from(const po::variables_map& vm) {
                  .set("optimizer", vm["learn.optimizer"].as<std::string>())
                  .set("eta0", eta0)
                  .set("l2", l2);
+  // A file named for data that is generated: the user meant to train on the file (it was silently ignored). By
+  // value, not by whether the option was given: a run's config.ini gives every option, defaults included.
+  if (data != "file") {
+    for (const char* option : {"learn.file", "learn.labels-file"}) {
+      if (!vm[option].as<std::string>().empty()) {
+        throw ConfigError(std::string(option) + ": names a data file, but learn.data is '" + data +
+                          "' (generated data): give --learn.data file to train on the file");
+      }
+    }
+  }
   if (data == "file") {
     t.params.set("file", vm["learn.file"].as<std::string>())
         .set("format", vm["learn.format"].as<std::string>())

@@ -210,6 +210,13 @@ ReadResult parse_libsvm(std::istream& in, const std::string& name, const LibsvmO
     max_index = std::max(max_index, line_max);
     return true;
   });
+  // Raw indices make a weight per index up to the largest: one index of 1e8 asked for about 9 GB of weights.
+  if (opts.hash_bits == 0 && max_index > kMaxRawLibsvmIndex) {
+    throw ConfigError("hash-bits: " + name + " has feature index " + std::to_string(max_index) +
+                      ", and its indices taken as they are would make as many weights (at most 2^24 = " +
+                      std::to_string(kMaxRawLibsvmIndex) +
+                      " are); hash them into 2^b weights with hash bits b, e.g. 24");
+  }
   const std::size_t nf = opts.hash_bits > 0 ? (std::size_t{1} << opts.hash_bits) : max_index;
   DatasetInfo info{nf, true, opts.labels, classes_of(examples, opts.labels)};
   return {InMemoryDataset(info, std::move(examples)), st};
@@ -317,7 +324,10 @@ ReadResult read_idx(const std::filesystem::path& images, const std::filesystem::
   }
   const std::uint64_t n = be32(img, 4), rows = be32(img, 8), cols = be32(img, 12);
   if (rows == 0 || cols == 0) throw InputError(in + ": image dimensions must be positive");
-  if (img.size() != 16 + n * rows * cols) {
+  // rows * cols < 2^64 (two 32-bit factors); n * rows * cols may not be: compared by division, so that a header
+  // promising more than 2^64 bytes is not taken for one promising their remainder.
+  const std::uint64_t pixels = img.size() - 16, per_image = rows * cols;
+  if (pixels % per_image != 0 || pixels / per_image != n) {
     throw InputError(in + ": holds " + std::to_string(img.size() - 16) + " pixel bytes, the header promises " +
                      std::to_string(n) + " x " + std::to_string(rows) + " x " + std::to_string(cols));
   }

@@ -42,8 +42,12 @@ ReadResult read_csv(const std::filesystem::path& path, const CsvOptions& opts = 
 ReadResult parse_csv(std::istream& in, const std::string& name, const CsvOptions& opts = {});
 
 // LIBSVM: "label index:value index:value ..." with 1-based, strictly increasing indices (feature index i becomes
-// sparse index i - 1; num_features is the largest index seen, or hash_bits hashing when > 0). '#' starts a comment.
+// sparse index i - 1; num_features is the largest index seen, at most kMaxRawLibsvmIndex, or hash_bits hashing when
+// > 0). '#' starts a comment.
 // Malformed: a bad label, a token without ':', a bad index (not a positive integer, not increasing), a bad value.
+// The largest raw LIBSVM feature index (hash_bits 0): a weight per index up to it. A larger one is a ConfigError that
+// asks for hashing (hash_bits).
+inline constexpr std::uint64_t kMaxRawLibsvmIndex = std::uint64_t{1} << 24;
 struct LibsvmOptions {
   LabelKind labels = LabelKind::kBinary;
   int hash_bits = 0;  // 0 = raw indices; 1..32 = hash index i into 2^hash_bits slots (hash_index, seed 0)

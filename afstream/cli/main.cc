@@ -931,6 +931,10 @@ int main(int argc, char** argv) {
     if (cmd == "gen") return cmd_gen(argc - 1, argv + 1);
     throw ConfigError("unknown command '" + cmd +
                       "' (expected run, controller, worker, list, gen, backup-server or keygen)");
+  } catch (const std::bad_alloc&) {
+    std::cerr << "afstream: error: out of memory (std::bad_alloc): the job asked for more memory than this process "
+                 "may have; large models (learn.hash-bits), sketches (hh.width x hh.depth) or input files need it\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "afstream: error: " << e.what() << "\n";
     return 2;

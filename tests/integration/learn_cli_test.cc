@@ -231,7 +231,9 @@ TEST(LearnCli, BadOptionsNameTheOption) {
        {std::pair{"--learn.task cubic", "learn.task"}, std::pair{"--learn.optimizer momentum", "learn.optimizer"},
         std::pair{"--learn.eta0 -1", "learn.eta0"}, std::pair{"--learn.clip 0", "learn.clip"},
         std::pair{"--learn.data file", "learn.file"}, std::pair{"--learn.data mnist", "learn.data"},
-        std::pair{"--learn.task softmax", "learn.task"}, std::pair{"--learn.parallelism 0", "learn.parallelism"}}) {
+        std::pair{"--learn.task softmax", "learn.task"}, std::pair{"--learn.parallelism 0", "learn.parallelism"},
+        // A data file without --learn.data file was ignored, and the job trained on generated data.
+        std::pair{"--learn.file data.csv", "learn.file: names a data file, but learn.data is 'higgs'"}}) {
     const auto r = run("run --job learn --items 1000 --quiet " + std::string(args), scratch.path());
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.err.find(name), std::string::npos) << args << ": " << r.err;

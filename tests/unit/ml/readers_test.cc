@@ -108,6 +108,21 @@ TEST_F(Readers, LibsvmNamesEveryMalformedLine) {
   EXPECT_EQ(r.stats.skipped, 2u);
 }
 
+// Raw indices make a weight per index up to the largest: one beyond 2^24 asks for hashing instead of gigabytes.
+TEST_F(Readers, LibsvmRawIndicesHaveACeiling) {
+  const auto big = write("big.svm", "+1 1:0.5 100000000:1\n");
+  try {
+    read_libsvm(big);
+    FAIL() << "no error for an index of 1e8 taken as it is";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("hash-bits: " + big.string() + " has feature index 100000000"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(read_libsvm(big, {.hash_bits = 20}).data.info().num_features, std::size_t{1} << 20);
+  EXPECT_EQ(read_libsvm(write("edge.svm", "+1 16777216:1\n")).data.info().num_features, kMaxRawLibsvmIndex);
+}
+
 TEST_F(Readers, VwHashesNamespacesAndFeatures) {
   const auto p = write("a.vw", "1 |a x:2 y |b z\n-1 2.0 'tag| w\n\n0 |c:0.5 q:4\n");
   const ReadResult r = read_vw(p, {.bits = 18});
@@ -190,6 +205,10 @@ TEST_F(Readers, IdxRejectsBadFilesNamingThem) {
   const auto cut = write("cut", bytes.substr(0, bytes.size() - 1));
   expect_error(cut, dir_.path() / "lab", "pixel bytes");
   expect_error(write("short", "abc"), dir_.path() / "lab", "too short");
+  // A header whose n x rows x cols is 2^64 (2^22 x 2^21 x 2^21) wrapped to 0 and passed for an empty file's.
+  const std::string huge{'\0', '\0',   '\x08', '\x03', '\0', '\x40', '\0', '\0',
+                         '\0', '\x20', '\0',   '\0',   '\0', '\x20', '\0', '\0'};
+  expect_error(write("huge", huge), dir_.path() / "lab", "holds 0 pixel bytes, the header promises 4194304 x 2097152");
   expect_error(dir_.path() / "none", dir_.path() / "lab", "cannot open");
   EXPECT_NO_THROW(read_idx(dir_.path() / "img", dir_.path() / "lab"));
 }
