@@ -67,7 +67,9 @@ Corpus Corpus::list(const std::string& dir) {
     if (!e.is_regular_file(fe)) continue;  // directories are descended into; links to them, devices, fifos skipped
     const auto size = e.file_size(fe);
     if (fe) throw InputError("text corpus: cannot stat '" + e.path().string() + "': " + fe.message());
-    c.files_.push_back({fs::relative(e.path(), dir).generic_string(), size});
+    // Lexically: fs::relative resolves symbolic links, and a link to a file was listed under its target's path
+    // ("real.txt" for "alias.txt", "../c1/a.txt" for a link out of the directory).
+    c.files_.push_back({e.path().lexically_relative(c.dir_).generic_string(), size});
   }
   if (ec) throw InputError("text corpus: cannot list '" + dir + "': " + ec.message());
   std::sort(c.files_.begin(), c.files_.end(), [](const auto& a, const auto& b) { return a.path < b.path; });

@@ -140,7 +140,9 @@ TEST(TextMatcher, RegexOnLongLinesAndAnyBytes) {
   EXPECT_TRUE(LineMatcher("x+y", LineMatcher::Kind::Regex).matches(line + "y"));
   EXPECT_EQ(LineMatcher("[a-z]+ing", LineMatcher::Kind::Regex).count_matches(line + "ing\n" + line + "\nsing"), 2u);
   EXPECT_TRUE(LineMatcher("^..$", LineMatcher::Kind::Regex).matches("\xc3\xbc"));  // u-umlaut in UTF-8: two bytes
-  EXPECT_TRUE(LineMatcher("a.b", LineMatcher::Kind::Regex).matches("a\xff" "b"));  // invalid UTF-8
+  EXPECT_TRUE(LineMatcher("a.b", LineMatcher::Kind::Regex)
+                  .matches("a\xff"
+                           "b"));  // invalid UTF-8
   EXPECT_TRUE(LineMatcher("\xc3\xbc", LineMatcher::Kind::Regex).matches("gr\xc3\xbcn"));
   EXPECT_TRUE(LineMatcher("\\d{3}", LineMatcher::Kind::Regex).matches("id 042"));
 }
@@ -170,6 +172,24 @@ TEST(TextCorpus, ListsRegularFilesRecursivelyInPathOrder) {
   EXPECT_EQ(c.files()[2].path, "a/z.txt");
   EXPECT_EQ(c.files()[3].path, "b.txt");
   EXPECT_EQ(c.total_bytes(), 14u);
+}
+
+// A symbolic link to a file is listed under its own path, not its target's; links to directories are not followed.
+TEST(TextCorpus, LinksToFilesAreListedUnderTheirOwnPaths) {
+  TempDir d, outside;
+  write(d.path() / "real.txt", "one\n");
+  write(outside.path() / "far.txt", "two\n");
+  std::filesystem::create_directories(d.path() / "sub");
+  std::filesystem::create_symlink("real.txt", d.path() / "alias.txt");
+  std::filesystem::create_symlink("../real.txt", d.path() / "sub" / "alias2.txt");
+  std::filesystem::create_symlink(outside.path() / "far.txt", d.path() / "abs.txt");
+  std::filesystem::create_directory_symlink(outside.path(), d.path() / "linked-dir");
+  for (const std::string& dir : {d.str(), d.str() + "/"}) {
+    const auto c = Corpus::list(dir);
+    std::vector<std::string> paths;
+    for (const auto& f : c.files()) paths.push_back(f.path);
+    EXPECT_EQ(paths, (std::vector<std::string>{"abs.txt", "alias.txt", "real.txt", "sub/alias2.txt"})) << dir;
+  }
 }
 
 // Every byte of every file is in exactly one chunk, chunks are in order, each ends at '\n' or at its file's end,
