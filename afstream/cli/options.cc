@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 
@@ -17,6 +18,11 @@
 namespace po = boost::program_options;
 
 namespace afs::cli {
+
+namespace {
+// How config.ini notes a value a job file cannot hold; parse_run refuses such a file unless the command line gives it.
+constexpr const char* kUnheldNote = "(give it on the command line: a job file cannot hold it)";
+}  // namespace
 
 namespace {
 // Primary name -> alias (the paper's letters). Declared once here; both spellings are accepted.
@@ -387,7 +393,23 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       const auto path = vm["config"].as<std::string>();
       std::ifstream f(path);
       if (!f) throw InputError("config: cannot read job file '" + path + "'");
-      auto parsed = po::parse_config_file(f, desc);
+      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      // A value a job file cannot hold, which a run's config.ini notes in a comment (kUnheldNote, effective_config):
+      // the command line must give it, or the repeat would run on the option's default without a word (a corpus
+      // directory with '#' in its name became the synthetic corpus).
+      {
+        std::istringstream lines(text);
+        for (std::string line; std::getline(lines, line);) {
+          if (line.rfind("# ", 0) != 0 || line.find(kUnheldNote) == std::string::npos) continue;
+          const std::string key = line.substr(2, line.find(" = ") - 2);
+          if (!vm.count(key) || vm[key].defaulted()) {
+            throw ConfigError("config: '" + path + "' could not hold " + key +
+                              "'s value (it has a '#' or spaces at an end): give --" + key + " on the command line");
+          }
+        }
+      }
+      std::istringstream in(text);
+      auto parsed = po::parse_config_file(in, desc);
       // The command line wins: over the file's other spelling of the same threshold (a run's config.ini has the
       // primary name; `--ft.theta 5` on the command line then replaces it instead of conflicting with it), and
       // over a list's entries in the file (`--fail.domain` replaces the file's domains instead of adding to them).
@@ -804,7 +826,7 @@ std::string effective_config(const po::variables_map& vm) {
       if (keeps) {
         s << k << " = " << t << '\n';
       } else {
-        s << "# " << k << " = '" << t << "' (give it on the command line: a job file cannot hold it)\n";
+        s << "# " << k << " = '" << t << "' " << kUnheldNote << "\n";
       }
     }
   }

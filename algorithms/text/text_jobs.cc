@@ -34,8 +34,9 @@ class TextJob : public Job {
         "text.chunk-bytes", po::value<std::uint64_t>()->default_value(16384),
         "chunk size: a chunk ends at the first line end from here on (1 .. 2^30)")(
         "text.max-line", po::value<std::uint64_t>()->default_value(1 << 20),
-        "longest line accepted, in bytes; a longer one is an input error (1 .. 2^30)")(
-        "text.parallelism", po::value<int>()->default_value(2), "parallel readers (tokenizers / matchers)")(
+        "how far, in bytes, the line crossing a chunk's end may run on; one longer (a file without line ends: a "
+        "binary one?) is an input error (1 .. 2^30)")("text.parallelism", po::value<int>()->default_value(2),
+                                                      "parallel readers (tokenizers / matchers)")(
         "text.synthetic-bytes", po::value<std::uint64_t>()->default_value(8'000'000),
         "size of the synthetic corpus (without text.dir)")("text.synthetic-files",
                                                            po::value<std::uint64_t>()->default_value(8),
@@ -241,8 +242,9 @@ class GrepJob final : public TextJob {
   }
 
   void add_own_options(po::options_description& o) const override {
-    o.add_options()("grep.pattern", po::value<std::string>()->default_value("the"),
-                    "the lines containing this (a plain substring, or with grep.regex a regular expression in RE2's syntax)")(
+    o.add_options()(
+        "grep.pattern", po::value<std::string>()->default_value("the"),
+        "the lines containing this (a plain substring, or with grep.regex a regular expression in RE2's syntax)")(
         "grep.regex", po::bool_switch(),
         "the pattern is a regular expression (RE2: PCRE's syntax less backreferences and lookaround; per line, "
         "byte by byte)");

@@ -205,6 +205,25 @@ TEST(Cli, ARunsConfigFileRepeatsIt) {
   r = run("run --config " + (d.path() / "bad.ini").string());
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("unknown job 'no-such-job'"), std::string::npos) << r.err;
+
+  // A value the file cannot hold (a corpus directory named with '#'): the repeat asks for it instead of running
+  // on the option's default (the synthetic corpus) without a word, and runs the same with it.
+  const fs::path corpus = d.path() / "c#1";
+  fs::create_directories(corpus);
+  std::ofstream(corpus / "a.txt") << "the end\nno\n";
+  r = run("run --job grep --runtime threads --quiet --text.dir '" + corpus.string() + "' --out " +
+          (d.path() / "g1").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string g1 = (d.path() / "g1" / "config.ini").string();
+  r = run("run --config " + g1 + " --out " + (d.path() / "g2").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("could not hold text.dir's value (it has a '#' or spaces at an end): give --text.dir"),
+            std::string::npos)
+      << r.err;
+  r = run("run --config " + g1 + " --text.dir '" + corpus.string() + "' --out " + (d.path() / "g3").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read(d.path() / "g3" / "grep.txt"), read(d.path() / "g1" / "grep.txt"));
+  EXPECT_EQ(read(d.path() / "g1" / "grep.txt"), "a.txt:1:the end\n");
 }
 
 TEST(Cli, MalformedInputLineIsNamedOrSkipped) {
