@@ -83,6 +83,23 @@ void store_checked(po::parsed_options&& parsed, po::variables_map& vm) {
   }
   po::store(parsed, vm);
 }
+
+// The command line's options, after a check that every word is an option or an option's value: Boost took a stray
+// word (`afstream run stray --job grep`) for an option of no name, "ambiguous" among all of them, and listed them.
+po::parsed_options parse_command_line(int argc, const char* const* argv, const po::options_description& desc) {
+  po::options_description with_strays;
+  with_strays.add(desc).add_options()("afs-stray-argument", po::value<std::vector<std::string>>());
+  po::positional_options_description strays;
+  strays.add("afs-stray-argument", -1);
+  auto parsed = po::command_line_parser(argc, argv).options(with_strays).positional(strays).run();
+  for (const auto& o : parsed.options) {
+    if (o.string_key == "afs-stray-argument") {
+      throw ConfigError("unexpected argument '" + (o.value.empty() ? std::string() : o.value.front()) +
+                        "': options are written --name value (or --name=value); --help lists them");
+    }
+  }
+  return po::command_line_parser(argc, argv).options(desc).run();
+}
 }  // namespace
 
 po::options_description curve_options() {
@@ -388,7 +405,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
     desc.add(jo);
   }
   try {
-    store_checked(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    store_checked(parse_command_line(argc, argv, desc), vm);
     if (vm.count("config")) {
       const auto path = vm["config"].as<std::string>();
       std::ifstream f(path);
@@ -578,7 +595,7 @@ po::options_description backup_server_options() {
 BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::variables_map& vm) {
   const auto desc = backup_server_options();
   try {
-    store_checked(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    store_checked(parse_command_line(argc, argv, desc), vm);
     if (vm.count("config")) {
       const auto path = vm["config"].as<std::string>();
       std::ifstream f(path);
@@ -633,7 +650,7 @@ po::options_description keygen_options() {
 
 KeygenArgs parse_keygen(int argc, const char* const* argv, po::variables_map& vm) {
   try {
-    store_checked(po::command_line_parser(argc, argv).options(keygen_options()).run(), vm);
+    store_checked(parse_command_line(argc, argv, keygen_options()), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw ConfigError(e.what());
@@ -714,7 +731,7 @@ RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv
   desc.add(curve_options());
   po::variables_map vm;
   try {
-    store_checked(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    store_checked(parse_command_line(argc, argv, desc), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw ConfigError(std::string(e.what()) +

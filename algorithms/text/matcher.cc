@@ -1,9 +1,8 @@
 // The line matcher: substring search over a whole text with memmem, or RE2 per line.
 #include "algorithms/text/matcher.h"
 
-#include <string.h>
-
 #include <re2/re2.h>
+#include <string.h>
 
 #include <cstring>
 
@@ -22,8 +21,8 @@ LineMatcher::LineMatcher(std::string pattern, Kind kind) : pattern_(std::move(pa
     options.set_log_errors(false);
     auto re = std::make_shared<const RE2>(pattern_, options);
     if (!re->ok()) {
-      throw ConfigError("grep.pattern: '" + pattern_ + "' is not a valid regular expression (RE2 syntax): " +
-                        re->error());
+      throw ConfigError("grep.pattern: '" + pattern_ +
+                        "' is not a valid regular expression (RE2 syntax): " + re->error());
     }
     regex_ = std::move(re);
   }

@@ -57,7 +57,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 24> cases{{
+  const std::array<Case, 25> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -78,6 +78,8 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
       // The Zipf options, checked before the workers start (a worker process stopped on them, and the run's one line
       // was "worker 0 stopped with exit status 2").
       {"run --job heavy-hitters --hh.keys 0", "hh.keys: expected a key count in [1, 4294967295], got 0"},
+      // A stray word was "ambiguous" among every option, all of them listed.
+      {"run stray --job heavy-hitters", "unexpected argument 'stray': options are written --name value"},
       {"run --job distinct --ft.theta 8 --distinct.skew nan", "distinct.skew: expected a finite skew >= 0, got nan"},
       {"run --job copy --copy.sink count --copy.skew -2", "copy.skew: expected a finite skew >= 0, got -2"},
       {"run --job heavy-hitters --seed=-1", "seed: expected a whole number"},
