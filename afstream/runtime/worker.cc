@@ -775,6 +775,11 @@ void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uin
       o.acked = std::max(o.acked, held);
       o.sent = std::max(o.sent, held);
       drop_acknowledged(o, held);
+      // An end of stream numbered before the answer (finish() ran during the replay) follows the outputs: left at
+      // its old number, it counted as acknowledged by the raised `acked` and was never sent, this worker finished
+      // for good, and its receiver waited for the end of stream forever (the ps job's sink after a failure of
+      // every worker at the end of an SSP run, about 1 run in 50).
+      if (o.eos_seq != 0 && o.eos_seq <= o.out_seq) o.eos_seq = o.out_seq + 1;
     }
   }
 }
@@ -1698,7 +1703,7 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
   if (capture_finish_) finish_items_.push_back(Item{key, value, time, 0});
   if (outs_.empty()) return;
   auto push = [&](OutChannel& o) {
-    Item it{key, value, time, ++o.out_seq};
+    Item it{key, value, time, number_output(o)};
     if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();  // the oldest unsent item (latency)
     if (keeps_sent_items()) {
       o.unacked.push_back(it);
@@ -1740,7 +1745,7 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
 void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time) {
   unchecked_items_ = 0;  // as emit(): an item that emits is compared with theta at once
   for (auto& o : outs_) {
-    Item it{key, value, time, ++o.out_seq};
+    Item it{key, value, time, number_output(o)};
     if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();
     if (keeps_sent_items()) {
       o.unacked.push_back(it);
@@ -1888,6 +1893,17 @@ void Worker::flush(bool force) {
     counters_.items_out.fetch_add(emitted_unpublished_, std::memory_order_relaxed);
     emitted_unpublished_ = 0;
   }
+}
+
+// The next output's number on o. An end of stream numbered but not sent yet (finish() ran, and the operator emits
+// more: items it processes after finish(), such as a restarted sender's) moves after it. Left where it was, the
+// output took its number, the receiver dropped the end of stream as a duplicate of it and acknowledged it, this
+// worker finished for good, and the receiver waited for the end of stream forever (the ps job's sink after a failure
+// of every worker at the end of an SSP run, about 1 run in 50).
+std::uint64_t Worker::number_output(OutChannel& o) {
+  const std::uint64_t seq = ++o.out_seq;
+  if (o.eos_seq != 0 && seq >= o.eos_seq && o.sent < o.eos_seq) o.eos_seq = seq + 1;
+  return seq;
 }
 
 void Worker::finish_outputs() {

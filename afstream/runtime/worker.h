@@ -299,6 +299,7 @@ class Worker {
   std::vector<Item> feedback_out_;  // fed back since the last send_feedback()
   Clock::time_point blocked_called_at_{};
   void flush(bool force);
+  std::uint64_t number_output(OutChannel& o);  // the next output's number (the end of stream kept after it)
   bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos,
                   std::span<const std::uint64_t> roots = {});
   void finish_outputs();
