@@ -141,6 +141,13 @@ TextFormat training_data_format(const po::variables_map& vm, const std::string& 
       throw ConfigError(std::string("gen.format: ") + e.what());
     }
   }
+  // Read back, a LIBSVM file's indices are taken as they are (learn.hash-bits 0), at most kMaxRawLibsvmIndex of them.
+  if (f == TextFormat::kLibsvm && info.num_features > kMaxRawLibsvmIndex) {
+    throw ConfigError("learn.hash-bits: the " + vm["learn.data"].as<std::string>() + " data has " +
+                      std::to_string(info.num_features) +
+                      " weights, and a libsvm file read back takes its indices "
+                      "as they are, at most 2^24 of them: generate it with --learn.hash-bits 24 or less");
+  }
   if (f == TextFormat::kCsv && info.sparse) {
     throw ConfigError("gen.format: csv holds every feature of each example, and the " +
                       vm["learn.data"].as<std::string>() + " data's are sparse (" + std::to_string(info.num_features) +

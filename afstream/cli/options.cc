@@ -91,12 +91,18 @@ po::parsed_options parse_command_line(int argc, const char* const* argv, const p
   with_strays.add(desc).add_options()("afs-stray-argument", po::value<std::vector<std::string>>());
   po::positional_options_description strays;
   strays.add("afs-stray-argument", -1);
-  auto parsed = po::command_line_parser(argc, argv).options(with_strays).positional(strays).run();
-  for (const auto& o : parsed.options) {
-    if (o.string_key == "afs-stray-argument") {
-      throw ConfigError("unexpected argument '" + (o.value.empty() ? std::string() : o.value.front()) +
-                        "': options are written --name value (or --name=value); --help lists them");
+  // Without guessing, so that an abbreviation (`--a`) cannot name the hidden option; anything this parse refuses is
+  // left to the real one below, which says what it says of it.
+  const int exact = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  try {
+    const auto parsed = po::command_line_parser(argc, argv).options(with_strays).positional(strays).style(exact).run();
+    for (const auto& o : parsed.options) {
+      if (o.string_key == "afs-stray-argument") {
+        throw ConfigError("unexpected argument '" + (o.value.empty() ? std::string() : o.value.front()) +
+                          "': options are written --name value (or --name=value); --help lists them");
+      }
     }
+  } catch (const po::error&) {
   }
   return po::command_line_parser(argc, argv).options(desc).run();
 }
@@ -818,7 +824,17 @@ std::vector<std::string> effective_args(const po::variables_map& vm, const std::
     }
     const auto texts = value_texts(v.value());
     if (!texts) throw ConfigError(k + ": cannot pass this option on to the workers (unsupported type)");
-    for (const auto& t : *texts) out.push_back(key + "=" + t);
+    for (const auto& t : *texts) {
+      // Boost refuses `--key=` ("should follow immediately after the equal sign"): an empty value goes as its own
+      // word (a controller repeated from a config.ini, which gives `fail.at = `, had every worker stop on it).
+      // Others keep the `=`, so that a value starting with '-' is not taken for an option.
+      if (t.empty()) {
+        out.push_back(key);
+        out.push_back(t);
+      } else {
+        out.push_back(key + "=" + t);
+      }
+    }
   }
   return out;
 }

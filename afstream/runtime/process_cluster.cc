@@ -444,7 +444,10 @@ struct ProcessCluster::Impl {
   void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result, double detect_ms = 0) {
     auto& s = workers[static_cast<std::size_t>(w)];
     if (s.pending) result.failures.push_back(unrecovered(w));  // failed again before it reported its recovery
-    if (kill_it) signal_kill(w);
+    if (kill_it) {
+      signal_kill(w);
+      s.quick_crashes = 0;  // a planned kill or a silence between two crashes: they are not in a row
+    }
     // Recovery is timed from the kill (its SIGKILL), the process's teardown included.
     const auto signalled = std::exchange(s.signalled_at, std::nullopt);
     const pid_t old = std::exchange(s.pid, -1);

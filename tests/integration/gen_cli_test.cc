@@ -308,6 +308,9 @@ TEST(GenCli, BadInputIsOneLineNamingTheOptionAndLeavesNoFile) {
       {"gen --job distinct --distinct.input " + out + " --out " + out, "distinct.input: the input is already a file"},
       {"gen --job learn --learn.data kdd --gen.format csv --out " + out, "gen.format: csv"},
       {"gen --job learn --gen.format vw --out " + out, "gen.format: expected csv or libsvm"},
+      // Its printed command would read the indices as they are, which stops at 2^24 weights.
+      {"gen --job learn --learn.data kdd --learn.hash-bits 26 --items 100 --out " + out,
+       "learn.hash-bits: the kdd data has 67108864 weights"},
       {"gen --job learn --learn.eta0 -1 --out " + out, "learn.eta0"},
       {"gen --job learn --learn.data file --learn.file x.csv --out " + out, "learn.data: file names data in a file"},
       {"gen --job learn --out /nonexistent/dir/data.csv", "out: cannot write '/nonexistent/dir/data.csv'"},
