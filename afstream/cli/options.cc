@@ -417,6 +417,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       std::ifstream f(path);
       if (!f) throw InputError("config: cannot read job file '" + path + "'");
       const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const auto given = [&](const std::string& key) { return vm.count(key) && !vm[key].defaulted(); };
       // A value a job file cannot hold, which a run's config.ini notes in a comment (kUnheldNote, effective_config):
       // the command line must give it, or the repeat would run on the option's default without a word (a corpus
       // directory with '#' in its name became the synthetic corpus).
@@ -425,7 +426,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
         for (std::string line; std::getline(lines, line);) {
           if (line.rfind("# ", 0) != 0 || line.find(kUnheldNote) == std::string::npos) continue;
           const std::string key = line.substr(2, line.find(" = ") - 2);
-          if (!vm.count(key) || vm[key].defaulted()) {
+          if (!given(key)) {
             throw ConfigError("config: '" + path + "' could not hold " + key +
                               "'s value (it has a '#' or spaces at an end): give --" + key + " on the command line");
           }
@@ -436,7 +437,6 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       // The command line wins: over the file's other spelling of the same threshold (a run's config.ini has the
       // primary name; `--ft.theta 5` on the command line then replaces it instead of conflicting with it), and
       // over a list's entries in the file (`--fail.domain` replaces the file's domains instead of adding to them).
-      const auto given = [&](const std::string& key) { return vm.count(key) && !vm[key].defaulted(); };
       std::erase_if(parsed.options, [&](const po::option& o) {
         return given(o.string_key) || std::any_of(std::begin(kAliases), std::end(kAliases), [&](const Alias& a) {
                  return (o.string_key == a.primary && given(a.alias)) || (o.string_key == a.alias && given(a.primary));

@@ -775,10 +775,8 @@ void Worker::on_control(const net::ControlMsg& c, std::uint32_t sender, std::uin
       o.acked = std::max(o.acked, held);
       o.sent = std::max(o.sent, held);
       drop_acknowledged(o, held);
-      // An end of stream numbered before the answer (finish() ran during the replay) follows the outputs: left at
-      // its old number, it counted as acknowledged by the raised `acked` and was never sent, this worker finished
-      // for good, and its receiver waited for the end of stream forever (the ps job's sink after a failure of
-      // every worker at the end of an SSP run, about 1 run in 50).
+      // An end of stream numbered before the answer (finish() ran during the replay) stays after the outputs, as in
+      // number_output: left at its old number, the raised `acked` would count it as acknowledged though never sent.
       if (o.eos_seq != 0 && o.eos_seq <= o.out_seq) o.eos_seq = o.out_seq + 1;
     }
   }

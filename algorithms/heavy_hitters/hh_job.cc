@@ -73,12 +73,10 @@ class HeavyHittersJob final : public Job {
         file_total += static_cast<double>(it.value);
       }
     }
-    seed_ = vm["seed"].as<std::uint64_t>();
-    keys_ = vm["hh.keys"].as<std::uint64_t>();
-    skew_ = vm["hh.skew"].as<double>();
-    if (input_.empty()) check_zipf_options("hh.keys", keys_, "hh.skew", skew_);
-    weights_ = vm["hh.weights"].as<std::string>();
-    const auto w = parse_weights(weights_);
+    const auto seed = vm["seed"].as<std::uint64_t>();
+    if (input_.empty())
+      check_zipf_options("hh.keys", vm["hh.keys"].as<std::uint64_t>(), "hh.skew", vm["hh.skew"].as<double>());
+    const auto w = parse_weights(vm["hh.weights"].as<std::string>());
     const double phi = vm["hh.phi"].as<double>();
     if (!(phi > 0)) throw ConfigError("hh.phi: expected > 0, got " + readable_text(phi));
     const double mean_weight = w == Weights::Packet ? (40.0 + 1500.0) / 2 : 1.0;
@@ -109,12 +107,10 @@ class HeavyHittersJob final : public Job {
     if (sources < 1) throw ConfigError("hh.sources: expected >= 1");
     if (items_ == 0) throw ConfigError("items: expected > 0");
 
-    Params src;
-    src.set("items", items_).set("keys", keys_).set("skew", skew_).set("seed", seed_).set("weights", weights_);
-    if (!input_.empty()) src = Params().set("path", input_).set("on-error", on_error_);
+    const Params src = input_.empty() ? zipf_stream(vm) : Params().set("path", input_).set("on-error", on_error_);
     source_params_ = src;
     Params cm;
-    cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed_ * 7919 + 1);
+    cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed * 7919 + 1);
     cm.set("max-weight", alpha).set("divergence-block", vm["hh.divergence-block"].as<std::uint64_t>());
     // Theorem 2 after failures: keys are watched from phi minus the most that failures can take from one copy's
     // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R';
@@ -205,23 +201,25 @@ class HeavyHittersJob final : public Job {
   }
   WrittenInput write_input(const po::variables_map& vm, const std::string&, std::ostream& out, const std::string& path,
                            const GenProgress& progress) override {
-    const auto items = vm["items"].as<std::uint64_t>();
-    const auto weights = vm["hh.weights"].as<std::string>();
-    const Params src = Params()
-                           .set("items", items)
-                           .set("keys", vm["hh.keys"].as<std::uint64_t>())
-                           .set("skew", vm["hh.skew"].as<double>())
-                           .set("seed", vm["seed"].as<std::uint64_t>())
-                           .set("weights", weights);
-    return {write_zipf_stream(src, out, path, progress),
+    return {write_zipf_stream(zipf_stream(vm), out, path, progress),
             "items",
             {"--hh.input", path, "--seed", exact_text(vm["seed"].as<std::uint64_t>())}};
   }
 
  private:
-  std::uint64_t items_ = 0, seed_ = 0, keys_ = 0;
-  double skew_ = 0, phi_ = 0;
-  std::string weights_, input_, on_error_;
+  // The Zipf source's parameters the options name (the run's stream, and what gen writes).
+  static Params zipf_stream(const po::variables_map& vm) {
+    return Params()
+        .set("items", vm["items"].as<std::uint64_t>())
+        .set("keys", vm["hh.keys"].as<std::uint64_t>())
+        .set("skew", vm["hh.skew"].as<double>())
+        .set("seed", vm["seed"].as<std::uint64_t>())
+        .set("weights", vm["hh.weights"].as<std::string>());
+  }
+
+  std::uint64_t items_ = 0;
+  double phi_ = 0;
+  std::string input_, on_error_;
   Params source_params_;
 };
 
