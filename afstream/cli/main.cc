@@ -552,7 +552,11 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
               << " ms\n";
   }
   std::cout << "  delivery: " << result.duplicates_dropped << " duplicates dropped, " << result.gaps
-            << " items never received (gaps), " << result.bad_messages << " bad messages\n";
+            << " items never received (gaps), " << result.bad_messages << " bad messages";
+  if (result.outputs_after_end > 0) {
+    std::cout << ", " << result.outputs_after_end << " outputs dropped (emitted after their end of stream went out)";
+  }
+  std::cout << "\n";
   if (controller && opts.curve.config) {
     std::cout << "  security: CURVE on tcp, " << result.unauthorized_connections
               << " connections refused (key not in net.curve-authorized)\n";

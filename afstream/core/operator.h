@@ -85,7 +85,10 @@ class Operator {
 
   // Consume one item; emit zero or more (at most beta()) items.
   virtual void process(const Item& item, Emitter& out) = 0;
-  // All inputs have ended: emit final results.
+  // All inputs have ended: emit final results. The end of stream follows them on every output channel; what an
+  // operator emits after finish() (from on_feedback, on_blocked, or processing a restarted sender's items) still
+  // goes before it while it waits to go out (its receiver is restarting), and is dropped, and counted
+  // (WorkerCounters::outputs_after_end, the run's "outputs dropped"), once it has gone out.
   virtual void finish(Emitter& /*out*/) {}
 
   // The most the next item can add to divergence(). Constant, unless alpha_may_shrink().

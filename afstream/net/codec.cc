@@ -348,6 +348,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   st.setAlignmentMsMax(s.alignment_ms_max);
   st.setItemsHeld(s.items_held);
   st.setInputPosition(s.input_position);
+  st.setOutputsAfterEnd(s.outputs_after_end);
   if (!report.final_state.empty()) {
     r.setFinalState(capnp::Data::Reader(report.final_state.data(), report.final_state.size()));
   }
@@ -915,7 +916,8 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
               st.getAlignmentMs(),
               st.getAlignmentMsMax(),
               st.getItemsHeld(),
-              st.getInputPosition()};
+              st.getInputPosition(),
+              st.getOutputsAfterEnd()};
   for (auto v : st.getLatency()) m.status.latency.push_back(v);
   m.final_state = to_vector(r.getFinalState());
   auto rc = r.getRecovery();

@@ -273,7 +273,8 @@ struct WorkerStatusMsg {
   std::uint64_t checkpoint_bytes = 0, alignments = 0;
   double alignment_ms = 0, alignment_ms_max = 0;
   std::uint64_t items_held = 0;
-  std::uint64_t input_position = 0;  // WorkerCounters::input_position
+  std::uint64_t input_position = 0;     // WorkerCounters::input_position
+  std::uint64_t outputs_after_end = 0;  // WorkerCounters::outputs_after_end
   friend bool operator==(const WorkerStatusMsg&, const WorkerStatusMsg&) = default;
 };
 

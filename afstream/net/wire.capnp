@@ -260,6 +260,7 @@ struct WorkerStatus {
   alignmentMsMax @22 :Float64;
   itemsHeld @23 :UInt64;
   inputPosition @24 :UInt64;   # sum over input channels of the last sequence number processed (WorkerCounters)
+  outputsAfterEnd @25 :UInt64; # emitted after the channel's end of stream went out: dropped (WorkerCounters)
 }
 
 struct RecoveryReport {

@@ -45,6 +45,7 @@ struct RunResult {
   std::uint64_t trees_replayed = 0;  // ack mode: source items replayed after their tree timed out (at least once)
   std::vector<std::uint64_t> latency_buckets;  // batches by latency (metrics.h), every worker of every incarnation
   std::uint64_t gaps = 0;
+  std::uint64_t outputs_after_end = 0;  // emitted after their channel's end of stream went out: dropped
   std::uint64_t bad_messages = 0;
   std::uint64_t unauthorized_connections = 0;  // CURVE (process runtime on tcp): refused, the key not authorized
   // Checkpoint mode (WorkerCounters; both runtimes): completed and abandoned checkpoints, their mean and largest

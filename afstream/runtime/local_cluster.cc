@@ -240,6 +240,7 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
     result.latency_buckets.resize(kLatencyBuckets);
     for (std::size_t b = 0; b < kLatencyBuckets; ++b) result.latency_buckets[b] += c->latency[b].load();
     result.gaps += c->gaps.load();
+    result.outputs_after_end += c->outputs_after_end.load();
     result.bad_messages += c->bad_messages.load();
   }
   summarize_checkpoints(im.ctx.counters, result);

@@ -58,7 +58,10 @@ struct alignas(64) WorkerCounters {
   std::atomic<std::uint64_t> trees_replayed{0};  // ack mode (sources): items emitted again (a tree timed out, or
                                                  // produced again after a restart)
   std::atomic<std::uint64_t> gaps{0};            // items never received (lost upstream)
-  std::atomic<std::uint64_t> bad_messages{0};    // frames rejected by the decoder
+  // Outputs the operator emitted on a channel after its end of stream had gone out (on_feedback, or processing a
+  // restarted sender's items, after finish()): dropped, since the receiver may have finished (Worker::emit).
+  std::atomic<std::uint64_t> outputs_after_end{0};
+  std::atomic<std::uint64_t> bad_messages{0};  // frames rejected by the decoder
   std::atomic<double> divergence{0};
   std::atomic<std::uint64_t> unbacked{0};
   std::atomic<std::uint64_t> unacked{0};

@@ -363,6 +363,7 @@ struct ProcessCluster::Impl {
     if (a.latency.size() < b.latency.size()) a.latency.resize(b.latency.size());
     for (std::size_t i = 0; i < b.latency.size(); ++i) a.latency[i] += b.latency[i];
     a.gaps += b.gaps;
+    a.outputs_after_end += b.outputs_after_end;
     a.bad_messages += b.bad_messages;
     a.unauthorized_connections += b.unauthorized_connections;
     a.checkpoints += b.checkpoints;
@@ -968,6 +969,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   result.trees_replayed = t.trees_replayed;
   result.latency_buckets = t.latency;
   result.gaps = t.gaps;
+  result.outputs_after_end = t.outputs_after_end;
   result.bad_messages += t.bad_messages;
   result.unauthorized_connections = unauthorized();
   result.checkpoints = t.checkpoints;  // checkpoint mode (worker_checkpoint.cc, summarize_checkpoints)

@@ -1701,6 +1701,10 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
   if (capture_finish_) finish_items_.push_back(Item{key, value, time, 0});
   if (outs_.empty()) return;
   auto push = [&](OutChannel& o) {
+    if (o.eos_seq != 0 && o.sent >= o.eos_seq) [[unlikely]] {
+      drop_after_end();
+      return;
+    }
     Item it{key, value, time, number_output(o)};
     if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();  // the oldest unsent item (latency)
     if (keeps_sent_items()) {
@@ -1743,6 +1747,10 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
 void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time) {
   unchecked_items_ = 0;  // as emit(): an item that emits is compared with theta at once
   for (auto& o : outs_) {
+    if (o.eos_seq != 0 && o.sent >= o.eos_seq) [[unlikely]] {
+      drop_after_end();
+      continue;
+    }
     Item it{key, value, time, number_output(o)};
     if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();
     if (keeps_sent_items()) {
@@ -1893,6 +1901,11 @@ void Worker::flush(bool force) {
   }
 }
 
+// An output on a channel whose end of stream has gone out (the operator emitted after finish(): from on_feedback, or
+// processing a restarted sender's items): dropped and counted. The end of stream promised the receiver nothing more,
+// and it may have finished: before, it acknowledged such an output on receipt and finished without processing it.
+void Worker::drop_after_end() { counters_.outputs_after_end.fetch_add(1, std::memory_order_relaxed); }
+
 // The next output's number on o. An end of stream numbered but not sent yet (finish() ran, and the operator emits
 // more: items it processes after finish(), such as a restarted sender's) moves after it. Left where it was, the
 // output took its number, the receiver dropped the end of stream as a duplicate of it and acknowledged it, this
@@ -1900,7 +1913,7 @@ void Worker::flush(bool force) {
 // of every worker at the end of an SSP run, about 1 run in 50).
 std::uint64_t Worker::number_output(OutChannel& o) {
   const std::uint64_t seq = ++o.out_seq;
-  if (o.eos_seq != 0 && seq >= o.eos_seq && o.sent < o.eos_seq) o.eos_seq = seq + 1;
+  if (o.eos_seq != 0 && seq >= o.eos_seq) o.eos_seq = seq + 1;  // not sent yet: emit drops outputs after a sent one
   return seq;
 }
 

@@ -300,6 +300,7 @@ class Worker {
   Clock::time_point blocked_called_at_{};
   void flush(bool force);
   std::uint64_t number_output(OutChannel& o);  // the next output's number (the end of stream kept after it)
+  void drop_after_end();                       // an output after its channel's end of stream went out
   bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos,
                   std::span<const std::uint64_t> roots = {});
   void finish_outputs();

@@ -38,6 +38,7 @@ net::WorkerStatusMsg status_of(const WorkerCounters& c, std::uint64_t source_off
   s.latency.resize(kLatencyBuckets);
   for (std::size_t b = 0; b < kLatencyBuckets; ++b) s.latency[b] = c.latency[b].load();
   s.gaps = c.gaps.load();
+  s.outputs_after_end = c.outputs_after_end.load();
   s.bad_messages = c.bad_messages.load();
   s.unbacked = c.unbacked.load();
   s.unacked = c.unacked.load();

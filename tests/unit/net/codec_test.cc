@@ -682,14 +682,14 @@ namespace {
 
 // Worker process <-> controller messages (afstream/runtime/process_cluster.h).
 TEST(NetCodecCluster, WorkerReportsRoundTrip) {
-  WorkerReportMsg status{
-      ReportKind::kStatus,
-      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0.25, 11, 12, 41, {5, 0, 7}, 13, 14, 15.5, 16.25, 17, 18, 19.5, 20.75, 21},
-      {},
-      {},
-      {},
-      {},
-      {}};
+  WorkerReportMsg status{ReportKind::kStatus,
+                         {1,  2,         3,  4,  5,    6,     7,  8,  9,    10,    0.25, 11, 12,
+                          41, {5, 0, 7}, 13, 14, 15.5, 16.25, 17, 18, 19.5, 20.75, 21,   22, 23},
+                         {},
+                         {},
+                         {},
+                         {},
+                         {}};
   WorkerReportMsg hello{
       ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}, {}};
   WorkerReportMsg finished{ReportKind::kFinished,
