@@ -18,11 +18,18 @@
 # RUNTIME=threads unless set (processes: one process per worker and a backup server). A run that fails stops the
 # script with the end of its output.
 set -euo pipefail
+AFS_ARG=none . "$(dirname "$0")/script_start.sh"  # -h; the argument is OUT, not a binary
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=experiments/job_specs.sh
 source "$here/job_specs.sh"
 OUT=${1:?usage: BEFORE=... AFTER=... ab_binaries.sh OUT}
 : "${BEFORE:?set BEFORE to the first afstream binary}" "${AFTER:?set AFTER to the second afstream binary}"
+for bin in "$BEFORE" "$AFTER"; do
+  if [ -d "$bin" ] || [ ! -x "$bin" ]; then
+    echo "ab_binaries.sh: '$bin' is not an executable afstream binary" >&2
+    exit 2
+  fi
+done
 ROUNDS=${ROUNDS:-10}
 RUNTIME=${RUNTIME:-threads}
 JOBS=${JOBS:-"hh nexmark"}

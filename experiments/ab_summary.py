@@ -7,7 +7,10 @@ import statistics as st
 import sys
 from collections import defaultdict
 
-d = sys.argv[1] if len(sys.argv) > 1 else "."
+from repo_paths import arguments  # experiments/repo_paths.py, beside this script
+
+args = arguments(__doc__, "ab_summary.py [DIR]", 0, 1)
+d = args[0] if args else "."
 runs = defaultdict(dict)
 for line in open(f"{d}/jobs_ab.txt"):
     if not line.strip():

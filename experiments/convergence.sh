@@ -22,8 +22,7 @@
 # / .pdf (plots by /usr/bin/python3 with matplotlib). About 6 minutes with the defaults on the shared 2-core VM
 # (126 runs of 1 to 4 s; HIGGS-like 2e6 and KDD-like 1e6 examples keep the whole run well under 15 minutes).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-3}
 HIGGS_ITEMS=${HIGGS_ITEMS:-2000000}
 KDD_ITEMS=${KDD_ITEMS:-1000000}

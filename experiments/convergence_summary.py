@@ -19,6 +19,8 @@ import os
 import statistics
 import sys
 
+from repo_paths import arguments  # experiments/repo_paths.py, beside this script
+
 
 def num(v):
     try:
@@ -191,7 +193,8 @@ def interp(x, xs, ys):
 
 
 def main():
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else "experiments/results/convergence"
+    args = arguments(__doc__, "convergence_summary.py [OUT_DIR]", 0, 1)
+    out_dir = args[0] if args else "experiments/results/convergence"
     rows = read_csv(os.path.join(out_dir, "summary.csv"))
     for r in rows:
         r["failures_planned"] = str(len([p for p in r["fail_points"].split(",") if p]))

@@ -3,8 +3,7 @@
 # failures of all workers (as in the paper), under approximate fault tolerance; then the exact baseline with the
 # same failures. Prints accuracy and throughput side by side; run directories go to experiments/results/runs/demo.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 OUT=${OUT:-$ROOT/experiments/results/runs/demo}
 ITEMS=${ITEMS:-10000000}
 rm -rf "$OUT"

@@ -9,8 +9,7 @@
 # experiments/results/hh-ALGORITHM unless set, the folders of hh_table.sh. A run's CPU includes the work common to
 # every mode (building the Zipf tables, the exact ground truth of the evaluation).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
 ALGORITHM=${ALGORITHM:-count-min}

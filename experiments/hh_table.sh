@@ -9,8 +9,7 @@
 # Writes experiments/results/hh/summary.csv (one row per run) and experiments/results/hh/table.md
 # (ALGORITHM=space-saving: experiments/results/hh-space-saving/).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-5}
 ITEMS=${ITEMS:-10000000}
 SKEW=${SKEW:-0.9}

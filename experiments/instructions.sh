@@ -17,8 +17,7 @@
 # Threads runtime, no failures, seed 1. Under callgrind a run takes 20 to 60 times as long (the threads take turns):
 # about 13 minutes for the default list here. Writes OUT/summary.csv, OUT/table.md and OUT/diff-JOB.txt.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 JOBS=${JOBS:-"hh ss nexmark join distinct wordcount grep learn-higgs learn-kdd"}
 ITEMS=${ITEMS:-2000000}
 LEARN_ITEMS=${LEARN_ITEMS:-200000}

@@ -99,6 +99,9 @@ def table(summary):
 
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0)
     if cmd == "row" and len(sys.argv) == 8:
         row(*sys.argv[2:])
     elif cmd == "diff" and len(sys.argv) == 4:

@@ -9,7 +9,8 @@ of a mode in work done, steadier than wall time on a shared machine. Accuracy co
 import csv
 import io
 import statistics
-import sys
+
+from repo_paths import arguments  # experiments/repo_paths.py, beside this script
 
 # Scores worth a column when a job reports them, in this order (the rest stay in summary.csv); the learners' are
 # holdout_accuracy and progressive_accuracy.
@@ -90,4 +91,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*arguments(__doc__, "jobs_summary.py SUMMARY_CSV", 1, 1))

@@ -17,8 +17,7 @@
 # The join job's approx settings bound Theta + L + Gamma below half its expected samples (10% of ITEMS) when it runs
 # with failures: setting A (102000) needs ITEMS of at least about 2.1e6, setting B (11100) about 2.3e5.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-10000000}
 FAILS=${FAILS:-10}

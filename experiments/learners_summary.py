@@ -4,7 +4,8 @@ updates per second and approx / exact as the median of per-round ratios against 
 held-out accuracy (binary and multiclass tasks) or squared loss (linear regression) of approx."""
 import csv
 import statistics
-import sys
+
+from repo_paths import arguments  # experiments/repo_paths.py, beside this script
 
 
 def main(out, pairs):
@@ -31,4 +32,5 @@ def main(out, pairs):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    args = arguments(__doc__, "learners_summary.py OUT_DIR [TASK:DATA ...]", 1, 1000)
+    main(args[0], args[1:])

@@ -14,8 +14,7 @@
 #
 # Writes OUT/TASK-DATA/{summary.csv,table.md} and OUT/table.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 export ROUNDS=${ROUNDS:-3}
 export ITEMS=${ITEMS:-1000000}
 FT=${FT:-"--ft.theta 10 --ft.l 1000"}

@@ -3,8 +3,9 @@ of throughput, of the per-round ratio to mode none, of latency p50 / p99 and bac
 of the recovery time (runs with failures)."""
 import csv
 import statistics
-import sys
 from collections import defaultdict
+
+from repo_paths import arguments  # experiments/repo_paths.py, beside this script
 
 LABELS = {"none": "none", "approx": "approx (Theta 1e5, L 1e3)", "exact": "exact (upstream backup)",
           "mb1": "microbatch 1 s", "mb2": "microbatch 2 s", "mb5": "microbatch 5 s", "mb10": "microbatch 10 s",
@@ -39,4 +40,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*arguments(__doc__, "modes_summary.py SUMMARY_CSV", 1, 1))

@@ -11,8 +11,7 @@
 #
 # Writes experiments/results/modes/summary.csv (one row per run) and table.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-3}
 JOBS=${JOBS:-"hh wordcount"}
 HH_ITEMS=${HH_ITEMS:-20000000}

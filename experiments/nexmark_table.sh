@@ -10,8 +10,7 @@
 #
 # Writes OUT/summary.csv (one row per run) and OUT/table.md (summarize.py).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-3}
 EVENTS=${EVENTS:-10000000}
 RUNTIME=${RUNTIME:-threads}

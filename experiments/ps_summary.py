@@ -3,8 +3,9 @@ median updates/s over the rounds (and its range), the median of the per-round ra
 prediction rate (median and range), the largest staleness observed, and the state and item backups."""
 import csv
 import statistics
-import sys
 from collections import defaultdict
+
+from repo_paths import arguments  # experiments/repo_paths.py, beside this script
 
 LABELS = {"none": "none", "approx": "approx, Theta 10 / L 1e3", "approx-1e5": "approx, Theta 1e5 / L 1e3",
           "exact": "exact"}
@@ -48,4 +49,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*arguments(__doc__, "ps_summary.py SUMMARY_CSV", 1, 1))

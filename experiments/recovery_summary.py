@@ -13,10 +13,9 @@ reconnect = first_item - recovery - replay (the controller's broadcast, upstream
 restarted worker's synchronous backup of its compensated state, its first item)."""
 import csv
 import statistics
-import sys
 from collections import defaultdict
 
-from repo_paths import shown  # experiments/repo_paths.py, beside this script
+from repo_paths import arguments, shown  # experiments/repo_paths.py, beside this script
 
 
 def pct(vals, p):
@@ -73,4 +72,4 @@ def main(failures_path, summary_path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*arguments(__doc__, "recovery_summary.py FAILURES_CSV SUMMARY_CSV", 2, 2))

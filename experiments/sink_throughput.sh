@@ -8,8 +8,7 @@
 #
 # Writes experiments/results/sink/summary.csv (one row per run) and table.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-2000000}
 OUT=${OUT:-$ROOT/experiments/results/sink}

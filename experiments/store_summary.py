@@ -8,10 +8,9 @@ server's RocksDB directory holds on disk (SST files, write-ahead log, info logs)
 import csv
 import json
 import statistics
-import sys
 from collections import defaultdict
 
-from repo_paths import shown  # experiments/repo_paths.py, beside this script
+from repo_paths import arguments, shown  # experiments/repo_paths.py, beside this script
 
 med = lambda v: statistics.median(v) if v else float("nan")
 num = lambda v: "-" if v != v else f"{v:.0f}"
@@ -99,4 +98,4 @@ def print_sizes(sizes_path, rates_path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3])
+    main(*arguments(__doc__, "store_summary.py RATES_CSV SAMPLES_CSV SIZES_CSV", 3, 3))

@@ -12,8 +12,7 @@
 # Writes experiments/results/store/rates.csv (one row per rate run), samples.csv (their metrics samples), sizes.csv
 # (every metrics sample of the long runs) and table.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-20000000}
 LONG_ITEMS=${LONG_ITEMS:-100000000}

@@ -14,7 +14,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from repo_paths import shown  # experiments/repo_paths.py, beside this script
+from repo_paths import arguments, shown  # experiments/repo_paths.py, beside this script
 
 
 def config_of(r):
@@ -73,4 +73,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*arguments(__doc__, "summarize.py SUMMARY_CSV", 1, 1))

@@ -10,8 +10,7 @@
 #
 # Writes OUT/summary-{wordcount,grep}.csv (one row per run, the round first) and OUT/table.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)  # the repository: helper scripts, default binary and OUT
-AFS=${1:-$ROOT/build/afstream/cli/afstream}
+. "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-3}
 RUNTIME=${RUNTIME:-threads}
 TEXT_BYTES=${TEXT_BYTES:-150000000}

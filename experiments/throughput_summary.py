@@ -8,10 +8,9 @@ worker processes; since the fourteenth session), "CPU vs none" is the median of 
 none's on the same runtime: what a mode costs in work, steadier than wall time on a shared machine."""
 import csv
 import statistics
-import sys
 from collections import defaultdict
 
-from repo_paths import shown  # experiments/repo_paths.py, beside this script
+from repo_paths import arguments, shown  # experiments/repo_paths.py, beside this script
 
 
 def main(path):
@@ -47,4 +46,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*arguments(__doc__, "throughput_summary.py SUMMARY_CSV", 1, 1))

@@ -1,0 +1,28 @@
+# Sourced first by every experiment script (`. "$(dirname "$0")/script_start.sh"`), before it removes or writes
+# anything: -h / --help prints the script's header comment (its usage) and exits; any other option, or more than one
+# argument, is refused. Sets ROOT (the repository: helper scripts, default binary and OUT) and AFS, the afstream
+# binary: the script's argument, else the build's, which must be an executable file. A script whose argument is not
+# the binary (ab_binaries.sh: OUT) sets AFS_ARG=none before sourcing this.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+script_name=$(basename "$0")
+case "${1:-}" in
+  -h | --help)
+    awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+    exit 0
+    ;;
+  -*)
+    echo "$script_name: unknown option '$1' (-h for usage)" >&2
+    exit 2
+    ;;
+esac
+if [ $# -gt 1 ]; then
+  echo "$script_name: expected at most one argument, got $# (-h for usage)" >&2
+  exit 2
+fi
+if [ "${AFS_ARG:-binary}" = binary ]; then
+  AFS=${1:-$ROOT/build/afstream/cli/afstream}
+  if [ -d "$AFS" ] || [ ! -x "$AFS" ]; then
+    echo "$script_name: '$AFS' is not an executable afstream binary (build one with 'make build', or give its path)" >&2
+    exit 2
+  fi
+fi
