@@ -309,7 +309,15 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
       job->add_options(jo);
       desc.add(jo);
     }
-    std::cout << "usage: " << name << " --job NAME [options]\n\n" << desc << "\n";
+    std::cout << "usage: " << name << " --job NAME [options]\n\n";
+    if (controller) std::cout << "The controller always runs worker processes: leave --runtime out.\n\n";
+    // The defaults below are the general ones; a job's own replace them (Job::run_defaults, apply_run_defaults).
+    if (job && !job->run_defaults().empty()) {
+      std::cout << "Defaults of job " << job->name() << ", in place of the general ones shown below unless given:\n";
+      for (const auto& [key, value] : job->run_defaults()) std::cout << "  --" << key << " " << value << "\n";
+      std::cout << "\n";
+    }
+    std::cout << desc << "\n";
     return 0;
   }
   if (!job) throw ConfigError("job: missing --job (try `afstream list`)");

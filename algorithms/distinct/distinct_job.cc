@@ -40,6 +40,12 @@ class DistinctJob final : public Job {
         "distinct.on-error", po::value<std::string>()->default_value("fail"), "malformed input lines: fail | skip");
   }
 
+  // Theta in register ranks (topology() refuses one at or above the largest rank): the general default, 1e5, meant
+  // for byte counters, would be refused, and `afstream run --job distinct` failed as given.
+  std::vector<std::pair<std::string, std::string>> run_defaults() const override {
+    return {{"ft.state-divergence-max", "8"}};
+  }
+
   Topology topology(const po::variables_map& vm, const RunConfig& run) override {
     items_ = vm["items"].as<std::uint64_t>();
     const auto seed = vm["seed"].as<std::uint64_t>();

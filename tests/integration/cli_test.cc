@@ -305,11 +305,17 @@ TEST(Cli, DistinctJobStaysAccurateWithFailures) {
 }
 
 // Theta is in register ranks for the distinct job: one at or above the largest rank protects nothing and is refused.
+// The job's run default is 8 (the general 1e5 would be refused: `afstream run --job distinct` failed as given, and so
+// did the command `afstream gen --job distinct` prints).
 TEST(Cli, DistinctJobRefusesAThetaThatProtectsNothing) {
-  const auto r = run("run --job distinct --items 1000 --quiet");
+  auto r = run("run --job distinct --items 1000 --quiet --ft.theta 1e5");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("ft.state-divergence-max (Theta): 100000"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--ft.theta 8"), std::string::npos) << r.err;
+  TempDir d;
+  r = run("run --job distinct --items 1000 --quiet --out " + d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read(d.path() / "config.ini").find("ft.state-divergence-max = 8"), std::string::npos);
 }
 
 // The online join on worker processes (join.csv): without failures the 95% interval covers the exact join COUNT and
@@ -511,6 +517,16 @@ TEST(Cli, ListAndHelp) {
   EXPECT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("--ft.state-divergence-max"), std::string::npos);
   EXPECT_NE(r.out.find("--hh.phi"), std::string::npos);
+  // A job's own defaults are shown in place of the general ones (the ps job's Theta is 10, not 1e5).
+  r = run("run --job ps --help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("Defaults of job ps, in place of the general ones shown below unless given:\n"
+                       "  --ft.state-divergence-max 10\n"),
+            std::string::npos)
+      << r.out;
+  r = run("controller --job ps --help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("leave --runtime out"), std::string::npos) << r.out;
 }
 
 // Every job's --help shows real-valued defaults as people write them: Boost's own text of a double has 17
