@@ -37,8 +37,9 @@ class CopyJob final : public Job {
         "copy.sink-parallelism", po::value<int>()->default_value(1), "sink workers (each writes copy.db/part-I)")(
         "copy.flush-every", po::value<std::uint64_t>()->default_value(4096),
         "items a sink buffers at most before a write (it always writes before a state backup)")(
-        "copy.sync", po::value<bool>()->default_value(false), "fsync every write (survives a machine crash)")(
-        "copy.verify", po::value<bool>()->default_value(true),
+        "copy.sync", po::value<bool>()->default_value(false)->implicit_value(true),
+        "fsync every write (survives a machine crash)")(
+        "copy.verify", po::value<bool>()->default_value(true)->implicit_value(true),
         "read the database back and check every source item's effect is there exactly once")(
         "copy.keys", po::value<std::uint64_t>()->default_value(100000), "key space of the Zipf stream")(
         "copy.skew", real_value(0.9), "Zipf skew s");
