@@ -29,6 +29,7 @@ inline std::vector<std::string> split_csv(const std::string& line) {
   std::vector<std::string> cols;
   std::stringstream ls(line);
   for (std::string c; std::getline(ls, c, ',');) cols.push_back(c);
+  if (!line.empty() && line.back() == ',') cols.emplace_back();  // a last cell left empty
   return cols;
 }
 

@@ -24,6 +24,9 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "afstream/cli/options.h"
 #include "afstream/core/errors.h"
@@ -291,6 +294,69 @@ int cmd_backup_server(int argc, const char* const* argv) {
     }
   }
   return 0;  // the server, then the store (RocksDB: flushed and closed), are destroyed on the way out
+}
+
+// Appends one run's row to a summary.csv. Runs of several jobs or modes may share a directory and differ in their
+// columns (each job's scores, checkpoint mode's metrics): a file whose header lacks some of this row's columns is
+// rewritten (beside it, then renamed) under the union of the columns, the cells a row does not have left empty, so
+// that every value stays under its own name (a checkpoint-mode row added to other modes' file had 30 values under a
+// 23-column header, and its scores were read from the wrong columns).
+void append_summary_row(const std::string& path, const std::vector<std::string>& cols,
+                        std::map<std::string, std::string>& row) {
+  const auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream in(line);
+    while (std::getline(in, cell, ',')) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    return cells;
+  };
+  const auto join = [](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t i = 0; i < cells.size(); ++i) line += (i ? "," : "") + cells[i];
+    return line + "\n";
+  };
+  std::vector<std::string> header;
+  std::vector<std::string> lines;
+  if (std::ifstream in(path); in) {
+    std::string line;
+    if (std::getline(in, line)) header = split(line);
+    while (std::getline(in, line)) lines.push_back(line);
+  }
+  if (header.empty()) {
+    std::ofstream f(path, std::ios::trunc);
+    f << join(cols);
+    std::vector<std::string> cells;
+    for (const auto& c : cols) cells.push_back(row[c]);
+    f << join(cells);
+    if (!f) throw afs::InputError("out: cannot write '" + path + "'");
+    return;
+  }
+  std::vector<std::string> merged = header;
+  for (const auto& c : cols) {
+    if (std::find(merged.begin(), merged.end(), c) == merged.end()) merged.push_back(c);
+  }
+  std::vector<std::string> cells;
+  for (const auto& c : merged) cells.push_back(row.count(c) ? row[c] : "");
+  if (merged.size() == header.size()) {  // the file's columns hold this row's: append under them
+    std::ofstream f(path, std::ios::app);
+    f << join(cells);
+    if (!f) throw afs::InputError("out: cannot write '" + path + "'");
+    return;
+  }
+  const std::string part = path + ".part";
+  {
+    std::ofstream f(part, std::ios::trunc);
+    f << join(merged);
+    for (const auto& line : lines) {
+      auto old = split(line);
+      old.resize(merged.size());
+      f << join(old);
+    }
+    f << join(cells);
+    if (!f) throw afs::InputError("out: cannot write '" + part + "'");
+  }
+  fs::rename(part, path);
 }
 
 // `run`, and `controller` (controller true): the same job, with the process runtime's controller on tcp:// and
@@ -587,15 +653,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   std::cout << "\n";
 
   if (!opts.out_dir.empty()) {
-    const auto path = opts.out_dir + "/summary.csv";
-    const bool fresh = !fs::exists(path) || fs::file_size(path) == 0;
-    std::ofstream f(path, std::ios::app);
-    if (fresh) {
-      for (std::size_t i = 0; i < cols.size(); ++i) f << (i ? "," : "") << cols[i];
-      f << "\n";
-    }
-    for (std::size_t i = 0; i < cols.size(); ++i) f << (i ? "," : "") << row[cols[i]];
-    f << "\n";
+    append_summary_row(opts.out_dir + "/summary.csv", cols, row);
     std::ofstream ff(opts.out_dir + "/failures.csv");
     ff << "worker,failure_count,at_items,theta,l,gamma,divergence_at_crash,lost_items,lost_outputs,replayed_items,"
           "repeated_items,missing_items,residual,detect_ms,restore_ms,replay_ms,recovery_ms,first_item_ms,"

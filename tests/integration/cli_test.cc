@@ -504,6 +504,41 @@ TEST(Cli, ProcessRuntimesServerCompactsOnlyWhenAsked) {
   EXPECT_GT(compactions(" --process.store-compact-ratio 1"), 0);
 }
 
+// Runs of several modes and jobs in one --out directory: every row of summary.csv stays under its header. A row with
+// columns the file lacks (checkpoint mode's metrics, another job's scores) rewrites the file under the union of the
+// columns; before, a checkpoint row's 30 values went under the 23-column header of the modes before it.
+TEST(Cli, SummaryRowsOfDifferentColumnsShareADirectory) {
+  TempDir d;
+  for (const std::string args : {"--job heavy-hitters --ft.mode none", "--job heavy-hitters --ft.mode checkpoint",
+                                 "--job distinct --ft.mode none", "--job heavy-hitters --ft.mode exact"}) {
+    const auto r = run("run " + args + " --items 20000 --runtime threads --quiet --out " + d.path().string());
+    ASSERT_EQ(r.status, 0) << args << ": " << r.err;
+  }
+  std::istringstream in(read(d.path() / "summary.csv"));
+  std::string line;
+  std::vector<std::vector<std::string>> rows;
+  while (std::getline(in, line)) rows.push_back(afs::testing::split_csv(line));
+  ASSERT_EQ(rows.size(), 5u);
+  const auto& header = rows[0];
+  const auto column = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name;
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  for (std::size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(rows[i].size(), header.size()) << "row " << i;
+  const std::size_t mode = column("mode"), checkpoints = column("checkpoints"), precision = column("precision"),
+                    estimate = column("estimate");
+  EXPECT_EQ(rows[1][mode], "none");
+  EXPECT_EQ(rows[2][mode], "checkpoint");
+  EXPECT_EQ(rows[4][mode], "exact");
+  EXPECT_EQ(rows[1][checkpoints], "");  // none has no checkpoint metrics
+  EXPECT_NE(rows[2][checkpoints], "");  // checkpoint mode's own
+  EXPECT_EQ(rows[2][precision], "1");   // its score under its own name
+  EXPECT_EQ(rows[3][precision], "");    // the distinct job has no precision
+  EXPECT_NE(rows[3][estimate], "");     // but an estimate
+  EXPECT_EQ(rows[4][precision], "1");
+}
+
 TEST(Cli, ListAndHelp) {
   auto r = run("list");
   EXPECT_EQ(r.status, 0);
