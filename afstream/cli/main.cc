@@ -412,15 +412,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   if (controller) controller_args = afs::cli::parse_controller(vm, topology.worker_count());
 
   const auto effective = afs::cli::effective_config(vm);
-  std::cerr << name << ": effective configuration\n" << effective;
-  std::cerr << "topology: " << topology.worker_count() << " workers (";
-  for (std::size_t s = 0; s < topology.stages().size(); ++s) {
-    const auto& st = topology.stages()[s];
-    std::cerr << (s ? ", " : "") << st.name << " x" << st.parallelism << " [" << topology.first_worker(s) << ".."
-              << topology.first_worker(s) + st.parallelism - 1 << "]";
-  }
-  std::cerr << ")\n";
-
+  // The run directory first: an --out that cannot be one is one line, before the configuration is printed.
   std::ofstream metrics;
   if (!opts.out_dir.empty()) {
     std::error_code ec;
@@ -435,6 +427,15 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     metrics.open(opts.out_dir + "/metrics.jsonl");
     if (!metrics) throw afs::InputError("out: cannot write '" + opts.out_dir + "/metrics.jsonl'");
   }
+
+  std::cerr << name << ": effective configuration\n" << effective;
+  std::cerr << "topology: " << topology.worker_count() << " workers (";
+  for (std::size_t s = 0; s < topology.stages().size(); ++s) {
+    const auto& st = topology.stages()[s];
+    std::cerr << (s ? ", " : "") << st.name << " x" << st.parallelism << " [" << topology.first_worker(s) << ".."
+              << topology.first_worker(s) + st.parallelism - 1 << "]";
+  }
+  std::cerr << ")\n";
 
   std::unique_ptr<afs::Cluster> cluster_ptr;
   if (opts.runtime == "processes") {

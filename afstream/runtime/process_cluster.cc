@@ -739,6 +739,31 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   net::Message msg;
   // Connections refused for their key: the controller's own and every worker's (incarnations added up).
   auto unauthorized = [&] { return (gate ? gate->unauthorized() : 0) + im.totals().unauthorized_connections; };
+  // One line of metrics: every sample_every while running, and one at the end (a run shorter than sample_every wrote
+  // none: an empty metrics.jsonl).
+  auto take_sample = [&] {
+    const auto t = im.totals();
+    MetricsSample sample;
+    sample.t = std::chrono::duration<double>(Clock::now() - t0).count();
+    const auto sources_now = im.source_items();
+    sample.source_items = sources_now;
+    sample.items_per_s = static_cast<double>(sources_now - last_items) /
+                         std::chrono::duration<double>(Clock::now() - last_sample).count();
+    sample.items_out = t.items_out;
+    sample.state_backups = t.state_backups;
+    sample.item_backups = t.item_backups;
+    sample.backup_bytes = t.backup_bytes;
+    sample.divergence = t.divergence;
+    sample.unbacked = t.unbacked;
+    sample.unacked = t.unacked;
+    sample.failures = result.failures.size();
+    sample.last_recovery_ms = result.failures.empty() ? 0 : result.failures.back().recovery_ms;
+    if (durable) sample.store_bytes = directory_bytes(im.dir + "/backups");
+    sample.unauthorized_connections = unauthorized();
+    on_sample(sample);
+    last_sample = Clock::now();
+    last_items = sources_now;
+  };
 
   for (;;) {
     const auto now = Clock::now();
@@ -929,29 +954,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       broadcast();
       last_broadcast = Clock::now();
     }
-    if (on_sample && Clock::now() - last_sample >= sample_every) {
-      const auto t = im.totals();
-      MetricsSample sample;
-      sample.t = std::chrono::duration<double>(Clock::now() - t0).count();
-      const auto sources_now = im.source_items();
-      sample.source_items = sources_now;
-      sample.items_per_s = static_cast<double>(sources_now - last_items) /
-                           std::chrono::duration<double>(Clock::now() - last_sample).count();
-      sample.items_out = t.items_out;
-      sample.state_backups = t.state_backups;
-      sample.item_backups = t.item_backups;
-      sample.backup_bytes = t.backup_bytes;
-      sample.divergence = t.divergence;
-      sample.unbacked = t.unbacked;
-      sample.unacked = t.unacked;
-      sample.failures = result.failures.size();
-      sample.last_recovery_ms = result.failures.empty() ? 0 : result.failures.back().recovery_ms;
-      if (durable) sample.store_bytes = directory_bytes(im.dir + "/backups");
-      sample.unauthorized_connections = unauthorized();
-      on_sample(sample);
-      last_sample = Clock::now();
-      last_items = sources_now;
-    }
+    if (on_sample && Clock::now() - last_sample >= sample_every) take_sample();
     if (std::all_of(im.workers.begin(), im.workers.end(), [](const auto& s) { return s.exited; })) break;
   }
 
@@ -959,6 +962,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     // Recovered, but its last report did not say so yet.
     if (im.workers[static_cast<std::size_t>(w)].pending) result.failures.push_back(im.unrecovered(w));
   }
+  if (on_sample) take_sample();
   result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   result.source_items = im.source_items();
   const auto t = im.totals();

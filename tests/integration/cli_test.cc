@@ -539,6 +539,26 @@ TEST(Cli, SummaryRowsOfDifferentColumnsShareADirectory) {
   EXPECT_EQ(rows[4][precision], "1");
 }
 
+// A run shorter than the metrics interval still writes its metrics.jsonl line (the process runtime wrote none: an
+// empty file), and an --out that cannot be a directory is one line on stderr, before the configuration is printed.
+TEST(Cli, ShortRunsWriteMetricsAndABadOutIsOneLine) {
+  for (const std::string runtime : {"threads", "processes"}) {
+    TempDir d;
+    const auto r =
+        run("run --job heavy-hitters --items 1000 --quiet --runtime " + runtime + " --out " + d.path().string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto metrics = read(d.path() / "metrics.jsonl");
+    EXPECT_NE(metrics.find("\"source_items\": 1000"), std::string::npos) << runtime << ": " << metrics;
+  }
+  TempDir d;
+  const auto file = d.path() / "a-file";
+  std::ofstream(file) << "x";
+  const auto r = run("run --job heavy-hitters --items 1000 --quiet --out " + file.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("out: cannot create directory"), std::string::npos) << r.err;
+}
+
 TEST(Cli, ListAndHelp) {
   auto r = run("list");
   EXPECT_EQ(r.status, 0);
