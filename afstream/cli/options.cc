@@ -484,6 +484,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.bounds.validate();
   c.reset = parse_reset_policy(vm["ft.reset"].as<std::string>());
   c.reset_window = vm["ft.reset-window"].as<std::uint64_t>();
+  (void)ThresholdSchedule(c.bounds, {}, c.reset, c.reset_window);  // its checks (a reset's window) before anything runs
   c.exact_state_every = vm["ft.exact-state-every"].as<std::uint64_t>();
   c.replay_items_max = vm["ft.replay-items-max"].as<std::uint64_t>();
   c.replay_overhead_max = vm["ft.replay-overhead-max"].as<double>();

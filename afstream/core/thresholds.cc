@@ -114,7 +114,8 @@ ThresholdSchedule::ThresholdSchedule(UserBounds user, ThresholdScope scope, Rese
                                      std::uint64_t window_items)
     : user_(user), scope_(scope), policy_(policy), window_(window_items) {
   if (policy_ != ResetPolicy::Fixed && window_ == 0) {
-    throw ConfigError(std::string("ft.reset ") + to_string(policy_) + " needs a window length (items) > 0");
+    throw ConfigError(std::string("ft.reset ") + to_string(policy_) +
+                      " needs a window length: give --ft.reset-window ITEMS (> 0)");
   }
   recompute();
 }

@@ -1,6 +1,7 @@
 #include "algorithms/heavy_hitters/hh_job.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <fstream>
 
@@ -106,6 +107,9 @@ class HeavyHittersJob final : public Job {
     if (par < 1) throw ConfigError("hh.parallelism: expected >= 1");
     if (sources < 1) throw ConfigError("hh.sources: expected >= 1");
     if (items_ == 0) throw ConfigError("items: expected > 0");
+    if (const auto block = vm["hh.divergence-block"].as<std::uint64_t>(); !std::has_single_bit(block)) {
+      throw ConfigError("hh.divergence-block: expected a power of two >= 1, got " + std::to_string(block));
+    }
 
     const Params src = input_.empty() ? zipf_stream(vm) : Params().set("path", input_).set("on-error", on_error_);
     source_params_ = src;

@@ -328,7 +328,7 @@ TEST(ThresholdSchedule, WindowedPoliciesNeedAWindow) {
   EXPECT_TRUE(contains(testing::error_message<ConfigError>([] {
                          ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Sliding, 0);
                        }),
-                       "ft.reset sliding needs a window length"));
+                       "ft.reset sliding needs a window length: give --ft.reset-window"));
   EXPECT_EQ(testing::error_message<ConfigError>([] { ThresholdSchedule({1, 1, 1}, {}, ResetPolicy::Fixed, 0); }), "");
 }
 
