@@ -616,6 +616,8 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
   BackupServerArgs a;
   a.listen = vm["listen"].as<std::string>();
   if (a.listen.empty()) throw ConfigError("listen: expected an endpoint (tcp://HOST:PORT or ipc://PATH)");
+  // As every tcp:// address of a job: one the other hosts reach, never a wildcard (runtime/README.md, Across hosts).
+  if (a.listen.starts_with("tcp://")) (void)net::parse_tcp_bind(a.listen, "listen", true);
   a.store = vm["store"].as<std::string>();
   if (vm.count("store.path")) a.store_path = vm["store.path"].as<std::string>();
   a.store_sync = vm["store.sync"].as<bool>();
