@@ -737,6 +737,15 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   auto last_broadcast = t0;
   std::uint64_t last_items = 0;
   net::Message msg;
+  // How to start remote worker w on its host (for the messages about one that has not registered).
+  auto remote_start_command = [&](int w) {
+    return "afstream worker --worker.id " + std::to_string(w) + " --worker.controller " + im.bound.reports +
+           " --worker.bind tcp://ITS_IP" +
+           (im.curve() ? " --net.curve-secret ITS.key --net.curve-authorized DIR --worker.controller-key='" +
+                             im.bound.key + "'"
+                       : std::string()) +
+           " --worker.restart";
+  };
   // Connections refused for their key: the controller's own and every worker's (incarnations added up).
   auto unauthorized = [&] { return (gate ? gate->unauthorized() : 0) + im.totals().unauthorized_connections; };
   // One line of metrics: every sample_every while running, and one at the end (a run shorter than sample_every wrote
@@ -857,20 +866,16 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       if (s.remote) {
         if (s.finished) continue;
         if (s.assigned && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
-          im.fail(w, im.input_items(), false, result,  // silent: presumed dead; its next incarnation registers
-                  std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
+          const double silent_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count();
+          im.fail(w, im.input_items(), false, result, silent_ms);  // presumed dead; its next incarnation registers
+          if (im.options.on_remote_down) im.options.on_remote_down(w, silent_ms, remote_start_command(w));
           changed = true;
         } else if (!s.assigned && Clock::now() - s.awaiting_since > im.options.register_timeout) {
           const auto refused = unauthorized();
           throw RuntimeError(
               "controller: remote worker " + std::to_string(w) + " did not register within " +
               std::to_string(im.options.register_timeout.count()) +
-              " ms (controller.register-timeout-ms); start it on its host with `afstream worker --worker.id " +
-              std::to_string(w) + " --worker.controller " + im.bound.reports + " --worker.bind tcp://ITS_IP" +
-              (im.curve() ? " --net.curve-secret ITS.key --net.curve-authorized DIR --worker.controller-key='" +
-                                im.bound.key + "'"
-                          : std::string()) +
-              " --worker.restart`" +
+              " ms (controller.register-timeout-ms); start it on its host with `" + remote_start_command(w) + "`" +
               (refused > 0 ? "; " + std::to_string(refused) +
                                  " connections were refused meanwhile, their key not in net.curve-authorized"
                            : std::string()));

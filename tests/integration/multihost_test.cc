@@ -393,6 +393,10 @@ TEST(MultiHostLoopback, SilentRemoteWorkerIsMarkedDownAndItsNextIncarnationRegis
   ASSERT_EQ(::kill(w2, SIGKILL), 0);
   EXPECT_EQ(job.wait(w2, 5s), 128 + SIGKILL);
   std::this_thread::sleep_for(kHeartbeatTimeout + 500ms);  // past the heartbeat timeout: marked down
+  // and said so, with how to start it again (the controller waited without a word).
+  const auto down = slurp(job.log("controller"));
+  EXPECT_NE(down.find("remote worker 2 silent for"), std::string::npos) << down;
+  EXPECT_NE(down.find("afstream worker --worker.id 2 --worker.controller tcp://"), std::string::npos) << down;
   const pid_t again = job.start_worker(2, "w2-again", false);
 
   ASSERT_EQ(job.wait_controller(), 0) << job.logs();
