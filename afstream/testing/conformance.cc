@@ -1,4 +1,4 @@
-// The operator conformance kit (conformance.h): checks (a)-(e) of an operator's divergence, backups and restores.
+// The operator conformance kit (conformance.h): checks (a)-(f) of an operator's divergence, backups and restores.
 #include "afstream/testing/conformance.h"
 
 #include <cxxabi.h>
@@ -574,7 +574,7 @@ ConformanceReport check_operator(const OperatorMaker& make, std::span<const Item
                                             const ConformanceOptions& options) {
   const ConformanceReport r = check_operator(make, items, options);
   if (r.ok)
-    return ::testing::AssertionSuccess() << "the operator passes checks (a)-(e) on " << items.size() << " items";
+    return ::testing::AssertionSuccess() << "the operator passes checks (a)-(f) on " << items.size() << " items";
   return ::testing::AssertionFailure() << r.failure;
 }
 

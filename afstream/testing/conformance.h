@@ -82,7 +82,7 @@ struct ConformanceReport {
 
 using OperatorMaker = std::function<std::unique_ptr<Operator>()>;
 
-// Runs checks (a)-(e) on the operators make() returns, fed with items. Stops at the first failure. An exception
+// Runs checks (a)-(f) on the operators make() returns, fed with items. Stops at the first failure. An exception
 // escaping the operator where none is expected is reported as a failure, not rethrown.
 ConformanceReport check_operator(const OperatorMaker& make, std::span<const Item> items,
                                  const ConformanceOptions& options = {});
