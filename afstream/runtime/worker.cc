@@ -1444,15 +1444,17 @@ void Worker::end_microbatch() {
   batch_started_ = Clock::now();
 }
 
-// Microbatch mode: a batch also closes when the worker has run out of input and its interval has passed, and when
-// its held outputs fill the window (they count against it: nothing else would let it go on).
+// Microbatch mode: a batch also closes when the worker has run out of input and its interval has passed, and at once
+// when it holds outputs and cannot go on until they are out: they fill the window (they count against it), or its
+// operator waits for feedback they lead to (Operator::ready). A ps-worker waiting for parameters has input queued:
+// its batch, holding the gradients the servers answer with parameters, never closed, and the job stalled.
 void Worker::end_microbatch_if_due() {
   if (!microbatch_mode() || source_) return;
   const bool idle = queue_.empty() && staging_.empty();
   bool held = false;
   for (const auto& o : outs_) held = held || o.released < o.out_seq;
   if ((idle && Clock::now() - batch_started_ >= ctx_.config.microbatch_interval) ||
-      (held && unacked_total() >= window())) {
+      (held && (unacked_total() >= window() || (op_waits_ && !op_->ready())))) {
     end_microbatch();
   }
 }

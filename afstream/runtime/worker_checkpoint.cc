@@ -244,20 +244,22 @@ bool Worker::held_back(const ChannelItem& ci, std::size_t slot) const {
 std::size_t Worker::process_aligned(std::size_t budget) {
   std::size_t n = 0;
   while (n < budget && unacked_total() < window()) {
-    ChannelItem ci;
-    if (!released_.empty()) {
-      ci = released_.front();
-      released_.pop_front();
-    } else {
-      if (queue_.empty()) {
-        admit();
-        if (queue_.empty()) break;
-      }
-      ci = queue_.front();
-      queue_.pop_front();
+    const bool from_released = !released_.empty();
+    if (!from_released && queue_.empty()) {
+      admit();
+      if (queue_.empty()) break;
     }
+    const ChannelItem ci = from_released ? released_.front() : queue_.front();
     check_kill();
     const auto slot = in_slot(ci.channel);
+    // Held until feedback makes the operator ready (Operator::ready), as in process_some: taken regardless, the ps
+    // job's ps-workers ran far past BSP's and SSP's staleness bounds (a staleness of 2,356 clocks under BSP).
+    if (op_waits_ && !ci.end_of_stream && !held_back(ci, slot) && !op_->ready()) break;
+    if (from_released) {
+      released_.pop_front();
+    } else {
+      queue_.pop_front();
+    }
     if (held_back(ci, slot)) {
       held_[slot].push_back(ci);
       counters_.items_held.fetch_add(1, std::memory_order_relaxed);
