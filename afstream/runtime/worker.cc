@@ -481,10 +481,12 @@ void Worker::refresh_peers() {
   for (auto& in : ins_) {
     if (learn(in.from_worker)) in.ack_now = true;
   }
-  // Ack mode: every worker acknowledges to the sources whose trees it works on, wherever they are.
+  // Ack mode: every worker acknowledges to the roots of the trees it works on, wherever they are: the sources, and
+  // any worker whose finish() outputs root a tree (begin_finish_tree). Only the sources were learned: a sink two
+  // stages below a ps-worker never knew it up, dropped its acknowledgements, and the job never ended.
   if (ack_mode()) {
     for (int w = 0; w < static_cast<int>(ctx_.topology->workers().size()); ++w) {
-      if (w != id_ && ctx_.topology->stages()[ctx_.topology->workers()[w].stage].is_source) learn(w);
+      if (w != id_) learn(w);
     }
   }
   if (checkpoint_mode() && !learned.empty()) check_round(learned);  // a failure: roll back with the others
