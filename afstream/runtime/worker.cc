@@ -698,8 +698,12 @@ void Worker::restore() {
 void Worker::continue_output_numbering() {
   if (failure_count_ == 0 || !op_) return;  // a first start: nothing was sent before
   const bool exact_replay = op_->replays_outputs_exactly();
-  if (ctx_.config.mode == FtMode::Exact) {
-    if (exact_replay) return;  // every item logged: replay regenerates the outputs with the same numbers
+  if (ctx_.config.mode == FtMode::Exact || ctx_.config.mode == FtMode::Ask) {
+    // Every item logged (exact), or resent by the upstream workers from the checkpoint's positions (ask): replay
+    // regenerates the outputs with the same numbers. Not those of an operator whose outputs depend on feedback: in
+    // ask mode the ps-workers' requests for parameters after a failure of both reused numbers the servers held, were
+    // dropped as duplicates, and the job stalled.
+    if (exact_replay) return;
   } else if (ctx_.config.mode != FtMode::Approx || loss_l_.empty()) {
     return;
   } else if (loss_l_.back() == 0 && loss_theta_.back() == 0 && exact_replay) {
