@@ -359,6 +359,11 @@ void append_summary_row(const std::string& path, const std::vector<std::string>&
   fs::rename(part, path);
 }
 
+// Set by SIGINT / SIGTERM / SIGHUP during a run on worker processes (ProcessClusterOptions::stop_signal).
+std::atomic<int> g_run_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "set from a signal handler");
+extern "C" void note_run_signal(int sig) { g_run_signal.store(sig); }
+
 // `run`, and `controller` (controller true): the same job, with the process runtime's controller on tcp:// and
 // workers that may be on other hosts.
 int cmd_run(int argc, const char* const* argv, bool controller) {
@@ -519,6 +524,18 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     // started_ns): every worker process gets this process's (taken now, or as given; a 0 given, as a run's
     // config.ini gives it, means now too).
     popts.worker_args.push_back("--run.started-ns=" + std::to_string(cfg.started_ns));
+    // A signal that would end the run stops it instead, so that its processes are stopped and its private
+    // directories removed (~ProcessCluster); then it ends the run as it would have. One the user set to be ignored
+    // stays ignored.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction now {};
+      if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
+      struct sigaction sa {};
+      sa.sa_handler = note_run_signal;
+      sigemptyset(&sa.sa_mask);
+      sigaction(sig, &sa, nullptr);
+    }
+    popts.stop_signal = &g_run_signal;
     cluster_ptr = std::make_unique<afs::ProcessCluster>(topology, reg, cfg, popts);
   } else {
     cluster_ptr = std::make_unique<afs::LocalCluster>(topology, reg, cfg);
@@ -544,7 +561,18 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     }
   };
   const double cpu_start = cpu_seconds();
-  const auto result = cluster.run(on_sample, std::chrono::milliseconds(1000));
+  const auto result = [&] {
+    try {
+      return cluster.run(on_sample, std::chrono::milliseconds(1000));
+    } catch (...) {
+      if (const int sig = g_run_signal.load()) {  // stopped by a signal: clean up, then end as that signal would
+        cluster_ptr.reset();
+        ::signal(sig, SIG_DFL);
+        ::raise(sig);
+      }
+      throw;
+    }
+  }();
   const double cpu_s = cpu_seconds() - cpu_start;
   (void)t_start;
   const auto scores = job->evaluate(cluster, topology, opts.out_dir);

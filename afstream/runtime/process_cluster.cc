@@ -780,6 +780,10 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       for (const auto& r : gate->new_refusals()) im.options.on_refused(r);
     }
     if (now - t0 > im.options.run_timeout) throw RuntimeError("process runtime: the job did not finish in time");
+    if (im.options.stop_signal && im.options.stop_signal->load(std::memory_order_relaxed) != 0) {
+      throw RuntimeError("process runtime: stopped by signal " +
+                         std::to_string(im.options.stop_signal->load(std::memory_order_relaxed)));
+    }
     zmq::pollitem_t items[] = {{static_cast<void*>(reports), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 1, std::chrono::milliseconds(5));
     bool changed = false;

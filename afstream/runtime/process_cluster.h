@@ -26,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -84,6 +85,10 @@ struct ProcessClusterOptions {
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};
+  // Set to a signal number (by the caller's signal handler: SIGTERM, SIGINT, ...): run() stops at its next step with
+  // a RuntimeError, and destroying the cluster then stops its processes and removes its private directories (a run
+  // stopped by `timeout` left /tmp/afs-* and /dev/shm/afs-local-* behind).
+  const std::atomic<int>* stop_signal = nullptr;
 
   // Across hosts (`afstream controller`).
   // "": ipc:// endpoints in a private directory, every process on this host. tcp://IP[:PORT]: the controller's report

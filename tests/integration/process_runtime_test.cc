@@ -385,60 +385,57 @@ KillResult run_and_kill(const std::string& args, const std::vector<std::string>&
   return r;
 }
 
-// The controller (`afstream run`) killed with SIGKILL: what it started stops at once (spawn.h:
-// parent_death_signal() when it ends) instead of running on (the backup server ran on for good, the workers until they
-// missed the controller), and the backup server removes the run's private directories (/tmp/afs-*, the workers' copies
-// on /dev/shm).
-TEST(ProcessRuntime, AKilledControllerTakesWhatItStartedWithIt) {
-  TempDir t;
-  const pid_t run = ::fork();
-  ASSERT_GE(run, 0);
-  if (run == 0) {
+// A long `afstream run` on worker processes (in a process group of its own), once its children run: the backup
+// server, four workers and the fork server; with the run's private directories, as the backup server was told them.
+struct LongRun {
+  pid_t run = -1;
+  std::vector<pid_t> started;
+  std::vector<std::string> dirs;
+  pid_t server = -1;
+};
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> v;
+  const std::string cmd = "pgrep -P " + std::to_string(parent);
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    for (int pid = 0; std::fscanf(p, "%d", &pid) == 1;) v.push_back(pid);
+    ::pclose(p);
+  }
+  return v;
+}
+
+void start_long_run(const TempDir& t, LongRun& r) {
+  r.run = ::fork();
+  ASSERT_GE(r.run, 0);
+  if (r.run == 0) {
+    ::setpgid(0, 0);
     std::freopen((t.path() / "run.log").c_str(), "w", stderr);
     ::dup2(STDERR_FILENO, STDOUT_FILENO);
     ::execl(AFS_BINARY, AFS_BINARY, "run", "--job", "heavy-hitters", "--items", "2000000000", "--quiet", nullptr);
     ::_exit(127);
   }
-  // Its children once the workers run (the backup server, four workers, the fork server once they are up).
-  const auto children = [&] {
-    std::vector<pid_t> v;
-    const std::string cmd = "pgrep -P " + std::to_string(run);
-    if (FILE* p = ::popen(cmd.c_str(), "r")) {
-      for (int pid = 0; std::fscanf(p, "%d", &pid) == 1;) v.push_back(pid);
-      ::pclose(p);
-    }
-    return v;
-  };
-  std::vector<pid_t> started;
-  for (int i = 0; i < 50 * scaled_seconds(20) && started.size() < 6; ++i) {
+  for (int i = 0; i < 50 * scaled_seconds(20) && r.started.size() < 6; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    started = children();
+    r.started = children_of(r.run);
   }
-  ASSERT_GE(started.size(), 6u) << slurp(t.path() / "run.log");
-  // The run's private directories, as the backup server was told them.
-  std::vector<std::string> dirs;
-  pid_t server = -1;
-  for (const pid_t pid : started) {
+  ASSERT_GE(r.started.size(), 6u) << slurp(t.path() / "run.log");
+  for (const pid_t pid : r.started) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
     std::vector<std::string> argv;
     for (std::string a; std::getline(f, a, '\0');) argv.push_back(a);
     for (std::size_t k = 0; k + 1 < argv.size(); ++k) {
       if (argv[k] == "--remove-if-orphaned") {
-        dirs.push_back(argv[k + 1]);
-        server = pid;
+        r.dirs.push_back(argv[k + 1]);
+        r.server = pid;
       }
     }
   }
-  ASSERT_FALSE(dirs.empty()) << "no backup server among the children";
-  for (const auto& d : dirs) EXPECT_TRUE(fs::exists(d)) << d;
-  // A hang-up of the server is not its controller's death: it stops, the controller starts it again, and the run's
-  // directories stay (a version that took SIGHUP for that death removed them under a nohup'd controller).
-  ::kill(server, SIGHUP);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  for (const auto& d : dirs) EXPECT_TRUE(fs::exists(d)) << d << " removed on a SIGHUP to the server";
-  started = children();  // the server's next incarnation among them
-  ::kill(run, SIGKILL);
-  ::waitpid(run, nullptr, 0);
+  ASSERT_FALSE(r.dirs.empty()) << "no backup server among the children";
+  for (const auto& d : r.dirs) EXPECT_TRUE(fs::exists(d)) << d;
+}
+
+// Every process the run started has ended and its private directories are gone (within 5 s); cleans up if not.
+void expect_all_gone(const TempDir& t, const LongRun& r, const std::string& after) {
   const auto gone = [](pid_t pid) {  // ended (a zombie of a parent that does not reap counts as ended)
     std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
@@ -449,17 +446,53 @@ TEST(ProcessRuntime, AKilledControllerTakesWhatItStartedWithIt) {
   bool all_gone = false;
   for (int i = 0; i < 20 * scaled_seconds(5) && !all_gone; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    all_gone = std::all_of(started.begin(), started.end(), gone) &&
-               std::none_of(dirs.begin(), dirs.end(), [](const std::string& d) { return fs::exists(d); });
+    all_gone = std::all_of(r.started.begin(), r.started.end(), gone) &&
+               std::none_of(r.dirs.begin(), r.dirs.end(), [](const std::string& d) { return fs::exists(d); });
   }
-  for (const pid_t pid : started) {
-    EXPECT_TRUE(gone(pid)) << "process " << pid << " still runs after its controller was killed";
+  for (const pid_t pid : r.started) {
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " still runs after " << after;
     if (!gone(pid)) ::kill(pid, SIGKILL);
   }
-  for (const auto& d : dirs) {
-    EXPECT_FALSE(fs::exists(d)) << d << " left behind\n" << slurp(t.path() / "run.log");
+  for (const auto& d : r.dirs) {
+    EXPECT_FALSE(fs::exists(d)) << d << " left behind after " << after << "\n" << slurp(t.path() / "run.log");
     std::error_code ec;
     fs::remove_all(d, ec);
+  }
+}
+
+// The controller (`afstream run`) killed with SIGKILL: what it started stops at once (spawn.h:
+// parent_death_signal() when it ends) instead of running on (the backup server ran on for good, the workers until they
+// missed the controller), and the backup server removes the run's private directories (/tmp/afs-*, the workers' copies
+// on /dev/shm).
+TEST(ProcessRuntime, AKilledControllerTakesWhatItStartedWithIt) {
+  TempDir t;
+  LongRun r;
+  ASSERT_NO_FATAL_FAILURE(start_long_run(t, r));
+  // A hang-up of the server is not its controller's death: it stops, the controller starts it again, and the run's
+  // directories stay (a version that took SIGHUP for that death removed them under a nohup'd controller).
+  ::kill(r.server, SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (const auto& d : r.dirs) EXPECT_TRUE(fs::exists(d)) << d << " removed on a SIGHUP to the server";
+  r.started = children_of(r.run);  // the server's next incarnation among them
+  ::kill(r.run, SIGKILL);
+  ::waitpid(r.run, nullptr, 0);
+  expect_all_gone(t, r, "its controller was killed");
+}
+
+// A run stopped by SIGTERM or SIGINT to its whole process group (as `timeout` and Ctrl-C send them) stops what it
+// started, removes its private directories and ends by that signal. It left /tmp/afs-* and /dev/shm/afs-local-*
+// behind in 2 runs of 3: its children took the signal too, and nothing ran ~ProcessCluster.
+TEST(ProcessRuntime, ARunStoppedBySigtermToItsGroupCleansUp) {
+  for (const int sig : {SIGTERM, SIGINT}) {
+    TempDir t;
+    LongRun r;
+    ASSERT_NO_FATAL_FAILURE(start_long_run(t, r));
+    ::kill(-r.run, sig);
+    int status = 0;
+    ::waitpid(r.run, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status << "\n"
+                                                                << slurp(t.path() / "run.log");
+    expect_all_gone(t, r, std::string("signal ") + std::to_string(sig) + " to its group");
   }
 }
 
