@@ -416,6 +416,9 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   std::optional<afs::cli::ControllerArgs> controller_args;
   if (controller) controller_args = afs::cli::parse_controller(vm, topology.worker_count());
 
+  for (const auto& o : opts.unused_by_mode) {
+    std::cerr << name << ": note: " << o << " has no effect in ft.mode " << afs::to_string(cfg.mode) << "\n";
+  }
   const auto effective = afs::cli::effective_config(vm);
   // The run directory first: an --out that cannot be one is one line, before the configuration is printed.
   std::ofstream metrics;

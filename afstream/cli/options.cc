@@ -9,6 +9,7 @@
 #include <iterator>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "afstream/core/duration.h"
 #include "afstream/core/errors.h"
@@ -405,6 +406,9 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
                      const po::options_description* extra) {
   auto desc = run_options();
   if (extra) desc.add(*extra);
+  // Given on the command line (not by a job file, which may be a run's config.ini holding every option, nor by
+  // Job::run_defaults): the options noted when the chosen ft.mode does not use them.
+  std::vector<std::string> given_on_command_line;
   if (job) {
     po::options_description jo(job->name() + " options");
     job->add_options(jo);
@@ -412,6 +416,9 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   }
   try {
     store_checked(parse_command_line(argc, argv, desc), vm);
+    for (const auto& [key, value] : vm) {
+      if (!value.defaulted()) given_on_command_line.push_back(key);
+    }
     if (vm.count("config")) {
       const auto path = vm["config"].as<std::string>();
       std::ifstream f(path);
@@ -471,6 +478,41 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   r.quiet = vm["quiet"].as<bool>();
   auto& c = r.config;
   c.mode = parse_ft_mode(vm["ft.mode"].as<std::string>());
+  // The options of one fault-tolerance mode (the rest apply to all): given for another, they are noted.
+  {
+    struct ModeOptions {
+      const char* prefix;  // a key, or a key prefix ending in '-'
+      std::vector<FtMode> modes;
+      const char* modes_text;
+    };
+    const ModeOptions kModeOptions[] = {
+        {"ft.state-divergence-max", {FtMode::Approx}, "approx"},
+        {"ft.theta", {FtMode::Approx}, "approx"},
+        {"ft.unbacked-items-max", {FtMode::Approx}, "approx"},
+        {"ft.l", {FtMode::Approx}, "approx"},
+        {"ft.unacked-items-max", {FtMode::Approx}, "approx"},
+        {"ft.gamma", {FtMode::Approx}, "approx"},
+        {"ft.reset", {FtMode::Approx}, "approx"},
+        {"ft.reset-", {FtMode::Approx}, "approx"},
+        {"ft.replay-", {FtMode::Approx}, "approx"},
+        {"ft.state-headroom", {FtMode::Approx}, "approx"},
+        {"ft.delta-residual", {FtMode::Approx}, "approx"},
+        {"net.in-flight-max", {FtMode::Approx}, "approx"},
+        {"ft.exact-state-every", {FtMode::Exact}, "exact"},
+        {"ft.microbatch-", {FtMode::MicroBatch}, "microbatch"},
+        {"ft.ack-", {FtMode::Ack}, "ack"},
+        {"ft.ask-every", {FtMode::Ask}, "ask"},
+        {"ft.checkpoint-", {FtMode::Checkpoint}, "checkpoint"},
+    };
+    for (const auto& key : given_on_command_line) {
+      for (const auto& m : kModeOptions) {
+        const std::string_view prefix = m.prefix;
+        const bool matches = prefix.back() == '-' ? key.starts_with(prefix) : key == prefix;
+        if (!matches || std::find(m.modes.begin(), m.modes.end(), c.mode) != m.modes.end()) continue;
+        r.unused_by_mode.push_back("--" + key + " (" + m.modes_text + " only)");
+      }
+    }
+  }
   auto bound = [&](const Alias& a) {
     if (vm.count(a.alias)) {
       if (!vm[a.primary].defaulted()) {

@@ -52,6 +52,9 @@ struct RunOptions {
   int heartbeat_timeout_ms = 5000;
   CurveArgs curve;
   RunConfig config;
+  // Options given on the command line that the chosen ft.mode does not use, each as "--KEY (MODE only)": the
+  // command-line layer notes them (they are accepted: one command may be rerun in several modes).
+  std::vector<std::string> unused_by_mode;
 };
 
 // Options shared by every job (ft.*, fail.*, net.*, items, seed, out, ...).

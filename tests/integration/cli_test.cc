@@ -562,6 +562,26 @@ TEST(Cli, ShortRunsWriteMetricsAndABadOutIsOneLine) {
   EXPECT_NE(r.err.find("out: cannot create directory"), std::string::npos) << r.err;
 }
 
+// Options of another fault-tolerance mode, given on the command line, are accepted and noted (they were ignored
+// without a word: --ft.theta under exact); a job's own run defaults (learn's replay options) and a run's config.ini,
+// which holds every option, are not noted.
+TEST(Cli, OptionsOfAnotherModeAreNoted) {
+  TempDir d;
+  auto r =
+      run("run --job heavy-hitters --items 1000 --quiet --runtime threads --ft.mode exact --ft.theta 5 "
+          "--ft.checkpoint-interval 2s --out " +
+          d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: --ft.theta (approx only) has no effect in ft.mode exact"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("note: --ft.checkpoint-interval (checkpoint only)"), std::string::npos) << r.err;
+  r = run("run --config " + (d.path() / "config.ini").string() + " --ft.mode none --quiet --runtime threads");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+  r = run("run --job learn --items 2000 --quiet --runtime threads --ft.mode exact");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+}
+
 TEST(Cli, ListAndHelp) {
   auto r = run("list");
   EXPECT_EQ(r.status, 0);
