@@ -612,9 +612,11 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   };
   row["job"] = job->name();
   row["mode"] = afs::to_string(cfg.mode);
-  row["theta"] = num(cfg.bounds.theta);
-  row["l"] = num(cfg.bounds.l);
-  row["gamma"] = num(cfg.bounds.gamma);
+  // The thresholds where they apply: mode approx (the other modes' rows had the unused defaults, 1e5 / 1e3 / 1e3).
+  const bool approx = cfg.mode == afs::FtMode::Approx;
+  row["theta"] = approx ? num(cfg.bounds.theta) : "";
+  row["l"] = approx ? num(cfg.bounds.l) : "";
+  row["gamma"] = approx ? num(cfg.bounds.gamma) : "";
   row["failures"] = std::to_string(cfg.failures.size());
   row["failures_fired"] = std::to_string(result.failure_events);
   row["items"] = std::to_string(result.source_items);
@@ -697,8 +699,12 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
           "repeated_items,missing_items,residual,detect_ms,restore_ms,replay_ms,recovery_ms,first_item_ms,"
           "caught_up_ms,recovered\n";
     for (const auto& r : result.failures) {
-      ff << r.worker << ',' << r.failure_count << ',' << r.at_items << ',' << r.theta << ',' << r.l << ',' << r.gamma
-         << ',' << r.divergence_at_crash << ',' << r.lost_items << ',' << r.lost_outputs << ',' << r.replayed_items
+      ff << r.worker << ',' << r.failure_count << ',' << r.at_items << ',';
+      if (approx)
+        ff << r.theta << ',' << r.l << ',' << r.gamma;  // the thresholds, halved per failure
+      else
+        ff << ",,";
+      ff << ',' << r.divergence_at_crash << ',' << r.lost_items << ',' << r.lost_outputs << ',' << r.replayed_items
          << ',' << r.repeated_items << ',' << r.missing_items << ',' << r.residual << ',' << r.detect_ms << ','
          << r.restore_ms << ',' << r.replay_ms << ',' << r.recovery_ms << ',' << r.first_item_ms << ','
          << r.caught_up_ms << ',' << (r.recovered ? 1 : 0) << '\n';
