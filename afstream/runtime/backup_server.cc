@@ -295,17 +295,22 @@ void BackupServer::run(const std::atomic<bool>& stop) {
         }
       }
 
-      // Fencing: nothing from an incarnation older than one that has used the store.
+      // Fencing: nothing from an incarnation older than one that has used the store. A first incarnation fenced off
+      // is a new run's worker on a server that served an earlier run with failures: the message says so.
+      static constexpr const char* kEarlierRunHint =
+          " (a new run on a backup server that served an earlier run: start the backup server anew; the new run "
+          "drops the earlier run's backups)";
       const auto incarnation = impl_->message.epoch;
       if (const auto w = net::op_worker(request->op); w && incarnation > 0) {
         auto& newest = impl_->incarnations[*w];
         if (incarnation < newest) {
           ++stale_;
           send_reply(encode(net::StoreReplyMsg{
-              request->request_id, net::StoreErrorMsg{net::StoreErrorKind::kStaleIncarnation,
-                                                      "worker " + std::to_string(*w) + ": incarnation " +
-                                                          std::to_string(incarnation) + " is fenced off: incarnation " +
-                                                          std::to_string(newest) + " has used the store since"}}));
+              request->request_id,
+              net::StoreErrorMsg{net::StoreErrorKind::kStaleIncarnation,
+                                 "worker " + std::to_string(*w) + ": incarnation " + std::to_string(incarnation) +
+                                     " is fenced off: incarnation " + std::to_string(newest) +
+                                     " has used the store since" + (incarnation == 1 ? kEarlierRunHint : "")}}));
           continue;
         }
         newest = incarnation;

@@ -512,6 +512,11 @@ void Worker::refresh_peers() {
 // ---------------------------------------------------------------------------------------------------------------
 // Recovery (DESIGN 5): fetch the latest state chain, restore, queue the backed-up items it does not reflect.
 void Worker::restore() {
+  // A first start (not a recovery, not a later incarnation): nothing of this run is in the store yet, but a store
+  // reused from an earlier run (a backup server started by hand that served it, or one started anew on its
+  // --store.path) holds that run's backups: they are dropped. Restored, they made a source take the earlier run's
+  // position (a seed-2 run ended at once, reporting seed 1's heavy hitters), or a first recovery that run's state.
+  if (ctx_.config.mode != FtMode::None && !crash_in_ && epoch_ <= 1) ctx_.store->drop(id_);
   if (checkpoint_mode()) return restore_checkpoint();
   if (ctx_.config.mode == FtMode::None) {
     if (crash_in_) {

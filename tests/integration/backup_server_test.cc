@@ -29,6 +29,7 @@
 #include "afstream/store/memory_store.h"
 #include "afstream/store/remote_store.h"
 #include "afstream/store/rocksdb_store.h"
+#include "tests/run_output.h"
 #include "tests/temp_dir.h"
 
 namespace afs {
@@ -310,6 +311,53 @@ TEST(BackupServerProcess, SigtermStopsCleanlyAndClosesTheStore) {
   RocksDbStore reopened(db);
   EXPECT_EQ(reopened.state_chain(kWorker), (std::vector<Bytes>{payload(1, 'F')}));
   EXPECT_EQ(reopened.item_records(kWorker), (std::vector<Bytes>{payload(2, 'I')}));
+}
+
+// A backup server's store reused by a new run: a server started anew on the --store.path of a run that had failures,
+// then a run with another seed. Each worker's first start drops what the store holds of it: the new run gives what
+// it gives on a fresh store. Before, its source restored the earlier run's position: the run processed no items,
+// fired no failure, and reported the earlier seed's heavy hitters. A server still running from that run refuses the
+// new run's first incarnations (fencing), saying why.
+TEST(BackupServerProcess, ANewRunDropsWhatAReusedStoreHolds) {
+  TempDir dir;
+  const std::string db = dir.str() + "/db";
+  const auto controller = [&](const std::string& endpoint, const std::string& args, const std::string& out) {
+    return afs::testing::run_program(
+        AFS_BINARY,
+        "controller --job heavy-hitters --items 300000 --quiet --controller.backup-server " + endpoint + " " + args +
+            " --out " + (dir.path() / out).string(),
+        dir.path());
+  };
+  {
+    ServerProcess server(rocksdb_args(db, "tcp://127.0.0.1:0"));
+    const std::string endpoint = server.wait_ready();
+    ASSERT_FALSE(endpoint.empty()) << server.stderr_text();
+    const auto r = controller(endpoint, "--seed 1 --fail.count 2 --fail.target all", "seed1");
+    ASSERT_EQ(r.status, 0) << r.err;
+    // Still serving: a new run's first incarnations are fenced off, and told why.
+    const auto again = controller(endpoint, "--seed 2", "fenced");
+    EXPECT_NE(again.status, 0);
+    EXPECT_NE(again.err.find("a new run on a backup server that served an earlier run"), std::string::npos)
+        << again.err;
+    EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
+  }
+  ServerProcess server(rocksdb_args(db, "tcp://127.0.0.1:0"));  // anew, on the earlier run's store
+  const std::string endpoint = server.wait_ready();
+  ASSERT_FALSE(endpoint.empty()) << server.stderr_text();
+  const auto r = controller(endpoint, "--seed 2 --fail.count 2 --fail.target all", "seed2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto fresh = afs::testing::run_program(
+      AFS_BINARY,
+      "run --job heavy-hitters --items 300000 --quiet --seed 2 --fail.count 2 --fail.target all --out " +
+          (dir.path() / "fresh").string(),
+      dir.path());
+  ASSERT_EQ(fresh.status, 0) << fresh.err;
+  const auto reused = afs::testing::summary(dir.path() / "seed2"), own = afs::testing::summary(dir.path() / "fresh");
+  EXPECT_EQ(reused.at("items"), "300000");
+  EXPECT_EQ(reused.at("failures_fired"), "2");
+  EXPECT_EQ(reused.at("true_heavy"), own.at("true_heavy"));
+  EXPECT_NEAR(std::stod(reused.at("precision")), std::stod(own.at("precision")), 0.1);
+  EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
 }
 
 TEST(BackupServerProcess, BadOptionsGiveOneLineAndExitStatus2) {
