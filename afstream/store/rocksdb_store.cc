@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
@@ -13,6 +14,8 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -231,6 +234,32 @@ OpenedValue open_value(std::string_view v, std::uint8_t kind, const std::string&
 
 std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
 
+// RocksDB's info log (its LOG file in the store's directory), written with stdio, whose write errors are ignored:
+// RocksDB's own file logger asserted on a write after a failed one (Debian's librocksdb keeps assertions on), and a
+// full disk made the backup server abort while it logged the error it was about to return. At most kMaxLogBytes.
+class StoreInfoLog final : public rocksdb::Logger {
+ public:
+  explicit StoreInfoLog(const std::string& path) : file_(std::fopen(path.c_str(), "a")) {}
+  ~StoreInfoLog() override {
+    if (file_) std::fclose(file_);
+  }
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    if (!file_ || written_ > kMaxLogBytes) return;
+    const int n = std::vfprintf(file_, format, ap);
+    if (n > 0) written_ += static_cast<std::size_t>(n);
+    std::fputc('\n', file_);
+  }
+  void Flush() override {
+    if (file_) std::fflush(file_);
+  }
+
+ private:
+  static constexpr std::size_t kMaxLogBytes = std::size_t{64} << 20;
+  std::FILE* file_;
+  std::size_t written_ = 0;
+};
+
 std::string hex(std::string_view s) {
   static const char* digits = "0123456789abcdef";
   std::string out;
@@ -248,12 +277,20 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path
   // RocksDB creates only the last component of the path; create the parents too. If that fails, RocksDB's own
   // error below names the problem, with this one added.
   std::error_code ec;
+  // A directory that holds files but no RocksDB database is not a store: opened, RocksDB would add its files among
+  // them, rotate away a file named LOG, and the value-file sweep remove files under state-values/.
+  if (std::filesystem::is_directory(path_, ec) && !std::filesystem::is_empty(path_, ec) &&
+      !std::filesystem::exists(path_ + "/CURRENT", ec)) {
+    throw ConfigError("backup store: directory '" + path_ +
+                      "' holds files but is not an afstream backup store (no RocksDB database in it): give a new or "
+                      "empty directory");
+  }
   std::filesystem::create_directories(path_, ec);
 
   rocksdb::Options o;
   o.create_if_missing = true;
   o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;  // a torn WAL tail: keep the prefix
-  o.keep_log_file_num = 4;                                               // RocksDB's info LOG files in the directory
+  o.info_log = std::make_shared<StoreInfoLog>(path_ + "/LOG");
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(o, path_, &raw);
   if (!s.ok()) {

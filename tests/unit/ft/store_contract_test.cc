@@ -648,6 +648,28 @@ TEST(RocksDbStore, ForeignRocksDbGivesConfigError) {
   expect_config_error_naming(path, "not an afstream backup store");
 }
 
+// A directory of other files is not made a store: RocksDB added its files among them, rotated a file named LOG
+// away, and the value-file sweep removed the user's state-values/7. An empty directory is fine.
+TEST(RocksDbStore, DirectoryOfOtherFilesGivesConfigErrorAndIsLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.str() + "/notes";
+  std::filesystem::create_directories(path + "/state-values");
+  std::ofstream(path + "/LOG") << "my notes\n";
+  std::ofstream(path + "/state-values/7") << "x";
+  expect_config_error_naming(path, "not an afstream backup store");
+  EXPECT_TRUE(std::filesystem::exists(path + "/state-values/7"));
+  EXPECT_FALSE(std::filesystem::exists(path + "/CURRENT"));
+  std::ifstream log(path + "/LOG");
+  std::string line;
+  std::getline(log, line);
+  EXPECT_EQ(line, "my notes");
+  const std::string empty = dir.str() + "/empty";
+  std::filesystem::create_directories(empty);
+  RocksDbStore store(empty);
+  store.put_state(0, true, bytes(1, 1), {});
+  EXPECT_EQ(store.state_chain(0).size(), 1u);
+}
+
 TEST(RocksDbStore, CorruptStateStaysReportedAfterReopen) {
   with_and_without_value_files(10, [](const RocksDbStoreOptions& o, const std::string& path) {
     {
