@@ -289,7 +289,10 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path
 
   rocksdb::Options o;
   o.create_if_missing = true;
-  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;  // a torn WAL tail: keep the prefix
+  // A torn last record of the write-ahead log (a crash while writing it) is dropped; a corruption before it refuses
+  // the open: kPointInTimeRecovery stopped the replay there without a word, silently rolling back every later put
+  // (acknowledged backups) and then sweeping value files only they referenced.
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   o.info_log = std::make_shared<StoreInfoLog>(path_ + "/LOG");
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(o, path_, &raw);
