@@ -436,7 +436,13 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     if (!metrics) throw afs::InputError("out: cannot write '" + opts.out_dir + "/metrics.jsonl'");
   }
 
-  std::cerr << name << ": effective configuration\n" << effective;
+  // Printed at the start (DESIGN 7); with --quiet and --out, where it is kept, one line says where (scripts that pass
+  // stderr through showed about 60 lines per run).
+  if (opts.quiet && !opts.out_dir.empty()) {
+    std::cerr << name << ": effective configuration in " << opts.out_dir << "/config.ini\n";
+  } else {
+    std::cerr << name << ": effective configuration\n" << effective;
+  }
   std::cerr << "topology: " << topology.worker_count() << " workers (";
   for (std::size_t s = 0; s < topology.stages().size(); ++s) {
     const auto& st = topology.stages()[s];

@@ -161,8 +161,9 @@ po::options_description run_options() {
       "wall-clock origin of the run's times, ns since the Unix epoch (0: now); `afstream run` passes its own to its "
       "worker processes, so that a restarted worker's times count from the same start")(
       "out", po::value<std::string>(), "directory for config.ini, meta.json, metrics.jsonl, failures.csv, summary.csv")(
-      "quiet,q", po::bool_switch(), "no progress lines")("ft.mode", po::value<std::string>()->default_value("approx"),
-                                                         ("fault tolerance: " + ft_mode_names()).c_str())(
+      "quiet,q", po::bool_switch(),
+      "no progress lines; with --out, the effective configuration is not printed but kept in its config.ini")(
+      "ft.mode", po::value<std::string>()->default_value("approx"), ("fault tolerance: " + ft_mode_names()).c_str())(
       "ft.state-divergence-max", real_value(1e5), "Theta: state divergence allowed before a state backup")(
       "ft.theta", po::value<double>(), "alias of ft.state-divergence-max")(
       "ft.unbacked-items-max", real_value(1e3), "L: received, unprocessed items allowed without an item backup")(
