@@ -372,4 +372,24 @@ TEST(PsCli, BadOptionsNameTheOption) {
   }
 }
 
+// Checkpoint mode's aligned barriers and the ps job's feedback can wait on each other under BSP and SSP (a server
+// holds one ps-worker's push past its barrier while the other, blocked for parameters, cannot reach its own): refused
+// with a line that says why. ASP never blocks and runs.
+TEST(PsCli, CheckpointModeIsRefusedUnderBspAndSsp) {
+  TempDir scratch;
+  for (const char* c : {"bsp", "ssp"}) {
+    const auto r = run(std::string("run --job ps --items 1000 --runtime threads --quiet --ft.mode checkpoint ") +
+                           "--learn.consistency " + c,
+                       scratch.path());
+    EXPECT_EQ(r.status, 2) << c;
+    EXPECT_NE(r.err.find("ft.mode checkpoint: the ps job under " + std::string(c) + " can deadlock"), std::string::npos)
+        << r.err;
+  }
+  const auto r =
+      run("run --job ps --items 4000 --learn.holdout 1000 --runtime threads --quiet --ft.mode checkpoint "
+          "--ft.checkpoint-interval 20ms --learn.consistency asp",
+          scratch.path());
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 }  // namespace
