@@ -88,8 +88,9 @@ class Processes {
     if (pid < 0) return -1;
     if (pid == 0) {
       ::setpgid(0, 0);
-      std::freopen(log.c_str(), "w", stdout);
+      // One open file, appending, for both: stdout opened apart ("w") wrote over the first lines of stderr.
       std::freopen(log.c_str(), "a", stderr);
+      ::dup2(STDERR_FILENO, STDOUT_FILENO);
       std::vector<char*> args;
       for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
