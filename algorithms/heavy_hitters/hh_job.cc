@@ -145,7 +145,7 @@ class HeavyHittersJob final : public Job {
         .parallelism(par)
         .key_by()
         .from("source")
-        .stage("sink", "hh-merge", Params().set("items", items_ * static_cast<std::uint64_t>(alpha)))
+        .stage("sink", "hh-merge", Params())
         .forward()
         .from("hh")
         .build();

@@ -283,8 +283,7 @@ double CountMinHeavyHitters::distance(const Operator& other) const {
   return counters_.distance(o.counters_);
 }
 
-HeavyHitterMerge::HeavyHitterMerge(const Params& p)
-    : estimates_(Metric::L1), alpha_(static_cast<double>(p.get_uint("items", 1u << 30))) {}
+HeavyHitterMerge::HeavyHitterMerge(const Params&) : estimates_(Metric::L1) {}
 
 void HeavyHitterMerge::process(const Item& item, Emitter&) { estimates_.set(item.key, item.value); }
 

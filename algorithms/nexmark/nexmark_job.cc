@@ -141,7 +141,7 @@ class HotItemsJob final : public Job {
         .parallelism(par)
         .key_by()
         .from("source")
-        .stage("sink", "hh-merge", Params().set("items", bids_))
+        .stage("sink", "hh-merge", Params())
         .forward()
         .from("hh")
         .build();

@@ -51,6 +51,31 @@ TEST(HeavyHittersProperty, RecallIsOneAfterCompensation) {
   }
 }
 
+// The sink killed at the end of the stream, when the sketches' final reports arrive, at a Theta far above the stream
+// size: no report is lost (hh-merge's alpha is infinite, so its worker logs every report). With alpha the stream
+// size, a Theta above twice it let the sink hold reports unprotected within its theta; a copy that had finished
+// never sent them again, and NEXMark's recall fell to 0.48 (a probe; the kill's timing made it 2 runs in 6).
+TEST(HeavyHittersProperty, TheSinkKilledAtTheEndLosesNoReport) {
+  for (int seed = 1; seed <= 6; ++seed) {
+    HhSetup s;
+    s.seed = seed;
+    s.items = 200000;
+    s.phi = 1000;
+    RunConfig cfg;
+    cfg.mode = FtMode::Approx;
+    cfg.bounds = UserBounds{1e12, 1e4, 1e4};
+    const int sink = hh_topology(s).first_worker(hh_topology(s).stage_index("sink"));
+    for (const double at : {0.999, 1.0, 1.0}) {
+      cfg.failures.push_back(FailureEvent{static_cast<std::uint64_t>(at * static_cast<double>(s.items)), {sink}});
+    }
+    const auto run = run_hh(s, cfg);
+    EXPECT_EQ(run.score.recall, 1.0) << "seed " << seed << ": " << run.score.true_positives << " of "
+                                     << run.score.true_heavy << " after " << run.result.failures.size()
+                                     << " recoveries";
+    EXPECT_GT(run.score.true_heavy, 5u);
+  }
+}
+
 // phi far below Theta (as NEXMark's hot items: a few hundred bids against Theta 1e5), behind the replayable source:
 // the watch margin the jobs give (count_min_watch_margin) is phi / 4, not Theta + L / n, which watched every key.
 // Every true heavy hitter is still found after failures of every worker, with partial backups (their residuals are

@@ -75,7 +75,7 @@ inline Topology hh_topology(const HhSetup& s) {
       .parallelism(s.parallelism)
       .key_by()
       .from(s.relay ? "relay" : "source")
-      .stage("sink", "hh-merge", Params().set("items", s.items * 1500))
+      .stage("sink", "hh-merge", Params())
       .forward()
       .from("hh")
       .build();

@@ -36,7 +36,7 @@ Topology two_input_topology() {
       .from("a")
       .forward()
       .from("b")
-      .stage("sink", "hh-merge", Params().set("items", 800000))
+      .stage("sink", "hh-merge", Params())
       .forward()
       .from("hh")
       .build();
