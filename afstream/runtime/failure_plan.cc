@@ -139,7 +139,13 @@ std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uin
       if (ms >= 0x1p62) throw bad();
       e.at_time = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
     } else if (unit.empty()) {
-      // Below 1 a fraction of the input, from 1 on an item count: 1.5 is neither.
+      // Below 1 a fraction of the input, from 1 on an item count: 1.5 is neither, and 1.0, which read as the first
+      // item where a fraction (the end) was meant, is refused.
+      if (d == 1 && number.find_first_of(".eE") != std::string::npos) {
+        throw ConfigError("fail.at: '" + part +
+                          "' is ambiguous: a fraction of the input is below 1 (0.99: near the end), and 1 is the first "
+                          "item");
+      }
       if (d >= 0x1p63) throw ConfigError("fail.at: '" + part + "' is more items than a count holds (2^63 - 1)");
       if (d >= 1 && d != std::floor(d)) {
         throw ConfigError("fail.at: '" + part +

@@ -57,7 +57,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 27> cases{{
+  const std::array<Case, 28> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -87,6 +87,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
       {"run --job heavy-hitters --items 9223372036854775808", "items: expected a whole number"},
       {"run --job heavy-hitters --ft.replay-items-max -1", "ft.replay-items-max: expected a whole number"},
       {"run --job heavy-hitters --fail.at 1.5", "fail.at: '1.5' is neither a fraction"},
+      {"run --job heavy-hitters --fail.at 1.0", "fail.at: '1.0' is ambiguous"},  // it was the first item
       {"run --job heavy-hitters --hh.width -100", "hh.width: expected a whole number"},
       // The operator's own parameter name was the message ("divergence-block: ..."), and the window's option unnamed.
       {"run --job heavy-hitters --hh.divergence-block 3", "hh.divergence-block: expected a power of two >= 1, got 3"},
