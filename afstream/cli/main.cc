@@ -344,7 +344,7 @@ void append_summary_row(const std::string& path, const std::vector<std::string>&
     if (!f) throw afs::InputError("out: cannot write '" + path + "'");
     return;
   }
-  const std::string part = path + ".part";
+  const std::string part = path + ".part-" + std::to_string(::getpid());
   {
     std::ofstream f(part, std::ios::trunc);
     f << join(merged);
@@ -452,6 +452,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   std::cerr << ")\n";
 
   std::unique_ptr<afs::Cluster> cluster_ptr;
+  std::vector<std::pair<int, struct sigaction>> run_signal_handlers;  // replaced during a run on processes (below)
   if (opts.runtime == "processes") {
     afs::ProcessClusterOptions popts;
     popts.program = fs::read_symlink("/proc/self/exe").string();
@@ -541,8 +542,11 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
       if (::sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) continue;
       struct sigaction sa {};
       sa.sa_handler = note_run_signal;
+      sa.sa_flags = SA_RESTART;
       sigemptyset(&sa.sa_mask);
-      sigaction(sig, &sa, nullptr);
+      struct sigaction before {};
+      sigaction(sig, &sa, &before);
+      run_signal_handlers.emplace_back(sig, before);
     }
     popts.stop_signal = &g_run_signal;
     cluster_ptr = std::make_unique<afs::ProcessCluster>(topology, reg, cfg, popts);
@@ -570,15 +574,24 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     }
   };
   const double cpu_start = cpu_seconds();
+  // After the run the replaced handlers are back, and a signal that came during it (it stopped the run, or came too
+  // late to) ends the program as it would have, once the processes are stopped and the directories removed.
+  const auto end_run_signals = [&] {
+    for (const auto& [sig, before] : run_signal_handlers) sigaction(sig, &before, nullptr);
+    run_signal_handlers.clear();
+    if (const int sig = g_run_signal.load()) {
+      cluster_ptr.reset();
+      ::raise(sig);
+      std::_Exit(128 + sig);  // a handler of its own that returned: the cluster is gone, so is the run
+    }
+  };
   const auto result = [&] {
     try {
-      return cluster.run(on_sample, std::chrono::milliseconds(1000));
+      auto r = cluster.run(on_sample, std::chrono::milliseconds(1000));
+      end_run_signals();
+      return r;
     } catch (...) {
-      if (const int sig = g_run_signal.load()) {  // stopped by a signal: clean up, then end as that signal would
-        cluster_ptr.reset();
-        ::signal(sig, SIG_DFL);
-        ::raise(sig);
-      }
+      end_run_signals();
       throw;
     }
   }();

@@ -499,7 +499,6 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
         {"ft.state-headroom", {FtMode::Approx}, "approx"},
         {"ft.delta-residual", {FtMode::Approx}, "approx"},
         {"net.in-flight-max", {FtMode::Approx}, "approx"},
-        {"ft.exact-state-every", {FtMode::Exact}, "exact"},
         {"ft.microbatch-", {FtMode::MicroBatch}, "microbatch"},
         {"ft.ack-", {FtMode::Ack}, "ack"},
         {"ft.ask-every", {FtMode::Ask}, "ask"},

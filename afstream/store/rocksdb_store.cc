@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -237,25 +238,32 @@ std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
 // RocksDB's info log (its LOG file in the store's directory), written with stdio, whose write errors are ignored:
 // RocksDB's own file logger asserted on a write after a failed one (Debian's librocksdb keeps assertions on), and a
 // full disk made the backup server abort while it logged the error it was about to return. At most kMaxLogBytes.
+// Called from RocksDB's background threads too: one line per call, under a lock. The file starts anew at each open.
 class StoreInfoLog final : public rocksdb::Logger {
  public:
-  explicit StoreInfoLog(const std::string& path) : file_(std::fopen(path.c_str(), "a")) {}
+  explicit StoreInfoLog(const std::string& path) : file_(std::fopen(path.c_str(), "w")) {}
   ~StoreInfoLog() override {
     if (file_) std::fclose(file_);
   }
   using rocksdb::Logger::Logv;
   void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    const int n = std::vsnprintf(line, sizeof line - 1, format, ap);
+    if (n < 0) return;
+    std::size_t len = std::min(static_cast<std::size_t>(n), sizeof line - 2);
+    line[len++] = '\n';
+    const std::lock_guard lock(mu_);
     if (!file_ || written_ > kMaxLogBytes) return;
-    const int n = std::vfprintf(file_, format, ap);
-    if (n > 0) written_ += static_cast<std::size_t>(n);
-    std::fputc('\n', file_);
+    written_ += std::fwrite(line, 1, len, file_);
   }
   void Flush() override {
+    const std::lock_guard lock(mu_);
     if (file_) std::fflush(file_);
   }
 
  private:
   static constexpr std::size_t kMaxLogBytes = std::size_t{64} << 20;
+  std::mutex mu_;
   std::FILE* file_;
   std::size_t written_ = 0;
 };
@@ -277,13 +285,20 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path
   // RocksDB creates only the last component of the path; create the parents too. If that fails, RocksDB's own
   // error below names the problem, with this one added.
   std::error_code ec;
-  // A directory that holds files but no RocksDB database is not a store: opened, RocksDB would add its files among
-  // them, rotate away a file named LOG, and the value-file sweep remove files under state-values/.
-  if (std::filesystem::is_directory(path_, ec) && !std::filesystem::is_empty(path_, ec) &&
-      !std::filesystem::exists(path_ + "/CURRENT", ec)) {
-    throw ConfigError("backup store: directory '" + path_ +
-                      "' holds files but is not an afstream backup store (no RocksDB database in it): give a new or "
-                      "empty directory");
+  // A directory that holds other files than a store's is not one: opened, RocksDB would add its files among them,
+  // rewrite a file named LOG, and the value-file sweep remove files under state-values/. A store's own names are
+  // RocksDB's and state-values/ (an open that failed early may have left only LOCK and LOG).
+  if (std::filesystem::is_directory(path_, ec) && !std::filesystem::exists(path_ + "/CURRENT", ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(path_, ec)) {
+      const std::string name = e.path().filename().string();
+      const bool ours = name == "LOCK" || name == "LOG" || name.starts_with("LOG.old") || name == "IDENTITY" ||
+                        name.starts_with("MANIFEST-") || name.starts_with("OPTIONS-") || name.ends_with(".log") ||
+                        name.ends_with(".sst") || name.ends_with(".dbtmp") || name == kValuesDir;
+      if (ours) continue;
+      throw ConfigError("backup store: directory '" + path_ + "' holds '" + name +
+                        "', not a file of an afstream backup store (and no RocksDB database): give a new or empty "
+                        "directory");
+    }
   }
   std::filesystem::create_directories(path_, ec);
 

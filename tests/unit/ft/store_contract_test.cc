@@ -649,14 +649,16 @@ TEST(RocksDbStore, ForeignRocksDbGivesConfigError) {
 }
 
 // A directory of other files is not made a store: RocksDB added its files among them, rotated a file named LOG
-// away, and the value-file sweep removed the user's state-values/7. An empty directory is fine.
+// away, and the value-file sweep removed the user's state-values/7. An empty directory is fine, and so is one that
+// holds only what a failed first open left (LOCK, LOG).
 TEST(RocksDbStore, DirectoryOfOtherFilesGivesConfigErrorAndIsLeftAlone) {
   TempDir dir;
   const std::string path = dir.str() + "/notes";
   std::filesystem::create_directories(path + "/state-values");
   std::ofstream(path + "/LOG") << "my notes\n";
   std::ofstream(path + "/state-values/7") << "x";
-  expect_config_error_naming(path, "not an afstream backup store");
+  std::ofstream(path + "/notes.txt") << "x";
+  expect_config_error_naming(path, "holds 'notes.txt', not a file of an afstream backup store");
   EXPECT_TRUE(std::filesystem::exists(path + "/state-values/7"));
   EXPECT_FALSE(std::filesystem::exists(path + "/CURRENT"));
   std::ifstream log(path + "/LOG");
@@ -668,6 +670,12 @@ TEST(RocksDbStore, DirectoryOfOtherFilesGivesConfigErrorAndIsLeftAlone) {
   RocksDbStore store(empty);
   store.put_state(0, true, bytes(1, 1), {});
   EXPECT_EQ(store.state_chain(0).size(), 1u);
+  const std::string failed = dir.str() + "/failed-open";
+  std::filesystem::create_directories(failed);
+  std::ofstream(failed + "/LOCK");
+  std::ofstream(failed + "/LOG");
+  RocksDbStore reopened(failed);
+  EXPECT_TRUE(reopened.state_chain(0).empty());
 }
 
 // A write-ahead log corrupted in its middle (not a torn last record) refuses the open, naming the directory: with
