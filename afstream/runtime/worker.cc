@@ -516,7 +516,20 @@ void Worker::restore() {
   // reused from an earlier run (a backup server started by hand that served it, or one started anew on its
   // --store.path) holds that run's backups: they are dropped. Restored, they made a source take the earlier run's
   // position (a seed-2 run ended at once, reporting seed 1's heavy hitters), or a first recovery that run's state.
-  if (ctx_.config.mode != FtMode::None && !crash_in_ && epoch_ <= 1) ctx_.store->drop(id_);
+  if (ctx_.config.mode != FtMode::None && !crash_in_ && epoch_ <= 1) {
+    ctx_.store->drop(id_);
+    // The checkpoint ledger's round and last complete checkpoint are the job's, not a worker's: a drop leaves them.
+    // No checkpoint of this run can be complete before this worker has confirmed one, so a complete one is an earlier
+    // run's (it failed later with "no state record of checkpoint N of round R").
+    if (checkpoint_mode()) {
+      if (const auto st = ctx_.store->checkpoint_status(); st.complete > 0) {
+        throw ConfigError("worker " + std::to_string(id_) + ": the backup store holds an earlier run's checkpoints " +
+                          "(checkpoint " + std::to_string(st.complete) + " of round " + std::to_string(st.round) +
+                          " complete): checkpoint mode needs a new store (a backup server started on a new " +
+                          "--store.path, or with the memory store)");
+      }
+    }
+  }
   if (checkpoint_mode()) return restore_checkpoint();
   if (ctx_.config.mode == FtMode::None) {
     if (crash_in_) {

@@ -358,6 +358,17 @@ TEST(BackupServerProcess, ANewRunDropsWhatAReusedStoreHolds) {
   EXPECT_EQ(reused.at("true_heavy"), own.at("true_heavy"));
   EXPECT_EQ(reused.at("recall"), "1");  // (precision after failures moves with their timing: not compared)
   EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
+  // Checkpoint mode: the ledger's round and complete checkpoint are the earlier run's, which a drop leaves; the new
+  // run is refused, saying so (it failed with "no state record of checkpoint N of round R").
+  ServerProcess again(rocksdb_args(dir.str() + "/db2", "tcp://127.0.0.1:0"));
+  const std::string at = again.wait_ready();
+  ASSERT_FALSE(at.empty()) << again.stderr_text();
+  const auto first = controller(at, "--seed 1 --ft.mode checkpoint --ft.checkpoint-interval 20ms", "ck1");
+  ASSERT_EQ(first.status, 0) << first.err;
+  const auto second = controller(at, "--seed 2 --ft.mode checkpoint --ft.checkpoint-interval 20ms", "ck2");
+  EXPECT_NE(second.status, 0);
+  EXPECT_NE(second.err.find("the backup store holds an earlier run's checkpoints"), std::string::npos) << second.err;
+  EXPECT_EQ(again.terminate(), 0) << again.stderr_text();
 }
 
 TEST(BackupServerProcess, BadOptionsGiveOneLineAndExitStatus2) {
