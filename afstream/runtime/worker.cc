@@ -516,7 +516,7 @@ void Worker::restore() {
   // reused from an earlier run (a backup server started by hand that served it, or one started anew on its
   // --store.path) holds that run's backups: they are dropped. Restored, they made a source take the earlier run's
   // position (a seed-2 run ended at once, reporting seed 1's heavy hitters), or a first recovery that run's state.
-  if (ctx_.config.mode != FtMode::None && !crash_in_ && epoch_ <= 1) {
+  if (ctx_.config.mode != FtMode::None && first_start()) {
     ctx_.store->drop(id_);
     // The checkpoint ledger's round and last complete checkpoint are the job's, not a worker's: a drop leaves them.
     // No checkpoint of this run can be complete before this worker has confirmed one, so a complete one is an earlier
@@ -1727,10 +1727,8 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
   if (capture_finish_) finish_items_.push_back(Item{key, value, time, 0});
   if (outs_.empty()) return;
   auto push = [&](OutChannel& o) {
-    if (o.eos_seq != 0 && o.sent >= o.eos_seq) [[unlikely]] {
-      drop_after_end();
+    if (dropped_after_end(o)) [[unlikely]]
       return;
-    }
     Item it{key, value, time, number_output(o)};
     if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();  // the oldest unsent item (latency)
     if (keeps_sent_items()) {
@@ -1773,10 +1771,8 @@ void Worker::emit(std::uint64_t key, std::int64_t value, std::int64_t time) {
 void Worker::broadcast(std::uint64_t key, std::int64_t value, std::int64_t time) {
   unchecked_items_ = 0;  // as emit(): an item that emits is compared with theta at once
   for (auto& o : outs_) {
-    if (o.eos_seq != 0 && o.sent >= o.eos_seq) [[unlikely]] {
-      drop_after_end();
+    if (dropped_after_end(o)) [[unlikely]]
       continue;
-    }
     Item it{key, value, time, number_output(o)};
     if (it.seq == o.sent + 1) o.unsent_since_ns = now_ns();
     if (keeps_sent_items()) {
@@ -1927,10 +1923,15 @@ void Worker::flush(bool force) {
   }
 }
 
-// An output on a channel whose end of stream has gone out (the operator emitted after finish(): from on_feedback, or
-// processing a restarted sender's items): dropped and counted. The end of stream promised the receiver nothing more,
-// and it may have finished: before, it acknowledged such an output on receipt and finished without processing it.
-void Worker::drop_after_end() { counters_.outputs_after_end.fetch_add(1, std::memory_order_relaxed); }
+// Whether an output on o is dropped: its end of stream has gone out (the operator emitted after finish(): from
+// on_feedback, or processing a restarted sender's items): dropped and counted. The end of stream promised the receiver
+// nothing more, and it may have finished: before, it acknowledged such an output on receipt and finished without
+// processing it.
+bool Worker::dropped_after_end(const OutChannel& o) {
+  if (o.eos_seq == 0 || o.sent < o.eos_seq) return false;
+  counters_.outputs_after_end.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
 
 // The next output's number on o. An end of stream numbered but not sent yet (finish() ran, and the operator emits
 // more: items it processes after finish(), such as a restarted sender's) moves after it. Left where it was, the

@@ -262,6 +262,8 @@ class Worker {
 
   void setup_sockets();
   void restore();
+  // Not a recovery nor a later incarnation: the first start of this worker in this run.
+  bool first_start() const { return !crash_in_ && epoch_ <= 1; }
   void refresh_peers();
   bool peer_ready(int worker);
   zmq::socket_t& socket_to(int worker, bool acks);
@@ -299,8 +301,8 @@ class Worker {
   std::vector<Item> feedback_out_;  // fed back since the last send_feedback()
   Clock::time_point blocked_called_at_{};
   void flush(bool force);
-  std::uint64_t number_output(OutChannel& o);  // the next output's number (the end of stream kept after it)
-  void drop_after_end();                       // an output after its channel's end of stream went out
+  std::uint64_t number_output(OutChannel& o);   // the next output's number (the end of stream kept after it)
+  bool dropped_after_end(const OutChannel& o);  // an output on o after its end of stream went out: counted
   bool send_batch(OutChannel& out, std::uint64_t first_seq, std::span<const Item> items, bool eos,
                   std::span<const std::uint64_t> roots = {});
   void finish_outputs();

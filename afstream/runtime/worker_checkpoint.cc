@@ -71,8 +71,7 @@ void Worker::restore_checkpoint() {
   const auto t0 = Clock::now();
   held_.assign(ins_.size(), {});
   notices_.assign(outs_.size(), {});
-  const bool restarted = crash_in_.has_value() || epoch_ > 1;
-  if (!restarted) return;  // a fresh job: its first record is a full one (write_checkpoint_record)
+  if (first_start()) return;  // a fresh job: its first record is a full one (write_checkpoint_record)
   const CheckpointStatus st = ctx_.store->rejoin_checkpoints(id_);
   round_ = st.round;
   complete_ = st.complete;

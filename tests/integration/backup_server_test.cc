@@ -328,23 +328,31 @@ TEST(BackupServerProcess, ANewRunDropsWhatAReusedStoreHolds) {
             " --out " + (dir.path() / out).string(),
         dir.path());
   };
+  // A backup server on the RocksDB store at `path`, and its endpoint ("" if it did not come up).
+  struct Served {
+    std::unique_ptr<ServerProcess> server;
+    std::string endpoint;
+  };
+  const auto serve = [](const std::string& path) {
+    Served s{std::make_unique<ServerProcess>(rocksdb_args(path, "tcp://127.0.0.1:0")), ""};
+    s.endpoint = s.server->wait_ready();
+    return s;
+  };
   {
-    ServerProcess server(rocksdb_args(db, "tcp://127.0.0.1:0"));
-    const std::string endpoint = server.wait_ready();
-    ASSERT_FALSE(endpoint.empty()) << server.stderr_text();
-    const auto r = controller(endpoint, "--seed 1 --fail.count 2 --fail.target all", "seed1");
+    const auto first = serve(db);
+    ASSERT_FALSE(first.endpoint.empty()) << first.server->stderr_text();
+    const auto r = controller(first.endpoint, "--seed 1 --fail.count 2 --fail.target all", "seed1");
     ASSERT_EQ(r.status, 0) << r.err;
     // Still serving: a new run's first incarnations are fenced off, and told why.
-    const auto again = controller(endpoint, "--seed 2", "fenced");
+    const auto again = controller(first.endpoint, "--seed 2", "fenced");
     EXPECT_NE(again.status, 0);
     EXPECT_NE(again.err.find("a new run on a backup server that served an earlier run"), std::string::npos)
         << again.err;
-    EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
+    EXPECT_EQ(first.server->terminate(), 0) << first.server->stderr_text();
   }
-  ServerProcess server(rocksdb_args(db, "tcp://127.0.0.1:0"));  // anew, on the earlier run's store
-  const std::string endpoint = server.wait_ready();
-  ASSERT_FALSE(endpoint.empty()) << server.stderr_text();
-  const auto r = controller(endpoint, "--seed 2 --fail.count 2 --fail.target all", "seed2");
+  const auto anew = serve(db);  // anew, on the earlier run's store
+  ASSERT_FALSE(anew.endpoint.empty()) << anew.server->stderr_text();
+  const auto r = controller(anew.endpoint, "--seed 2 --fail.count 2 --fail.target all", "seed2");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto fresh = afs::testing::run_program(
       AFS_BINARY,
@@ -357,18 +365,17 @@ TEST(BackupServerProcess, ANewRunDropsWhatAReusedStoreHolds) {
   EXPECT_EQ(reused.at("failures_fired"), "2");
   EXPECT_EQ(reused.at("true_heavy"), own.at("true_heavy"));
   EXPECT_EQ(reused.at("recall"), "1");  // (precision after failures moves with their timing: not compared)
-  EXPECT_EQ(server.terminate(), 0) << server.stderr_text();
+  EXPECT_EQ(anew.server->terminate(), 0) << anew.server->stderr_text();
   // Checkpoint mode: the ledger's round and complete checkpoint are the earlier run's, which a drop leaves; the new
   // run is refused, saying so (it failed with "no state record of checkpoint N of round R").
-  ServerProcess again(rocksdb_args(dir.str() + "/db2", "tcp://127.0.0.1:0"));
-  const std::string at = again.wait_ready();
-  ASSERT_FALSE(at.empty()) << again.stderr_text();
-  const auto first = controller(at, "--seed 1 --ft.mode checkpoint --ft.checkpoint-interval 20ms", "ck1");
+  const auto ck = serve(dir.str() + "/db2");
+  ASSERT_FALSE(ck.endpoint.empty()) << ck.server->stderr_text();
+  const auto first = controller(ck.endpoint, "--seed 1 --ft.mode checkpoint --ft.checkpoint-interval 20ms", "ck1");
   ASSERT_EQ(first.status, 0) << first.err;
-  const auto second = controller(at, "--seed 2 --ft.mode checkpoint --ft.checkpoint-interval 20ms", "ck2");
+  const auto second = controller(ck.endpoint, "--seed 2 --ft.mode checkpoint --ft.checkpoint-interval 20ms", "ck2");
   EXPECT_NE(second.status, 0);
   EXPECT_NE(second.err.find("the backup store holds an earlier run's checkpoints"), std::string::npos) << second.err;
-  EXPECT_EQ(again.terminate(), 0) << again.stderr_text();
+  EXPECT_EQ(ck.server->terminate(), 0) << ck.server->stderr_text();
 }
 
 TEST(BackupServerProcess, BadOptionsGiveOneLineAndExitStatus2) {
