@@ -33,6 +33,7 @@ DATASETS=${DATASETS:-"higgs kdd"}
 OUT=${OUT:-$ROOT/experiments/results/convergence}
 PY=${PY:-/usr/bin/python3}
 
+require_counts ROUNDS HIGGS_ITEMS KDD_ITEMS
 # Failure points for k failures: k fractions evenly spread over [0.1, 0.9].
 points() {
   awk -v k="$1" 'BEGIN { for (i = 0; i < k; i++) printf "%s%.4f", (i ? "," : ""), (k == 1 ? 0.1 : 0.1 + 0.8 * i / (k - 1)) }'

@@ -6,8 +6,9 @@ set -euo pipefail
 . "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 OUT=${OUT:-$ROOT/experiments/results/runs/demo}
 ITEMS=${ITEMS:-10000000}
-rm -rf "$OUT"
 mkdir -p "$OUT"
+# Only the files a run writes: OUT may be a folder of other results.
+rm -f "$OUT"/{summary.csv,config.ini,meta.json,metrics.jsonl,failures.csv,heavy_hitters.csv}
 common=(--job heavy-hitters --items "$ITEMS" --seed 1 --out "$OUT" --quiet)
 echo "== heavy hitters, $ITEMS packets, Theta=1e5 L=1e3 Gamma=1e3 =="
 "$AFS" run "${common[@]}" --ft.mode none

@@ -18,7 +18,9 @@ if [ "$ALGORITHM" = count-min ]; then
 else
   OUT=${OUT:-$ROOT/experiments/results/hh-$ALGORITHM}
 fi
-mkdir -p "$OUT"
+require_counts ROUNDS ITEMS
+case "$ALGORITHM" in count-min | space-saving) ;; *) echo "hh_cpu.sh: ALGORITHM='$ALGORITHM' (count-min or space-saving)" >&2; exit 2 ;; esac
+mkdir -p "$OUT/runs"
 echo "mode,round,wall_s,user_s,sys_s" >"$OUT/cpu.csv"
 for round in $(seq 1 "$ROUNDS"); do
   for mode in "none|--ft.mode none" "approx|--ft.mode approx --ft.theta 1e5 --ft.l 1e3 --ft.gamma 1e3" \
@@ -27,9 +29,9 @@ for round in $(seq 1 "$ROUNDS"); do
     args=${mode#*|}
     echo "round $round: $name" >&2
     # shellcheck disable=SC2086
-    /usr/bin/time -f "$name,$round,%e,%U,%S" -a -o "$OUT/cpu.csv" "$AFS" run --runtime threads --job heavy-hitters \
+    /usr/bin/time -q -f "$name,$round,%e,%U,%S" -a -o "$OUT/cpu.csv" "$AFS" run --runtime threads --job heavy-hitters \
       --hh.algorithm "$ALGORITHM" --items "$ITEMS" --hh.skew 0.9 --seed "$round" --quiet $args \
-      --out "$OUT/runs/cpu" >/dev/null 2>&1
+      --out "$OUT/runs/cpu" >"$OUT/runs/cpu.log" 2>&1 || { echo "hh_cpu.sh: run failed: $(tail -n 1 "$OUT/runs/cpu.log")" >&2; exit 1; }
   done
 done
 cat "$OUT/cpu.csv"

@@ -20,9 +20,11 @@ if [ "$ALGORITHM" = count-min ]; then
 else
   OUT=${OUT:-$ROOT/experiments/results/hh-$ALGORITHM}
 fi
+require_counts ROUNDS ITEMS
+case "$ALGORITHM" in count-min | space-saving) ;; *) echo "hh_table.sh: ALGORITHM='$ALGORITHM' (count-min or space-saving)" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
-rm -rf "$RUNS" "$OUT/summary.csv"
+rm -rf "$RUNS" "$OUT/summary.csv" "$OUT/rows.tmp"  # rows.tmp: an interrupted run's rows
 mkdir -p "$RUNS"
 
 configs=(

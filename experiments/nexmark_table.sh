@@ -15,6 +15,7 @@ ROUNDS=${ROUNDS:-3}
 EVENTS=${EVENTS:-10000000}
 RUNTIME=${RUNTIME:-threads}
 OUT=${OUT:-$ROOT/experiments/results/nexmark}
+require_counts ROUNDS EVENTS
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv" "$OUT/rows.tmp"

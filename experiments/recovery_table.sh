@@ -21,11 +21,6 @@ SIZES=${SIZES:-"1e4 1e6 1e7"}
 STORES=${STORES:-"memory rocksdb"}
 OUT=${OUT:-$ROOT/experiments/results/recovery}
 DEPTH=4
-mkdir -p "$OUT"
-RUNS="$OUT/runs"
-rm -rf "$RUNS" "$OUT/failures.csv" "$OUT/summary.csv"
-mkdir -p "$RUNS"
-
 width_of() {
   case "$1" in
     1e4) echo 2500 ;;
@@ -35,6 +30,16 @@ width_of() {
     *) echo "recovery_table.sh: unknown size '$1' (expected 1e4, 1e5, 1e6 or 1e7)" >&2; exit 2 ;;
   esac
 }
+require_counts ROUNDS ITEMS FAILS
+for size in $SIZES; do width_of "$size" >/dev/null; done
+for store in $STORES; do
+  case "$store" in memory | rocksdb) ;; *) echo "recovery_table.sh: unknown store '$store' (memory or rocksdb)" >&2; exit 2 ;; esac
+done
+mkdir -p "$OUT"
+RUNS="$OUT/runs"
+rm -rf "$RUNS" "$OUT/failures.csv" "$OUT/summary.csv"
+mkdir -p "$RUNS"
+
 
 first=1
 for round in $(seq 1 "$ROUNDS"); do

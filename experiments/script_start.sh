@@ -19,6 +19,15 @@ if [ $# -gt 1 ]; then
   echo "$script_name: expected at most one argument, got $# (-h for usage)" >&2
   exit 2
 fi
+# require_counts VAR...: each named setting (ROUNDS, ITEMS, ...) must be a count (1000000, 1e6, 2.5e6); called by a
+# script before it removes anything, so that a mistyped setting leaves the committed results alone.
+require_counts() {
+  local v
+  for v in "$@"; do
+    [[ ${!v} =~ ^[0-9]+([.][0-9]+)?([eE][0-9]+)?$ ]] ||
+      { echo "$script_name: $v='${!v}' is not a count (-h for usage)" >&2; exit 2; }
+  done
+}
 if [ "${AFS_ARG:-binary}" = binary ]; then
   AFS=${1:-$ROOT/build/afstream/cli/afstream}
   if [ -d "$AFS" ] || [ ! -x "$AFS" ]; then

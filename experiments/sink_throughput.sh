@@ -12,6 +12,7 @@ set -euo pipefail
 ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-2000000}
 OUT=${OUT:-$ROOT/experiments/results/sink}
+require_counts ROUNDS ITEMS
 mkdir -p "$OUT"
 RUNS=$(mktemp -d /tmp/afs-sink-bench.XXXXXX)
 trap 'rm -rf "$RUNS"' EXIT

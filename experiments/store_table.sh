@@ -18,6 +18,7 @@ ITEMS=${ITEMS:-20000000}
 LONG_ITEMS=${LONG_ITEMS:-100000000}
 LONG_WORKLOAD=${LONG_WORKLOAD:-}
 OUT=${OUT:-$ROOT/experiments/results/store}
+require_counts ROUNDS ITEMS LONG_ITEMS
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/rates.csv" "$OUT/samples.csv" "$OUT/sizes.csv"

@@ -17,6 +17,7 @@ ITEMS=${ITEMS:-10000000}
 JOB=${JOB:-heavy-hitters}
 JOB_ARGS=${JOB_ARGS:-}
 OUT=${OUT:-$ROOT/experiments/results/throughput}
+require_counts ROUNDS ITEMS
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv"
