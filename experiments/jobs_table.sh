@@ -49,6 +49,7 @@ RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv" "$OUT"/rows-*.tmp
 mkdir -p "$RUNS"
 
+failed=0
 for round in $(seq 1 "$ROUNDS"); do
   for job in $JOBS; do
     IFS='|' read -r label jobargs setting_a setting_b <<<"$(job_spec "$job")"
@@ -69,6 +70,7 @@ for round in $(seq 1 "$ROUNDS"); do
         if ! timeout 1800 "$AFS" run --runtime "$RUNTIME" $jobargs --items "$ITEMS" --seed "$round" --quiet $args \
           --fail.count "$fails" --fail.target all --out "$dir" >"$dir.log" 2>&1; then
           echo "  FAILED (see $dir.log): $(tail -n 1 "$dir.log")" >&2
+          failed=$((failed + 1))
           continue
         fi
         echo "  $(($(date +%s) - start)) s" >&2
@@ -91,3 +93,7 @@ rm -f "$OUT"/rows-*.tmp
   python3 "$ROOT/experiments/jobs_summary.py" "$OUT/summary.csv"
 } >"$OUT/table.md"
 cat "$OUT/table.md"
+if [ "$failed" -gt 0 ]; then
+  echo "jobs_table.sh: $failed runs failed (their logs are in $RUNS); the table leaves them out" >&2
+  exit 1
+fi

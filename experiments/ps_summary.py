@@ -9,7 +9,15 @@ from repo_paths import arguments  # experiments/repo_paths.py, beside this scrip
 
 LABELS = {"none": "none", "approx": "approx, Theta 10 / L 1e3", "approx-1e5": "approx, Theta 1e5 / L 1e3",
           "exact": "exact"}
-CONSISTENCY = {"bsp": "BSP", "ssp": "SSP, s = 5", "asp": "ASP"}
+CONSISTENCY = {"bsp": "BSP", "ssp": "SSP", "asp": "ASP"}
+
+
+def consistency_label(c, rows):
+    """SSP with its bound s: the runs' staleness_bound (5 in tables made before the column)."""
+    if c != "ssp":
+        return CONSISTENCY.get(c, c)
+    bounds = sorted({r.get("staleness_bound") or "5" for r in rows})
+    return f"SSP, s = {' / '.join(bounds)}"
 
 
 def k(v):
@@ -43,7 +51,7 @@ def main(path):
         stale_txt = f"{max(stale):.0f}" if min(stale) == max(stale) else f"{min(stale):.0f} to {max(stale):.0f}"
         sb = statistics.median(float(r["state_backups"]) for r in rs)
         ib = statistics.median(float(r["item_backups"]) for r in rs)
-        print(f"| {CONSISTENCY.get(key[0], key[0])} | {LABELS.get(key[1], key[1])} | {k(statistics.median(ups))} "
+        print(f"| {consistency_label(key[0], rs)} | {LABELS.get(key[1], key[1])} | {k(statistics.median(ups))} "
               f"({k(min(ups))} to {k(max(ups))}) | {ratio} | {100 * statistics.median(acc):.2f}% "
               f"({100 * min(acc):.2f} to {100 * max(acc):.2f}) | {stale_txt} | {sb:.0f} / {ib:.0f} |")
 

@@ -7,9 +7,11 @@
 #
 #   experiments/ps_table.sh [afstream-binary]
 #     ROUNDS=3 ITEMS=1000000 CONSISTENCIES="bsp ssp asp" MODES="none approx approx-1e5" RUNTIME=threads
-#     EXTRA="" (more options for every run, e.g. "--learn.data kdd" or "--learn.workers 4")
+#     STALENESS=5 (SSP's s: --learn.staleness of the ssp runs)
+#     EXTRA="" (more options for every run, e.g. "--learn.data kdd" or "--learn.workers 4"; not --learn.staleness)
+#     OUT=DIR writes elsewhere than experiments/results/ps
 #
-# Writes experiments/results/ps/summary.csv (one row per run) and table.md (ps_summary.py).
+# Writes OUT/summary.csv (one row per run) and table.md (ps_summary.py).
 set -euo pipefail
 . "$(dirname "$0")/script_start.sh"  # -h; ROOT; AFS, the binary (the argument, else the build's)
 ROUNDS=${ROUNDS:-3}
@@ -17,6 +19,7 @@ ITEMS=${ITEMS:-1000000}
 CONSISTENCIES=${CONSISTENCIES:-"bsp ssp asp"}
 MODES=${MODES:-"none approx approx-1e5"}
 RUNTIME=${RUNTIME:-threads}
+STALENESS=${STALENESS:-5}
 EXTRA=${EXTRA:-}
 OUT=${OUT:-$ROOT/experiments/results/ps}
 
@@ -30,6 +33,10 @@ mode_args() {
   esac
 }
 for m in $MODES; do mode_args "$m" >/dev/null; done
+require_counts ROUNDS ITEMS STALENESS
+case " $EXTRA " in *" --learn.staleness"*)
+  echo "ps_table.sh: set STALENESS=N instead of --learn.staleness in EXTRA (the table labels SSP with it)" >&2; exit 2 ;;
+esac
 for c in $CONSISTENCIES; do
   case "$c" in bsp | ssp | asp) ;; *) echo "ps_table.sh: unknown consistency '$c' (bsp, ssp, asp)" >&2; exit 2 ;; esac
 done
@@ -45,22 +52,24 @@ for round in $(seq 1 "$ROUNDS"); do
       echo "round $round: $c, $mode" >&2
       dir="$RUNS/$c-$mode-$round"
       # shellcheck disable=SC2046,SC2086
-      "$AFS" run --job ps --items "$ITEMS" --runtime "$RUNTIME" --learn.consistency "$c" $(mode_args "$mode") \
+      stale=()
+      [ "$c" = ssp ] && stale=(--learn.staleness "$STALENESS")
+      "$AFS" run --job ps --items "$ITEMS" --runtime "$RUNTIME" --learn.consistency "$c" "${stale[@]}" $(mode_args "$mode") \
         --seed "$round" --quiet --out "$dir" $EXTRA >"$dir.log" 2>&1 ||
         { echo "ps_table.sh: run failed, see $dir.log" >&2; exit 1; }
-      python3 - "$dir/summary.csv" "$c" "$mode" "$round" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/rows.tmp" <<'PY'
+      python3 - "$dir/summary.csv" "$c" "$mode" "$round" "$(cut -d' ' -f1 /proc/loadavg)" "$STALENESS" >>"$OUT/rows.tmp" <<'PY'
 import csv, sys
 r = list(csv.DictReader(open(sys.argv[1])))[-1]
 print(",".join(sys.argv[2:6] +
                [r[k] for k in ("items", "seconds", "items_per_s", "holdout_accuracy", "progressive_accuracy",
                                "max_staleness", "server_max_gap", "state_backups", "item_backups",
-                               "backup_bytes")]))
+                               "backup_bytes")] + [sys.argv[6]]))
 PY
     done
   done
 done
 {
-  echo "consistency,mode,round,load1,items,seconds,items_per_s,holdout_accuracy,progressive_accuracy,max_staleness,server_max_gap,state_backups,item_backups,backup_bytes"
+  echo "consistency,mode,round,load1,items,seconds,items_per_s,holdout_accuracy,progressive_accuracy,max_staleness,server_max_gap,state_backups,item_backups,backup_bytes,staleness_bound"
   cat "$OUT/rows.tmp"
 } >"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
