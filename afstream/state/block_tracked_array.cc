@@ -24,8 +24,9 @@ BlockTrackedArray<T>::BlockTrackedArray(std::size_t n, std::size_t block)
     throw ConfigError("BlockTrackedArray size " + std::to_string(n) + " exceeds the limit of " +
                       std::to_string(kMaxSlots) + " slots");
   }
-  data_.assign(n, T{});
-  bounds_.assign(blocks(), Bound{});
+  packed_ = per_slot();
+  data_.assign(n, packed_ ? pack(T{}, 0) : T{});
+  if (!packed_) bounds_.assign(blocks(), Bound{});
   if (!per_slot()) base_.assign(n, T{});
   crossed_.assign(blocks() + 1, 0);  // each block at most once, and the slot an unlisting bump<true> writes
 }
@@ -72,8 +73,100 @@ void BlockTrackedArray<T>::for_each_moved_block(F&& f) const {
 }
 
 template <typename T>
+void BlockTrackedArray<T>::set(std::size_t i, T v) {
+  assert(i < n_);
+  // An int64 change may reach 2^64 - 1, which bump's sum would wrap: any change past kSaturated saturates the
+  // bound all the same, so it counts as 2^63.
+  Mag m = detail::abs_diff(v, value(i));
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    m = std::min(m, Mag{1} << 63);
+    if (packed_) {
+      if (const Mag reach = detail::abs_diff(v, T{}); reach <= kReach / 2 && packed_bounds_room(m)) {
+        data_[i] = pack(v, packed_bound(data_[i]));
+        reach_ = std::max(reach_, reach);
+        grow_packed(i, m);
+        return;
+      }
+      unpack_layout();
+    }
+  }
+  data_[i] = v;
+  if (!untracked_) grow(i >> shift_, m);
+}
+
+template <typename T>
+void BlockTrackedArray<T>::add_each_slow(std::span<const std::uint32_t> slots, T delta) {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    const Mag m = magnitude(delta);
+    // A value, and a bound, move by at most m per listing of its slot.
+    if (m <= kReach && slots.size() <= kReach / std::max<Mag>(m, 1) && packed_bounds_room(m * slots.size()) &&
+        packed_room(m * slots.size())) {
+      reach_ += m * slots.size();
+      for (const std::uint32_t i : slots) {
+        assert(i < n_);
+        data_[i] = pack(unpack(data_[i]) + delta, packed_bound(data_[i]));
+        grow_packed(i, m);
+      }
+      return;
+    }
+    unpack_layout();
+    add_each(slots, delta);
+  }
+}
+
+template <typename T>
+void BlockTrackedArray<T>::grow_packed(std::size_t i, Mag m) {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    const Mag bound = packed_bound(data_[i]), next = bound + m;
+    assert(next <= kPackedBoundMax);  // packed_bounds_room said so
+    data_[i] = pack(unpack(data_[i]), next);
+    if ((bound <= watch_) & (next > watch_)) crossed_[ncrossed_++] = static_cast<std::uint32_t>(i);
+    high_ = std::max(high_, next);
+  }
+}
+
+template <typename T>
+bool BlockTrackedArray<T>::packed_room(Mag add) {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (add <= kReach && reach_ <= kReach - add) return true;
+    Mag most = 0;
+    for (std::size_t i = 0; i < n_; ++i) most = std::max(most, detail::abs_diff(value(i), T{}));
+    reach_ = most;
+    // Far from the limit, or the separate layout: a recount at every call near it would cost O(n) each.
+    return add <= kReach && most <= kReach / 2 && most <= kReach - add;
+  }
+  return false;
+}
+
+template <typename T>
+void BlockTrackedArray<T>::unpack_layout() {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (!packed_) return;
+    bounds_.assign(blocks(), Bound{});
+    for (std::size_t i = 0; i < n_; ++i) {
+      bounds_[i] = static_cast<Bound>(packed_bound(data_[i]));  // below 2^24
+      data_[i] = unpack(data_[i]);
+    }
+    packed_ = false;
+  }
+}
+
+template <typename T>
 void BlockTrackedArray<T>::add_to_all(T delta) {
-  for (std::size_t i = 0; i < n_; ++i) value(i) += delta;
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (packed_) {
+      if (const Mag m = magnitude(delta); m <= kReach && packed_bounds_room(m) && packed_room(m)) {
+        reach_ += m;
+        for (std::size_t i = 0; i < n_; ++i) {
+          data_[i] = pack(unpack(data_[i]) + delta, packed_bound(data_[i]));
+          grow_packed(i, m);
+        }
+        return;
+      }
+      unpack_layout();
+    }
+  }
+  for (std::size_t i = 0; i < n_; ++i) data_[i] += delta;
   if (untracked_) return;
   for (std::size_t b = 0; b < blocks(); ++b) grow(b, magnitude(delta));
 }
@@ -88,6 +181,10 @@ std::size_t BlockTrackedArray<T>::dirty_count() const {
 
 template <typename T>
 void BlockTrackedArray<T>::stop_tracking() {
+  if (packed_) {
+    for (std::size_t i = 0; i < n_; ++i) data_[i] = unpack(data_[i]);
+    packed_ = false;
+  }
   untracked_ = true;  // the values alone from now on
   base_ = std::vector<T>();
   bounds_ = std::vector<Bound>();
@@ -100,7 +197,7 @@ void BlockTrackedArray<T>::mark_backed_up() {
   if (untracked_) return;
   for_each_moved_block([&](std::uint32_t b) {
     if (!per_slot()) for_each_changed(b, [&](std::uint32_t i) { base_[i] = value(i); });
-    bound_ref(b) = 0;
+    set_bound(b, 0);
   });
   high_ = 0;
   ncrossed_ = 0;  // every bound is 0, within any watched residual: the next partial delta looks at what crosses it
@@ -161,7 +258,7 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
           rest = std::max(rest, d);
         }
       });
-      bound_ref(b) = static_cast<Bound>(rest);  // rest <= keep / 2, below kSaturated
+      set_bound(b, rest);  // rest <= keep / 2, below the saturation
       left = std::max(left, rest);
     }
   });
@@ -173,6 +270,11 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
 
 template <typename T>
 void BlockTrackedArray<T>::write_full(ByteWriter& w) const {
+  if (packed_) {  // write_array_full's payload, the values unpacked
+    detail::write_container_header(w, detail::array_tag<T>() | detail::kTagFull, n_);
+    detail::put_array_gathered<T>(w, view());
+    return;
+  }
   detail::write_array_full<T>(w, std::span<const T>(data_));
 }
 
@@ -206,6 +308,22 @@ void BlockTrackedArray<T>::apply_full(std::vector<T>&& values) {
     data_.swap(values);
     return;
   }
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (packed_) {
+      Mag most = 0;
+      for (const T v : values) most = std::max(most, detail::abs_diff(v, T{}));
+      if (most <= kReach / 2) {
+        for (T& v : values) v = pack(v, 0);
+        reach_ = most;
+        data_.swap(values);
+        high_ = 0;
+        ncrossed_ = 0;
+        return;
+      }
+      packed_ = false;  // the separate layout, for good
+      bounds_.assign(blocks(), Bound{});
+    }
+  }
   if (!per_slot()) base_ = values;
   data_.swap(values);
   std::fill(bounds_.begin(), bounds_.end(), Bound{});
@@ -221,10 +339,26 @@ typename BlockTrackedArray<T>::Delta BlockTrackedArray<T>::read_delta(ByteReader
 template <typename T>
 void BlockTrackedArray<T>::apply_delta(const Delta& d) {
   assert(d.indices.size() == d.values.size());
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    if (packed_) {
+      Mag most = 0;
+      for (const T v : d.values) most = std::max(most, detail::abs_diff(v, T{}));
+      if (most <= kReach / 2) {
+        reach_ = std::max(reach_, most);
+      } else {
+        unpack_layout();
+      }
+    }
+  }
   for (std::size_t k = 0; k < d.indices.size(); ++k) {
-    assert(d.indices[k] < n_);
-    value(d.indices[k]) = d.values[k];
-    if (!untracked_ && !per_slot()) base_[d.indices[k]] = d.values[k];
+    const std::uint32_t i = d.indices[k];
+    assert(i < n_);
+    if (packed_) {
+      data_[i] = pack(d.values[k], packed_bound(data_[i]));
+    } else {
+      data_[i] = d.values[k];
+    }
+    if (!untracked_ && !per_slot()) base_[i] = d.values[k];
   }
   mark_backed_up();  // slots changed before the delta and not in it
 }

@@ -46,13 +46,17 @@ namespace afs {
 // layout saved against 64-bit bounds interleaved with the values. Memory: 2n*sizeof(T) + (n / block) * 4 bytes for
 // int64 (8 for double). Sizes are limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none): the values
 // alone, an update only writes the value and every delta holds every slot.
-// int64 blocks of one slot (Count-Min's default) keep no backed-up copy (memory n*12 bytes): a slot's bound is then
+// int64 blocks of one slot (Count-Min's default) keep no backed-up copy: a slot's bound is then
 // its own distance from the backed-up value, exactly for one-way counters (else an upper bound), and the backups
 // decide what to write from it instead of reading a cold copy, which cost Count-Min's operator a tenth of approx's
 // time (hh_benchmark BM_CountMinHhApproxOverNone 1.75-1.78 -> 1.65-1.69 in
 // experiments/results/count-min-no-copy/bench.txt; the same bytes a backup). A slot whose changes cancelled out
 // (bound > 0, value as backed up) is written again; a slot that moved both ways keeps its bound, not its distance,
-// after a partial delta that leaves it.
+// after a partial delta that leaves it. They also keep each bound in the top 24 bits of its value's word (the packed
+// layout: one add updates both, in the cache line the value is in; memory n*8 bytes and the list) while the values
+// stay within 2^39 of 0 and the bounds below 2^24, else in the separate array (for good): the same divergence,
+// backups and payloads either way (experiments/results/count-min-packed: BM_CountMinHhApproxOverNone 1.70-1.79 ->
+// 1.54-1.60).
 template <typename T>
 class BlockTrackedArray {
   static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>,
@@ -75,19 +79,16 @@ class BlockTrackedArray {
   // v_i += delta. O(1).
   void add(std::size_t i, T delta) {
     assert(i < n_);
-    value(i) += delta;
+    if (packed_) {
+      const auto slot = static_cast<std::uint32_t>(i);
+      add_each(std::span<const std::uint32_t>(&slot, 1), delta);
+      return;
+    }
+    data_[i] += delta;
     if (!untracked_) grow(i >> shift_, magnitude(delta));
   }
   // v_i = v. O(1).
-  void set(std::size_t i, T v) {
-    assert(i < n_);
-    // An int64 change may reach 2^64 - 1, which bump's sum would wrap: any change past kSaturated saturates the
-    // bound all the same, so it counts as 2^63.
-    Mag m = detail::abs_diff(v, value(i));
-    if constexpr (std::is_same_v<T, std::int64_t>) m = std::min(m, Mag{1} << 63);
-    value(i) = v;
-    if (!untracked_) grow(i >> shift_, m);
-  }
+  void set(std::size_t i, T v);
   // v_i += delta for each i in slots, in order (a slot may repeat): what add() slot by slot gives, at less cost per
   // slot (Count-Min's depth counters of one item): the bookkeeping stays in registers for the whole call instead of
   // going through memory between slots. O(slots).
@@ -96,6 +97,9 @@ class BlockTrackedArray {
     if (untracked_) {
       for (const std::uint32_t i : slots) v[i] += delta;
       return;
+    }
+    if constexpr (std::is_same_v<T, std::int64_t>) {
+      if (packed_) return add_each_packed(slots, delta);
     }
     Bound* const bounds = bounds_.data();
     std::uint32_t* const crossed = crossed_.data();
@@ -123,9 +127,20 @@ class BlockTrackedArray {
 
   T get(std::size_t i) const {
     assert(i < n_);
-    return data_[i];
+    return value(i);
   }
   T operator[](std::size_t i) const { return get(i); }
+  // The smallest of the values at slots (a Count-Min estimate; the largest T when slots is empty). O(slots), with
+  // one look at the layout per call instead of one per slot.
+  T min_of(std::span<const std::uint32_t> slots) const {
+    T m = std::numeric_limits<T>::max();
+    if (packed_) {
+      for (const std::uint32_t i : slots) m = std::min(m, unpack(data_[i]));
+    } else {
+      for (const std::uint32_t i : slots) m = std::min(m, data_[i]);
+    }
+    return m;
+  }
   std::size_t size() const { return n_; }
   std::size_t block() const { return std::size_t{1} << shift_; }
   Metric metric() const { return Metric::MaxAbs; }
@@ -222,18 +237,106 @@ class BlockTrackedArray {
     if (next > high) [[unlikely]]
       high = next;
   }
-  Bound& bound_ref(std::size_t b) { return bounds_[b]; }
+  // Block b's bound = x (0, or what a partial delta left: below the saturation).
+  void set_bound(std::size_t b, Mag x) {
+    if (packed_) {
+      data_[b] = pack(unpack(data_[b]), x);
+    } else {
+      bounds_[b] = static_cast<Bound>(x);
+    }
+  }
   // Block b's bound as a Mag: a saturated one is the largest Mag (+infinity for double).
   Mag bound(std::size_t b) const {
+    if (packed_) return packed_bound(data_[b]);  // never saturated: packed_bounds_room
     const Mag v = bounds_[b];
     if constexpr (std::is_same_v<T, std::int64_t>) return v >= kSaturated ? std::numeric_limits<Mag>::max() : v;
     return v;
   }
-  T& value(std::size_t i) { return data_[i]; }
-  T value(std::size_t i) const { return data_[i]; }
+  T value(std::size_t i) const { return packed_ ? unpack(data_[i]) : data_[i]; }
   std::size_t blocks() const { return (n_ + (std::size_t{1} << shift_) - 1) >> shift_; }
-  std::span<const T> view() const { return {data_.data(), n_}; }  // as write_array_delta reads them
+  // The values as write_array_delta reads them (unpacked).
+  struct ValuesView {
+    const BlockTrackedArray* a;
+    std::size_t size() const { return a->n_; }
+    T operator[](std::size_t i) const { return a->value(i); }
+  };
+  ValuesView view() const { return {this}; }
   void grow(std::size_t b, Mag m) { bump(bounds_.data(), crossed_.data(), ncrossed_, high_, watch_, b, m); }
+
+  // The packed layout (int64 blocks of one, while tracking; packed_): slot i's word holds its bound in the top
+  // kBoundBits bits and its value plus kBias in the low kValueBits, so that one add of delta + (|delta| <<
+  // kValueBits) updates both, in the cache line the value is in anyway: an update costs a read-modify-write of the
+  // word mode none writes, plus the list and the maximum in registers. Values stay within kReach of 0 (reach_
+  // bounds every |v_i|; add_each_packed looks at it once per call, not per slot); a value that would leave that
+  // range moves the array to the separate layout for good (unpack_layout), and so does a bound that would pass
+  // kPackedBoundMax (high_ bounds them all): a theta of 2^24 or more. Same divergence, backups and payloads as the
+  // separate layout: only where the bounds are kept differs.
+  static constexpr unsigned kValueBits = 40;
+  static constexpr std::uint64_t kValueMask = (std::uint64_t{1} << kValueBits) - 1;
+  static constexpr std::int64_t kBias = std::int64_t{1} << (kValueBits - 1);
+  static constexpr std::uint64_t kReach = (std::uint64_t{1} << (kValueBits - 1)) - 1;
+  static constexpr std::uint64_t kPackedBoundMax = (std::uint64_t{1} << (64 - kValueBits)) - 1;
+  static T unpack(T w) {
+    return static_cast<T>(static_cast<std::int64_t>(static_cast<std::uint64_t>(w) & kValueMask) - kBias);
+  }
+  static Mag packed_bound(T w) { return static_cast<Mag>(static_cast<std::uint64_t>(w) >> kValueBits); }
+  static T pack(T v, Mag bound) {
+    return static_cast<T>((static_cast<std::uint64_t>(bound) << kValueBits) |
+                          static_cast<std::uint64_t>(static_cast<std::int64_t>(v) + kBias));
+  }
+  // add_each in the packed layout. The fast path, when no value can leave the range and no bound pass
+  // kPackedBoundMax in this call (every bound is at most high_): one add per slot. Otherwise add_each_slow.
+  void add_each_packed(std::span<const std::uint32_t> slots, T delta) {
+    const Mag m = magnitude(delta);
+    const std::size_t count = slots.size();
+    if (m <= kReach && count <= kPackedBoundMax) [[likely]] {
+      const Mag add = m * count;  // < 2^63
+      if (add <= kPackedBoundMax && high_ <= kPackedBoundMax - add && reach_ <= kReach - add) [[likely]] {
+        reach_ += add;
+        T* const v = data_.data();
+        std::uint32_t* const crossed = crossed_.data();
+        const std::uint64_t inc = static_cast<std::uint64_t>(delta) + (static_cast<std::uint64_t>(m) << kValueBits);
+        const Mag watch = watch_;
+        Mag high = high_;
+        std::size_t n = ncrossed_;
+        auto each = [&]<bool often>() {
+          for (const std::uint32_t i : slots) {
+            assert(i < n_);
+            const std::uint64_t w = static_cast<std::uint64_t>(v[i]);
+            v[i] = static_cast<T>(w + inc);  // the value field stays in range: no carry into the bound
+            const Mag bound = w >> kValueBits, next = bound + m;
+            if constexpr (often) {
+              crossed[n] = i;
+              n += static_cast<std::size_t>((bound <= watch) & (next > watch));
+            } else if ((bound <= watch) & (next > watch)) [[unlikely]] {
+              crossed[n++] = i;
+            }
+            if (next > high) [[unlikely]]
+              high = next;
+          }
+        };
+        if (watch == 0) {
+          each.template operator()<true>();
+        } else {
+          each.template operator()<false>();
+        }
+        high_ = high;
+        ncrossed_ = n;
+        return;
+      }
+    }
+    add_each_slow(slots, delta);
+  }
+  void add_each_slow(std::span<const std::uint32_t> slots, T delta);
+  // Packed: slot i's bound += m (packed_bounds_room(m) said it fits); listed and the maximum raised as bump does.
+  void grow_packed(std::size_t i, Mag m);
+  // Packed: whether every bound stays at most kPackedBoundMax after rising by up to `add`.
+  bool packed_bounds_room(Mag add) const { return add <= kPackedBoundMax && high_ <= kPackedBoundMax - add; }
+  // Packed: whether every value stays in range after changes of up to `add` in magnitude (reach_ is recomputed when
+  // its running sum says no; the separate layout is taken once the values reach half the range).
+  bool packed_room(Mag add);
+  // Packed -> the separate layout, for good (values out of the packed range).
+  void unpack_layout();
   bool differs(std::size_t i) const;  // v_i is not b_i, bit for bit (blocks of several slots)
   // Blocks of one slot keep no backed-up copy: a slot's bound, the sum of its |changes| since its last backup, is at
   // least its distance from the backed-up value (equal for counters that move one way, as Count-Min's), and a backup
@@ -250,7 +353,7 @@ class BlockTrackedArray {
   void for_each_changed(std::size_t b, F&& f) const;
 
   std::size_t n_;
-  std::vector<T> data_;        // the values
+  std::vector<T> data_;        // the values (packed_: with their bounds)
   std::vector<Bound> bounds_;  // block b's bound (the sum of |changes| since its slots last matched base_)
   std::vector<T> base_;        // the backed-up copy (only read and written at backups and restores)
   Mag high_ = 0;               // >= every bound: their maximum, or since a partial delta at least what it returned
@@ -262,6 +365,8 @@ class BlockTrackedArray {
   std::size_t ncrossed_ = 0;
   unsigned shift_;  // log2(block)
   bool untracked_ = false;
+  bool packed_ = false;  // the packed layout (int64 blocks of one while tracking): bounds_ is empty
+  Mag reach_ = 0;        // packed_: >= max_i |v_i|
 };
 
 extern template class BlockTrackedArray<std::int64_t>;

@@ -50,9 +50,9 @@ struct Shadow {
 };
 
 template <typename T>
-T random_change(std::mt19937_64& rng, bool one_way) {
+T random_change(std::mt19937_64& rng, bool one_way, std::uint64_t magnitude = 1000) {
   if constexpr (std::is_same_v<T, std::int64_t>) {
-    const auto d = static_cast<std::int64_t>(rng() % 1000);
+    const auto d = static_cast<std::int64_t>(rng() % magnitude);
     return one_way || rng() % 2 ? d : -d;
   } else {
     const double d = std::uniform_real_distribution<double>(0, 10)(rng);
@@ -75,14 +75,16 @@ void apply_payload(std::vector<T>& stored, const std::vector<std::uint8_t>& byte
 }
 
 template <typename T>
-void check_random_run(std::size_t n, std::size_t block, bool one_way, std::uint64_t seed) {
-  SCOPED_TRACE(::testing::Message() << "n " << n << " block " << block << " one_way " << one_way << " seed " << seed);
+void check_random_run(std::size_t n, std::size_t block, bool one_way, std::uint64_t seed,
+                      std::uint64_t magnitude = 1000) {
+  SCOPED_TRACE(::testing::Message() << "n " << n << " block " << block << " one_way " << one_way << " seed " << seed
+                                    << " magnitude " << magnitude);
   std::mt19937_64 rng(seed);
   BlockTrackedArray<T> a(n, block);
   Shadow<T> s{std::vector<T>(n), std::vector<typename Shadow<T>::Sum>((n + block - 1) / block)};
   for (int step = 0; step < 3000; ++step) {
     const std::size_t i = rng() % n;
-    const T d = random_change<T>(rng, one_way);
+    const T d = random_change<T>(rng, one_way, magnitude);
     if (rng() % 5 == 0 && !one_way) {
       const T now = static_cast<T>(a[i] + d);
       s.moved[i / block] +=
@@ -196,6 +198,67 @@ TEST(BlockTrackedArray, DivergenceBoundsTheBruteForceDistanceAndDeltasRebuildThe
         }
       }
     }
+  }
+}
+
+// int64 blocks of one keep each bound in its value's word (the packed layout) until a value may leave +-2^39 or a
+// bound pass 2^24, then in an array of their own: the same divergence, deltas and values either way. Changes of up
+// to 1e7 take the bounds past 2^24 within a run.
+TEST(BlockTrackedArray, PackedCountersMoveToTheSeparateLayoutWithoutAChange) {
+  for (const std::size_t n : {1, 7, 100}) {
+    for (const bool one_way : {true, false}) {
+      for (std::uint64_t seed = 1; seed <= 3; ++seed) check_random_run<std::int64_t>(n, 1, one_way, seed, 10'000'000);
+    }
+  }
+  // Values growing past the range, with a backup after each step (bounds below 2^32, exact): 2^38 - 10, then up
+  // by 4e9 at a time to past 2^39.
+  {
+    BlockTrackedArray<std::int64_t> a(2, 1);
+    const std::int64_t half = std::int64_t{1} << 38;
+    a.apply_full({half - 10, -3});
+    std::vector<std::int64_t> stored{half - 10, -3};
+    for (int k = 1; k <= 80; ++k) {
+      a.add(0, 4'000'000'000);
+      a.add(1, -k);
+      ASSERT_EQ(a.divergence(), 4e9) << k;
+      ASSERT_EQ(a[0], half - 10 + k * std::int64_t{4'000'000'000}) << k;
+      ByteWriter w;
+      ASSERT_EQ(a.backup_partial_delta(w, 0), 0);
+      apply_payload(stored, w.take(), false);
+      ASSERT_EQ(stored, a.values()) << k;
+    }
+    EXPECT_GT(a[0], 2 * half);
+  }
+  // Past the range at once: a restore, a set, a compensation, a delta applied.
+  for (int how = 0; how < 4; ++how) {
+    SCOPED_TRACE(how);
+    BlockTrackedArray<std::int64_t> a(4, 1);
+    a.add(1, 7);
+    const std::int64_t big = std::int64_t{1} << 50;
+    if (how == 0) a.apply_full({-big, 2, 3, 4});
+    if (how == 1) a.set(0, -big);
+    if (how == 2) a.add_to_all(-big);
+    if (how == 3) {
+      BlockTrackedArray<std::int64_t> other(4, 1);
+      other.set(0, -big);
+      ByteWriter w;
+      other.write_delta(w);
+      ByteReader r(w.buffer());
+      a.apply_delta(r);
+    }
+    EXPECT_EQ(a[0], -big);
+    a.add(0, -5);
+    a.add(3, 9);
+    EXPECT_EQ(a[0], -big - 5);
+    // A restore or a delta counts as backed up; a set or a compensation of 2^50 saturates the bounds.
+    EXPECT_EQ(a.divergence(),
+              how == 0 || how == 3 ? 9.0 : static_cast<double>(std::numeric_limits<std::uint64_t>::max()));
+    ByteWriter w;
+    a.write_full(w);
+    BlockTrackedArray<std::int64_t> copy(4, 1);
+    ByteReader r(w.buffer());
+    copy.read_full(r);
+    EXPECT_EQ(copy.values(), a.values());
   }
 }
 
