@@ -91,12 +91,15 @@ class BlockTrackedArray {
   void set(std::size_t i, T v);
   // v_i += delta for each i in slots, in order (a slot may repeat): what add() slot by slot gives, at less cost per
   // slot (Count-Min's depth counters of one item): the bookkeeping stays in registers for the whole call instead of
-  // going through memory between slots. O(slots).
-  void add_each(std::span<const std::uint32_t> slots, T delta) {
+  // going through memory between slots. Returns the smallest value it wrote: for slots that do not repeat, the
+  // smallest of their new values (Count-Min's estimate of the item's key, read as the counters are written; the
+  // largest T when slots is empty). O(slots).
+  T add_each(std::span<const std::uint32_t> slots, T delta) {
     T* const v = data_.data();
+    T least = std::numeric_limits<T>::max();
     if (untracked_) {
-      for (const std::uint32_t i : slots) v[i] += delta;
-      return;
+      for (const std::uint32_t i : slots) least = std::min(least, v[i] += delta);
+      return least;
     }
     if constexpr (std::is_same_v<T, std::int64_t>) {
       if (packed_) return add_each_packed(slots, delta);
@@ -110,7 +113,7 @@ class BlockTrackedArray {
     auto each = [&]<bool often>() {
       for (const std::uint32_t i : slots) {
         assert(i < n_);
-        v[i] += delta;
+        least = std::min(least, v[i] += delta);
         bump<often>(bounds, crossed, n, high, watch, i >> shift, m);
       }
     };
@@ -121,6 +124,7 @@ class BlockTrackedArray {
     }
     high_ = high;
     ncrossed_ = n;
+    return least;
   }
   // v_i += delta for every slot (a recovery's compensation). O(n).
   void add_to_all(T delta);
@@ -132,7 +136,7 @@ class BlockTrackedArray {
   T operator[](std::size_t i) const { return get(i); }
   // The smallest of the values at slots (a Count-Min estimate; the largest T when slots is empty). O(slots), with
   // one look at the layout per call instead of one per slot.
-  T min_of(std::span<const std::uint32_t> slots) const {
+  T min_of(std::span<const std::uint32_t> slots) const {  // (add_each returns it for the slots it adds to)
     T m = std::numeric_limits<T>::max();
     if (packed_) {
       for (const std::uint32_t i : slots) m = std::min(m, unpack(data_[i]));
@@ -286,7 +290,7 @@ class BlockTrackedArray {
   }
   // add_each in the packed layout. The fast path, when no value can leave the range and no bound pass
   // kPackedBoundMax in this call (every bound is at most high_): one add per slot. Otherwise add_each_slow.
-  void add_each_packed(std::span<const std::uint32_t> slots, T delta) {
+  T add_each_packed(std::span<const std::uint32_t> slots, T delta) {
     const Mag m = magnitude(delta);
     const std::size_t count = slots.size();
     if (m <= kReach && count <= kPackedBoundMax) [[likely]] {
@@ -299,11 +303,13 @@ class BlockTrackedArray {
         const Mag watch = watch_;
         Mag high = high_;
         std::size_t n = ncrossed_;
+        T least = std::numeric_limits<T>::max();
         auto each = [&]<bool often>() {
           for (const std::uint32_t i : slots) {
             assert(i < n_);
             const std::uint64_t w = static_cast<std::uint64_t>(v[i]);
             v[i] = static_cast<T>(w + inc);  // the value field stays in range: no carry into the bound
+            least = std::min(least, unpack(v[i]));
             const Mag bound = w >> kValueBits, next = bound + m;
             if constexpr (often) {
               crossed[n] = i;
@@ -322,10 +328,11 @@ class BlockTrackedArray {
         }
         high_ = high;
         ncrossed_ = n;
-        return;
+        return least;
       }
     }
     add_each_slow(slots, delta);
+    return min_of(slots);
   }
   void add_each_slow(std::span<const std::uint32_t> slots, T delta);
   // Packed: slot i's bound += m (packed_bounds_room(m) said it fits); listed and the maximum raised as bump does.

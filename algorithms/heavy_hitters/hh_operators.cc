@@ -153,9 +153,8 @@ void CountMinHeavyHitters::process(const Item& item, Emitter& out) {
   std::array<std::uint32_t, CountMinHash::kMaxDepth> slots;  // counter indices are < kMaxCounters = 2^30
   std::size_t d = 0;
   hash_.for_each_bucket(item.key, [&](std::size_t b) { slots[d++] = static_cast<std::uint32_t>(b); });
-  const std::span<const std::uint32_t> rows(slots.data(), d);
-  counters_.add_each(rows, item.value);
-  const std::int64_t est = counters_.min_of(rows);
+  // One slot per row (rows never share a counter): the smallest new value is the estimate.
+  const std::int64_t est = counters_.add_each(std::span<const std::uint32_t>(slots.data(), d), item.value);
   if (static_cast<double>(est) > watch_from_) {
     // Candidates: 1 = watched, 2 = reported. A new candidate is backed up at once; a report is emitted once.
     const auto state = candidates_.get(item.key);

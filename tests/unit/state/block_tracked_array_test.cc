@@ -302,8 +302,23 @@ void check_add_each_equals_add(std::size_t n, std::size_t block, bool tracked, s
     for (auto& i : slots) i = static_cast<std::uint32_t>(rng() % n);  // repeats and shared blocks too
     const auto d = static_cast<T>(static_cast<std::int64_t>(rng() % 200) - 50);
     for (const auto i : slots) one.add(i, d);
-    each.add_each(slots, d);
+    const T least = each.add_each(slots, d);
     ASSERT_EQ(each.distance(one), 0);
+    // The smallest value written: with repeats, the smallest of the slots' values after each of their adds.
+    std::vector<T> after(slots.size());
+    {
+      std::vector<T> v = one.values();
+      for (std::size_t k2 = slots.size(); k2-- > 0;) {
+        after[k2] = v[slots[k2]];
+        v[slots[k2]] -= d;
+      }
+    }
+    ASSERT_EQ(least, *std::min_element(after.begin(), after.end()));
+    ASSERT_EQ(each.min_of(slots), [&] {
+      T m = std::numeric_limits<T>::max();
+      for (const auto i : slots) m = std::min(m, one[i]);
+      return m;
+    }());
     ASSERT_EQ(fingerprint(each), fingerprint(one));
     if (k % 97 == 0) {  // partial deltas and whole ones (after which add_each lists without a branch)
       constexpr double kResiduals[] = {0, 300, 0, 0.5, 0};  // 0.5: an int64 watch of 0 after a partial delta
