@@ -1,5 +1,7 @@
-// Named parameters of an operator or source, as given in a job file or on the command line ("width=8000").
-// Typed getters throw ConfigError naming the parameter and what was expected.
+// Named parameters of an operator or source (name -> text, "width" -> "8000"), set by the job that builds the
+// topology (TopologyBuilder::source and stage) and passed to the registered factory. Typed getters throw ConfigError
+// naming the parameter and what was expected; every getter returns its fallback for an absent name, so a misspelled
+// name is silently ignored.
 #pragma once
 
 #include <cstdint>

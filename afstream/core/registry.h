@@ -1,6 +1,10 @@
-// Operators and sources registered by name, so a job file or the command line can name them.
-// A registry is an ordinary object (no global): the program builds one and each algorithm library adds its
-// operators to it (e.g. afs::algorithms::register_all(registry)).
+// Operators and sources registered by name. Topologies are built in code, by a job (afstream/runtime/job.h, with
+// TopologyBuilder), and name the kind of each stage; every worker builds its operator or source from that name here,
+// as do the process runtime's controller (the final operators a job evaluates) and a backup server's compaction. A
+// job file (--config) or the command line sets option values only: it cannot name operators or define a topology.
+// `afstream list` prints what is registered.
+// A registry is an ordinary object (no global): afstream/cli/main.cc's registry() builds one and each algorithm
+// library adds its operators and sources to it (e.g. afs::distinct::register_distinct(registry)).
 #pragma once
 
 #include <functional>

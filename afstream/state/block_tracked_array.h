@@ -73,7 +73,8 @@ class BlockTrackedArray {
   using Delta = detail::ArrayDelta<T>;
 
   // n slots, all 0 and counting as backed up, in blocks of `block`. Throws ConfigError if block is not a power of
-  // two or n exceeds the size limit.
+  // two or n exceeds the size limit. Assigned over an array in use, it makes the zeros its backup base (divergence
+  // and deltas then no longer refer to what the store holds): reset in place with set(i, 0) instead.
   BlockTrackedArray(std::size_t n, std::size_t block);
 
   // v_i += delta. O(1).

@@ -43,7 +43,8 @@ class TrackedArray {
   using value_type = T;
 
   // n counters, all 0 and counting as backed up. Throws ConfigError if m is NewKeys (keyed containers only) or n
-  // exceeds the size limit.
+  // exceeds the size limit. Assigned over an array in use, it makes the zeros its backup base (divergence and deltas
+  // then no longer refer to what the store holds): reset in place with set(i, 0) instead.
   TrackedArray(std::size_t n, Metric m);
 
   // v_i += delta. O(1).

@@ -31,6 +31,12 @@ namespace afs {
 // erased since the last backup changes nothing the delta must say: once such tombstones are most of the changed
 // keys they are dropped, so a map that is never backed up (mode none) does not grow with keys long gone.
 // add/set/erase/get are O(1) expected; mark_backed_up and write_delta are O(keys changed since the last backup).
+// write_full lists the keys sorted, so equal maps give equal bytes; iteration (begin(), for_each) is in table order,
+// which depends on the map's history (inserts, erasures, growth, restores): sort before emitting.
+// Reset in place, never by assignment: a new map assigned over one in use (`map_ = TrackedMap<V>(m)`) makes the empty
+// map its backup base, so divergence() measures from it and the next delta has no tombstones for the old keys: it
+// no longer turns what the store holds into the current state. Erase the keys instead (collect them first: an erase
+// may move entries). Assigning a map that read_full or apply_delta filled is right: it holds the stored state.
 template <typename V>
 class TrackedMap {
   static_assert(std::is_same_v<V, std::int64_t> || std::is_same_v<V, double>,
@@ -52,7 +58,7 @@ class TrackedMap {
   using key_type = std::uint64_t;
   using mapped_type = V;
 
-  // Iterates the present entries as (key, value) pairs, in table order.
+  // Iterates the present entries as (key, value) pairs, in table order (it depends on the map's history).
   class const_iterator {
    public:
     using value_type = std::pair<std::uint64_t, V>;

@@ -44,6 +44,8 @@ class TrackedVector {
   using ConstView = Eigen::Map<const Eigen::VectorXd, 0, Eigen::InnerStride<>>;
 
   // n weights, all 0, counting as backed up. Throws ConfigError for a metric other than L2 or an oversized n.
+  // A vector from either constructor, assigned over one in use, makes its weights the backup base (divergence and
+  // deltas then no longer refer to what the store holds): reset in place with set(i, 0) instead.
   explicit TrackedVector(std::size_t n, Metric m = Metric::L2);
   // Starts from the given weights, which count as backed up.
   explicit TrackedVector(const Eigen::VectorXd& initial, Metric m = Metric::L2);

@@ -61,8 +61,9 @@ struct ConformanceOptions {
   // e.g. a max-abs high-water mark over counters that move both ways).
   bool exact_divergence = true;
   // true: equal states have equal snapshot_full bytes, so (b) and (c) compare bytes, and mark_backed_up() must not
-  // change them. false: only distances are compared (for states whose layout depends on their history, e.g. the
-  // slot order of a hash table). Either way (d) checks that a rejected snapshot leaves the bytes unchanged.
+  // change them. false: only distances are compared (for states whose layout depends on their history, e.g. a hash
+  // table written in slot order; TrackedMap writes its keys sorted), so state outside distance() goes unchecked
+  // except through the emitted items. Either way (d) checks that a rejected snapshot leaves the bytes unchanged.
   bool canonical_snapshots = true;
   // Agreement of two finite values a (reported) and b (brute force): |a - b| <= tolerance * max(1, |b|).
   double tolerance = 1e-9;
