@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every algorithm job side by side (issue 4's per-job measurement): for each job, throughput of none / approx (two
 # threshold settings) / exact measured in the same rounds (modes interleaved, so machine noise hits all alike), and
-# accuracy without failures and with FAILS failures of all workers. Medians over ROUNDS; throughput ratios are the
-# median of per-round ratios against none.
+# accuracy without failures and, for the approx settings, with FAILS failures of all workers (none and exact run
+# without). Medians over ROUNDS; throughput ratios are the median of per-round ratios against none.
 #
 #   experiments/jobs_table.sh [afstream-binary]
 #     ROUNDS=3 ITEMS=10000000 FAILS=10 RUNTIME=threads JOBS="hh ss nexmark join distinct" TEXT_BYTES=100000000 by default

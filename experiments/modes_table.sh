@@ -55,7 +55,7 @@ mkdir -p "$RUNS"
 for round in $(seq 1 "$ROUNDS"); do
   for job in $JOBS; do
     for mode in $MODES; do
-      for fails in 0 "$FAILS"; do
+      for fails in $(if [ "$FAILS" = 0 ]; then echo 0; else echo 0 "$FAILS"; fi); do
         [ "$mode" = none ] && [ "$fails" != 0 ] && continue
         echo "round $round: $job, $mode, $fails failures" >&2
         dir="$RUNS/$job-$mode-$fails-$round"
