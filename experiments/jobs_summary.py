@@ -80,7 +80,7 @@ def table(rows):
         assert len(cells) == len(head)
         print(row_line(cells))
     print()
-    print(f"{len(rows)} runs, {len(none)} rounds; medians over rounds.")
+    print(f"{len(rows)} runs, {len({r['round'] for r in rows})} rounds; medians over rounds.")
     print()
 
 

@@ -66,7 +66,10 @@ TEST(HeavyHittersProperty, TheSinkKilledAtTheEndLosesNoReport) {
     cfg.bounds = UserBounds{1e12, 1e4, 1e4};
     const int sink = hh_topology(s).first_worker(hh_topology(s).stage_index("sink"));
     for (const double at : {0.999, 1.0, 1.0}) {
-      cfg.failures.push_back(FailureEvent{static_cast<std::uint64_t>(at * static_cast<double>(s.items)), {sink}});
+      FailureEvent f;
+      f.at_items = static_cast<std::uint64_t>(at * static_cast<double>(s.items));
+      f.workers = {sink};
+      cfg.failures.push_back(f);
     }
     const auto run = run_hh(s, cfg);
     EXPECT_EQ(run.score.recall, 1.0) << "seed " << seed << ": " << run.score.true_positives << " of "
