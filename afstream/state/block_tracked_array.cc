@@ -95,23 +95,27 @@ void BlockTrackedArray<T>::set(std::size_t i, T v) {
 }
 
 template <typename T>
-void BlockTrackedArray<T>::add_each_slow(std::span<const std::uint32_t> slots, T delta) {
+T BlockTrackedArray<T>::add_each_slow(std::span<const std::uint32_t> slots, T delta) {
   if constexpr (std::is_same_v<T, std::int64_t>) {
     const Mag m = magnitude(delta);
     // A value, and a bound, move by at most m per listing of its slot.
     if (m <= kReach && slots.size() <= kReach / std::max<Mag>(m, 1) && packed_bounds_room(m * slots.size()) &&
         packed_room(m * slots.size())) {
       reach_ += m * slots.size();
+      T least = std::numeric_limits<T>::max();
       for (const std::uint32_t i : slots) {
         assert(i < n_);
-        data_[i] = pack(unpack(data_[i]) + delta, packed_bound(data_[i]));
+        const T now = unpack(data_[i]) + delta;
+        data_[i] = pack(now, packed_bound(data_[i]));
         grow_packed(i, m);
+        least = std::min(least, now);
       }
-      return;
+      return least;
     }
     unpack_layout();
-    add_each(slots, delta);
+    return add_each(slots, delta);
   }
+  return add_each(slots, delta);  // not reached: only int64 arrays are packed
 }
 
 template <typename T>

@@ -269,7 +269,7 @@ class BlockTrackedArray {
   void grow(std::size_t b, Mag m) { bump(bounds_.data(), crossed_.data(), ncrossed_, high_, watch_, b, m); }
 
   // The packed layout (int64 blocks of one, while tracking; packed_): slot i's word holds its bound in the top
-  // kBoundBits bits and its value plus kBias in the low kValueBits, so that one add of delta + (|delta| <<
+  // 64 - kValueBits bits and its value plus kBias in the low kValueBits, so that one add of delta + (|delta| <<
   // kValueBits) updates both, in the cache line the value is in anyway: an update costs a read-modify-write of the
   // word mode none writes, plus the list and the maximum in registers. Values stay within kReach of 0 (reach_
   // bounds every |v_i|; add_each_packed looks at it once per call, not per slot); a value that would leave that
@@ -332,10 +332,9 @@ class BlockTrackedArray {
         return least;
       }
     }
-    add_each_slow(slots, delta);
-    return min_of(slots);
+    return add_each_slow(slots, delta);
   }
-  void add_each_slow(std::span<const std::uint32_t> slots, T delta);
+  T add_each_slow(std::span<const std::uint32_t> slots, T delta);
   // Packed: slot i's bound += m (packed_bounds_room(m) said it fits); listed and the maximum raised as bump does.
   void grow_packed(std::size_t i, Mag m);
   // Packed: whether every bound stays at most kPackedBoundMax after rising by up to `add`.

@@ -262,6 +262,81 @@ TEST(BlockTrackedArray, PackedCountersMoveToTheSeparateLayoutWithoutAChange) {
   }
 }
 
+// The packed layout's slow paths (a second reading found them unexercised, and add_each's minimum wrong on them for
+// a repeated slot): a recount of the values' reach that stays packed, leaving by the reach with small adds, leaving
+// by a bound, restores and deltas at the edge of the range, a compensation and a delta applied while packed.
+TEST(BlockTrackedArray, PackedSlowPathsKeepValuesDivergenceAndTheSmallestValueWritten) {
+  const std::uint32_t one_twice[] = {1, 1};
+  {  // the reach's running sum passes 2^39 - 1 while the values stay small: recounted, still packed
+    BlockTrackedArray<std::int64_t> a(2, 1);
+    const std::int64_t d = std::int64_t{1} << 22;
+    for (int k = 0; k < (1 << 16) - 1; ++k) {
+      a.add(0, d);
+      a.add(0, -d);
+      a.mark_backed_up();
+    }
+    a.add(0, d);
+    a.add(0, -(d - 5));
+    a.mark_backed_up();
+    EXPECT_EQ(a.add_each(one_twice, 5), 5);  // writes 5, then 10
+    EXPECT_EQ(a[1], 10);
+    EXPECT_EQ(a[0], 5);
+    EXPECT_EQ(a.divergence(), 10);
+    a.add(0, 7);
+    EXPECT_EQ(a.min_of(one_twice), 10);
+    ByteWriter w;
+    a.write_delta(w);
+    std::vector<std::int64_t> stored{5, 0};
+    apply_payload(stored, w.take(), false);
+    EXPECT_EQ(stored, a.values());
+  }
+  {  // a bound about to pass 2^24 - 1: the separate layout, and the smallest value written still
+    BlockTrackedArray<std::int64_t> a(2, 1);
+    a.add(0, (std::int64_t{1} << 24) - 10);
+    EXPECT_EQ(a.add_each(one_twice, 5), 5);
+    EXPECT_EQ(a[1], 10);
+    EXPECT_EQ(a.divergence(), static_cast<double>((std::int64_t{1} << 24) - 10));
+    EXPECT_EQ(a.min_of(one_twice), 10);
+  }
+  {  // values past the range by adds of 2^22, a backup after each: it leaves by the reach, not by a bound
+    BlockTrackedArray<std::int64_t> a(1, 1);
+    const std::int64_t start = (std::int64_t{1} << 38) - 1000, d = std::int64_t{1} << 22;
+    a.apply_full({start});
+    for (std::int64_t k = 1; k <= (1 << 16) + 10; ++k) {
+      a.add(0, d);
+      ASSERT_EQ(a.divergence(), static_cast<double>(d)) << k;
+      ASSERT_EQ(a[0], start + k * d) << k;
+      a.mark_backed_up();
+    }
+    EXPECT_GT(a[0], std::int64_t{1} << 39);
+  }
+  // Restores at the edge of the range (2^38 - 1 stays packed, 2^38 does not), negative values near it, a
+  // compensation and a delta applied while packed.
+  for (const std::int64_t edge : {(std::int64_t{1} << 38) - 1, std::int64_t{1} << 38}) {
+    for (const std::int64_t sign : {1, -1}) {
+      SCOPED_TRACE(::testing::Message() << "edge " << edge << " sign " << sign);
+      BlockTrackedArray<std::int64_t> a(3, 1);
+      a.apply_full({sign * edge, 4, -4});
+      a.add(0, sign * 5);
+      a.add_to_all(2);
+      EXPECT_EQ(a.values(), (std::vector<std::int64_t>{sign * edge + sign * 5 + 2, 6, -2}));
+      EXPECT_EQ(a.divergence(), 7);  // slot 0's bound sums its |changes|, 5 and 2, whichever way they went
+      BlockTrackedArray<std::int64_t> b(3, 1);
+      b.apply_full({1, 2, sign * edge});
+      b.add(2, -sign * 3);
+      ByteWriter w;
+      b.write_delta(w);
+      ByteReader r(w.buffer());
+      a.apply_delta(r);  // slot 2 only
+      EXPECT_EQ(a[2], sign * edge - sign * 3);
+      EXPECT_EQ(a.divergence(), 0);
+      a.add(2, sign);
+      EXPECT_EQ(a.divergence(), 1);
+      EXPECT_EQ(a[2], sign * edge - sign * 2);
+    }
+  }
+}
+
 TEST(BlockTrackedArray, BlocksOfOneMeasureOneWayCountersExactly) {
   BlockTrackedArray<std::int64_t> a(10, 1);
   a.add(3, 5);
