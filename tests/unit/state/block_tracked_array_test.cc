@@ -210,8 +210,9 @@ TEST(BlockTrackedArray, PackedCountersMoveToTheSeparateLayoutWithoutAChange) {
       for (std::uint64_t seed = 1; seed <= 3; ++seed) check_random_run<std::int64_t>(n, 1, one_way, seed, 10'000'000);
     }
   }
-  // Values growing past the range, with a backup after each step (bounds below 2^32, exact): 2^38 - 10, then up
-  // by 4e9 at a time to past 2^39.
+  // Values growing past 2^39, with a backup after each step (bounds below 2^32, exact): 2^38 - 10, then up by 4e9
+  // at a time (past 2^24: the separate layout from the first add; leaving by the reach is in
+  // PackedSlowPathsKeepValuesDivergenceAndTheSmallestValueWritten).
   {
     BlockTrackedArray<std::int64_t> a(2, 1);
     const std::int64_t half = std::int64_t{1} << 38;
