@@ -322,6 +322,8 @@ class BlockTrackedArray {
               high = next;
           }
         };
+        // (The same dispatch as add_each's: a helper shared by both, taking the lambda, was not inlined and cost
+        // half as much again an item: BM_CountMinHhApproxOverNone 1.9 -> 2.7.)
         if (watch == 0) {
           each.template operator()<true>();
         } else {
