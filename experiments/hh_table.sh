@@ -50,5 +50,8 @@ done
 head -n 1 "$RUNS/1/summary.csv" | sed 's/^/config,round,/' >"$OUT/summary.csv"
 cat "$OUT/rows.tmp" >>"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
-python3 "$ROOT/experiments/summarize.py" "$OUT/summary.csv" >"$OUT/table.md"
+{
+  made_by "ROUNDS=$ROUNDS ITEMS=$ITEMS SKEW=$SKEW RUNTIME=$RUNTIME ALGORITHM=$ALGORITHM" "$RUNS"
+  python3 "$ROOT/experiments/summarize.py" "$OUT/summary.csv"
+} >"$OUT/table.md"
 cat "$OUT/table.md"

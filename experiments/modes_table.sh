@@ -79,5 +79,8 @@ done
   cat "$OUT/rows.tmp"
 } >"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
-python3 "$ROOT/experiments/modes_summary.py" "$OUT/summary.csv" >"$OUT/table.md"
+{
+  made_by "ROUNDS=$ROUNDS JOBS=\"$JOBS\" HH_ITEMS=$HH_ITEMS TEXT_BYTES=$TEXT_BYTES FAILS=$FAILS RUNTIME=$RUNTIME MODES=\"$MODES\"" "$RUNS"
+  python3 "$ROOT/experiments/modes_summary.py" "$OUT/summary.csv"
+} >"$OUT/table.md"
 cat "$OUT/table.md"

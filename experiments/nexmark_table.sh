@@ -45,6 +45,9 @@ done
 head -n 1 "$RUNS/1/summary.csv" | sed 's/^/config,round,/' >"$OUT/summary.csv"
 cat "$OUT/rows.tmp" >>"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
+{
+  made_by "ROUNDS=$ROUNDS EVENTS=$EVENTS RUNTIME=$RUNTIME" "$RUNS"
+  python3 "$ROOT/experiments/summarize.py" "$OUT/summary.csv"
+} >"$OUT/table.md"
 rm -rf "$RUNS"
-python3 "$ROOT/experiments/summarize.py" "$OUT/summary.csv" >"$OUT/table.md"
 cat "$OUT/table.md"

@@ -73,5 +73,8 @@ done
   cat "$OUT/rows.tmp"
 } >"$OUT/summary.csv"
 rm -f "$OUT/rows.tmp"
-python3 "$ROOT/experiments/ps_summary.py" "$OUT/summary.csv" >"$OUT/table.md"
+{
+  made_by "ROUNDS=$ROUNDS ITEMS=$ITEMS CONSISTENCIES=\"$CONSISTENCIES\" MODES=\"$MODES\" RUNTIME=$RUNTIME STALENESS=$STALENESS${EXTRA:+ EXTRA=\"$EXTRA\"}" "$RUNS"
+  python3 "$ROOT/experiments/ps_summary.py" "$OUT/summary.csv"
+} >"$OUT/table.md"
 cat "$OUT/table.md"

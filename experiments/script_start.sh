@@ -28,6 +28,21 @@ require_counts() {
       { echo "$script_name: $v='${!v}' is not a count (-h for usage)" >&2; exit 2; }
   done
 }
+# made_by "SETTINGS" RUNS: a table's first line: the command with its settings, the date, the cores and the revision
+# of the binary that ran (the git_revision of a meta.json under the run directory RUNS; else the repository's HEAD,
+# said so).
+made_by() {
+  local meta="" rev=""
+  if [ -n "${2:-}" ] && [ -d "$2" ]; then meta=$(find "$2" -name meta.json | head -n 1 || true); fi
+  if [ -n "$meta" ]; then
+    rev=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("git_revision", ""))' "$meta" || true)
+  fi
+  if [ -z "$rev" ]; then
+    rev="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) (the repository's; no run's meta.json)"
+  fi
+  echo "Made by \`${1:+$1 }experiments/$script_name\` ($(date +%F), $(nproc) cores, revision $rev)."
+  echo
+}
 if [ "${AFS_ARG:-binary}" = binary ]; then
   AFS=${1:-$ROOT/build/afstream/cli/afstream}
   if [ -d "$AFS" ] || [ ! -x "$AFS" ]; then

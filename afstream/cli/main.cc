@@ -55,14 +55,11 @@
 #include "algorithms/sinks/sink_operators.h"
 #include "algorithms/text/text_jobs.h"
 #include "algorithms/text/text_operators.h"
+#include "git_revision.h"  // AFS_GIT_REVISION, written at every build (afstream/cli/git_revision.cmake)
 #include "ml/learn_job.h"
 #include "ml/learner_operator.h"
 #include "ml/ps_job.h"
 #include "ml/ps_operators.h"
-
-#ifndef AFS_GIT_REVISION
-#define AFS_GIT_REVISION "unknown"
-#endif
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
