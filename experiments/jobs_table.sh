@@ -87,9 +87,7 @@ for job in $JOBS; do
 done
 rm -f "$OUT"/rows-*.tmp
 {
-  echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS RUNTIME=$RUNTIME JOBS=\"$JOBS\" TEXT_BYTES=$TEXT_BYTES${CONFIGS:+ CONFIGS=\"$CONFIGS\"} experiments/jobs_table.sh\`" \
-    "($(date +%F), $(nproc) cores, revision $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown))."
-  echo
+  made_by "ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS RUNTIME=$RUNTIME JOBS=\"$JOBS\" TEXT_BYTES=$TEXT_BYTES${CONFIGS:+ CONFIGS=\"$CONFIGS\"}" "$RUNS"
   python3 "$ROOT/experiments/jobs_summary.py" "$OUT/summary.csv"
 } >"$OUT/table.md"
 cat "$OUT/table.md"
