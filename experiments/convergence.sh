@@ -113,7 +113,7 @@ rm -rf "$RUNS"
   echo "Made by \`ROUNDS=$ROUNDS HIGGS_ITEMS=$HIGGS_ITEMS KDD_ITEMS=$KDD_ITEMS FAILS=\"$FAILS\" FAILS_EXTRA=\"$FAILS_EXTRA\"" \
     "RUNTIME=$RUNTIME DATASETS=\"$DATASETS\"${CONFIGS:+ CONFIGS=\"$CONFIGS\"}${EXTRA_ARGS:+ EXTRA_ARGS=\"$EXTRA_ARGS\"}" \
     "experiments/convergence.sh\`" \
-    "($(date +%F), $(nproc) cores, shared machine, revision ${REVISION:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)})."
+    "($(date +%F), $(nproc) cores, shared machine, revision $(binary_revision))."
   echo
   "$PY" "$ROOT/experiments/convergence_summary.py" "$OUT"
 } >"$OUT/table.md"

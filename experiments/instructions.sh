@@ -33,9 +33,7 @@ fi
 [ -x "$AFS" ] || { echo "instructions.sh: no afstream binary at $AFS (build first: make build)" >&2; exit 2; }
 for job in $JOBS; do job_spec "$job" >/dev/null || exit 2; done  # unknown names fail before anything runs
 
-# At the start: the tree may move during the run.
-REVISION=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || REVISION="$REVISION+changes"
+REVISION=$(binary_revision)
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS"

@@ -32,12 +32,9 @@ for pair in $PAIRS; do
   JOB=learn JOB_ARGS="--learn.task $task --learn.data $data $FT" OUT="$OUT/$task-$data" \
     bash "$ROOT/experiments/throughput_table.sh" "$AFS" >/dev/null
 done
-revision() {
-  echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
-}
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FT=\"$FT\"${PAIRS_SET:+ PAIRS=\"$PAIRS\"} experiments/learners_table.sh\`" \
-    "($(date -u +%F), $(nproc) cores, revision $(revision)); each (task, data) pair is a throughput_table.sh run" \
+    "($(date -u +%F), $(nproc) cores, revision $(binary_revision)); each (task, data) pair is a throughput_table.sh run" \
     "(\`${OUT#"$ROOT"/}/TASK-DATA/table.md\`)."
   echo
   # shellcheck disable=SC2086  # the pairs are words

@@ -68,13 +68,10 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-revision() {
-  echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
-}
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS FAILS=$FAILS TARGET=$TARGET SIZES=\"$SIZES\" STORES=\"$STORES\"" \
     "${EXTRA_ARGS:+EXTRA_ARGS=\"$EXTRA_ARGS\"}" \
-    "experiments/recovery_table.sh\` ($(date -u +%F), $(nproc) cores, revision $(revision)); each run:" \
+    "experiments/recovery_table.sh\` ($(date -u +%F), $(nproc) cores, revision $(binary_revision)); each run:" \
     "\`afstream run --job heavy-hitters --runtime processes --process.store STORE --items $ITEMS --hh.keys 10000" \
     "--hh.width W --hh.depth $DEPTH --seed ROUND --quiet --fail.count $FAILS --fail.target $TARGET${EXTRA_ARGS:+ $EXTRA_ARGS}" \
     "--out DIR\`" \

@@ -28,19 +28,27 @@ require_counts() {
       { echo "$script_name: $v='${!v}' is not a count (-h for usage)" >&2; exit 2; }
   done
 }
-# made_by "SETTINGS" RUNS: a table's first line: the command with its settings, the date, the cores and the revision
-# of the binary that ran (the git_revision of a meta.json under the run directory RUNS; else the repository's HEAD,
-# said so).
-made_by() {
+# binary_revision [RUNS]: the source revision of the binary that made a table: the git_revision of a meta.json under
+# the run directory RUNS if there is one, else what the binary AFS says (afstream --version), else the repository's
+# HEAD, said so. Read when the table is written, after the runs: the tree may have moved meanwhile, the binary not.
+binary_revision() {
   local meta="" rev=""
-  if [ -n "${2:-}" ] && [ -d "$2" ]; then meta=$(find "$2" -name meta.json | head -n 1 || true); fi
+  if [ -n "${1:-}" ] && [ -d "$1" ]; then meta=$(find "$1" -name meta.json | head -n 1 || true); fi
   if [ -n "$meta" ]; then
     rev=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("git_revision", ""))' "$meta" || true)
   fi
-  if [ -z "$rev" ]; then
-    rev="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) (the repository's; no run's meta.json)"
+  if [ -z "$rev" ] && [ -n "${AFS:-}" ] && [ -x "$AFS" ]; then
+    rev=$("$AFS" --version 2>/dev/null | sed -n 's/^afstream //p' || true)
   fi
-  echo "Made by \`${1:+$1 }experiments/$script_name\` ($(date +%F), $(nproc) cores, revision $rev)."
+  if [ -z "$rev" ]; then
+    rev="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown) (the repository's; not the binary's)"
+  fi
+  echo "$rev"
+}
+# made_by "SETTINGS" [RUNS]: a table's first line: the command with its settings, the date, the cores and the
+# binary's revision (binary_revision RUNS).
+made_by() {
+  echo "Made by \`${1:+$1 }experiments/$script_name\` ($(date +%F), $(nproc) cores, revision $(binary_revision "${2:-}"))."
   echo
 }
 if [ "${AFS_ARG:-binary}" = binary ]; then

@@ -36,7 +36,9 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-/usr/bin/python3 - "$OUT/summary.csv" >"$OUT/table.md" <<'PY'
+{
+  made_by "ROUNDS=$ROUNDS ITEMS=$ITEMS" "$RUNS"
+  /usr/bin/python3 - "$OUT/summary.csv" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 print("| runtime | count sink items/s (median) | exactly-once sink items/s (median) | ratio (median of per-round) | exactly_once |")
@@ -52,6 +54,7 @@ for rt in ("threads", "processes"):
     ok = all(v["exactly-once"]["exactly_once"] == "1" for v in by.values())
     print(f"| {rt} | {c:.3g} | {e:.3g} | {100 * statistics.median(ratios):.0f}% | {'all runs' if ok else 'NOT ALL'} |")
 PY
+} >"$OUT/table.md"
 cat "$OUT/table.md"
 if grep -q "NOT ALL" "$OUT/table.md"; then
   echo "sink_throughput.sh: a run's table did not hold every effect exactly once (exactly_once 0 in $OUT/summary.csv)" >&2

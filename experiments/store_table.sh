@@ -82,12 +82,9 @@ for w in "${workloads[@]}"; do
   run "$name" rocksdb "$LONG_ITEMS" "$dir" --seed 1 $args
   samples "$name" "$dir/metrics.jsonl" >>"$OUT/sizes.csv"
 done
-revision() {
-  echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
-}
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS LONG_ITEMS=$LONG_ITEMS LONG_WORKLOAD=\"$LONG_WORKLOAD\"" \
-    "experiments/store_table.sh\` ($(date -u +%F), $(nproc) cores, revision $(revision)); each run:" \
+    "experiments/store_table.sh\` ($(date -u +%F), $(nproc) cores, revision $(binary_revision)); each run:" \
     "\`afstream run --job heavy-hitters --runtime processes --process.store STORE --items N --quiet --seed ROUND" \
     "WORKLOAD --out DIR\` with WORKLOAD \`--ft.mode approx\` (approx 4x8000), \`--ft.mode approx --hh.width 250000\`" \
     "(approx 4x250000) or \`--ft.mode exact\` (exact 4x8000); the long runs on RocksDB with seed 1."

@@ -16,6 +16,7 @@ RUNTIME=${RUNTIME:-threads}
 TEXT_BYTES=${TEXT_BYTES:-150000000}
 TEXT_DIR=${TEXT_DIR:-${TMPDIR:-/tmp}/afstream-text-bench-$TEXT_BYTES}
 OUT=${OUT:-$ROOT/experiments/results/text}
+require_counts ROUNDS TEXT_BYTES
 mkdir -p "$OUT"
 rm -f "$OUT"/rows-*.csv
 COMMON="--runtime $RUNTIME --text.synthetic-bytes $TEXT_BYTES --text.synthetic-files 32 --text.synthetic-dir $TEXT_DIR --quiet"
@@ -41,7 +42,9 @@ for job in wordcount grep; do
   rm -f "$OUT/header-$job.csv" "$OUT/rows-$job.csv"
 done
 rm -rf "$OUT/runs" "$OUT/last-stderr.txt"
-/usr/bin/python3 - "$OUT" <<'PY'
+{
+  made_by "ROUNDS=$ROUNDS RUNTIME=$RUNTIME TEXT_BYTES=$TEXT_BYTES"
+  /usr/bin/python3 - "$OUT" <<'PY'
 import csv, statistics, sys
 out = sys.argv[1]
 lines = ["| job | mode | bytes/s (median) | vs none (median of per-round ratios) | lines/s | words/s | state backups | backup MB | exact |",
@@ -61,6 +64,7 @@ for job in ("wordcount", "grep"):
         ok = all((r.get("words_wrong", "0") == "0" and r.get("missing", "0") == "0" and r.get("extra", "0") == "0") for r in rs)
         lines.append(f"| {job} | {mode} | {med('bytes_per_s')/1e6:.1f} MB/s | {100*ratio:.0f}% | {med('lines_per_s'):.3g} | "
                      f"{med('words_per_s'):.3g} | {med('state_backups'):.0f} | {med('backup_bytes')/1e6:.1f} | {'yes' if ok else 'NO'} |")
-open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
+} >"$OUT/table.md"
+cat "$OUT/table.md"

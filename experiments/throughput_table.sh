@@ -49,12 +49,9 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-revision() {
-  echo "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo +changes)"
-}
 {
   echo "Made by \`ROUNDS=$ROUNDS ITEMS=$ITEMS JOB=$JOB JOB_ARGS=\"$JOB_ARGS\" experiments/throughput_table.sh\`" \
-    "($(date -u +%F), $(nproc) cores, revision $(revision)); each run: \`afstream run --job $JOB $JOB_ARGS" \
+    "($(date -u +%F), $(nproc) cores, revision $(binary_revision)); each run: \`afstream run --job $JOB $JOB_ARGS" \
     "--items $ITEMS --seed ROUND --quiet" \
     "--ft.mode MODE --runtime threads | --runtime processes --process.store memory|rocksdb --out DIR\`."
   echo

@@ -168,7 +168,8 @@ void usage() {
          "  gen --job NAME --out FILE        write the input a run of the job would generate, as a file it\n"
          "                                   reads back (heavy-hitters and distinct: items; learn, ps: examples)\n"
          "  backup-server [options]          serve a backup store (RocksDB or memory) to workers over ZeroMQ\n"
-         "  keygen --out DIR [--name NAME]   write a CURVE keypair (NAME.key, NAME.pub) for jobs across hosts\n\n"
+         "  keygen --out DIR [--name NAME]   write a CURVE keypair (NAME.key, NAME.pub) for jobs across hosts\n"
+         "  --version                        the source revision this binary was built from\n\n"
          "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
 }
 
@@ -1052,6 +1053,10 @@ int main(int argc, char** argv) {
       return argc < 2 ? 2 : 0;
     }
     const std::string cmd = argv[1];
+    if (cmd == "--version" || cmd == "version") {
+      std::cout << "afstream " << AFS_GIT_REVISION << "\n";
+      return 0;
+    }
     if (cmd == "run") return cmd_run(argc - 1, argv + 1, false);
     if (cmd == "controller") return cmd_run(argc - 1, argv + 1, true);
     if (cmd == "list") return cmd_list();
@@ -1060,7 +1065,7 @@ int main(int argc, char** argv) {
     if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
     if (cmd == "gen") return cmd_gen(argc - 1, argv + 1);
     throw ConfigError("unknown command '" + cmd +
-                      "' (expected run, controller, worker, list, gen, backup-server or keygen)");
+                      "' (expected run, controller, worker, list, gen, backup-server, keygen or --version)");
   } catch (const std::bad_alloc&) {
     std::cerr << "afstream: error: out of memory (std::bad_alloc): the job asked for more memory than this process "
                  "may have; large models (learn.hash-bits), sketches (hh.width x hh.depth) or input files need it\n";

@@ -272,6 +272,12 @@ TEST(Cli, RunWritesConfigMetricsAndSummary) {
   EXPECT_LE(cpu, (wall + 0.2) * std::thread::hardware_concurrency()) << "wall " << wall;
   EXPECT_NE(read(d.path() / "config.ini").find("ft.mode = approx"), std::string::npos);
   EXPECT_GE(lines(read(d.path() / "failures.csv")), 2);  // header + at least one recovery
+  // --version names the revision meta.json records (what the experiment scripts' "Made by" lines cite).
+  const auto v = run("--version");
+  ASSERT_EQ(v.status, 0) << v.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(v.out, m, std::regex("afstream ([0-9a-f]+(\\+changes)?|unknown)\n"))) << v.out;
+  EXPECT_NE(read(d.path() / "meta.json").find("\"git_revision\": \"" + m[1].str() + "\""), std::string::npos);
 }
 
 // Exact fault tolerance: with failures of all workers, the job's results equal the failure-free run's.
