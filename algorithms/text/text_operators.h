@@ -122,6 +122,9 @@ class WordCount final : public TrackedMapOperator {
   explicit WordCount(const Params& p);
   double alpha() const override { return static_cast<double>(max_weight_); }
   bool divergence_bounded_by_alpha() const override { return true; }  // one count rises by at most max-weight
+  // Max-abs over the words, and a word's count comes from the copy its word is routed to (Corollary P'): each copy
+  // may use Theta / 2 instead of Theta / (2n).
+  bool divergence_combines_by_max() const override { return true; }
   double beta() const override { return 0; }
   void process(const Item& item, Emitter& out) override;
   void finish(Emitter& out) override;

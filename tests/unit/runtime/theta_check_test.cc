@@ -4,14 +4,18 @@
 // back it up: just past the trigger, never more than alpha beyond it.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
 #include "afstream/core/registry.h"
 #include "afstream/core/topology.h"
 #include "afstream/runtime/local_cluster.h"
+#include "afstream/runtime/worker.h"
 #include "afstream/state/tracked_array.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
+#include "algorithms/heavy_hitters/space_saving_hh.h"
+#include "algorithms/text/text_operators.h"
 
 namespace afs {
 namespace {
@@ -127,6 +131,33 @@ TEST(ThetaCheck, ModeNoneStopsTheTrackingAndNeverAsks) {
   EXPECT_TRUE(none.backups.empty());
   for (const FtMode mode : {FtMode::Approx, FtMode::Exact}) EXPECT_EQ(run(true, 400, mode).stop_tracking_calls, 0u);
   EXPECT_FALSE(run(true, 400, FtMode::Approx).backups.empty());
+}
+
+// Corollary P' (proofs/general-bounds.md): copies of an operator whose divergence combines by max, fed by key on
+// every input, each start at Theta / 2; any other operator, or the same ones fed otherwise, at Theta / (2n).
+TEST(ThetaCheck, CopiesCombiningByMaxStartAtHalfTheTheta) {
+  Params src;
+  src.set("items", 1000).set("keys", 100).set("skew", 1.0).set("seed", 5);
+  RunConfig config;
+  config.bounds = {1e4, 1e3, 1e3};
+  const auto first_theta = [&](const Operator& op, bool keyed) {
+    auto b = TopologyBuilder().source("source", "zipf", src).stage("op", "any", Params()).parallelism(4);
+    const Topology t = (keyed ? b.key_by() : b.forward()).from("source").build();
+    return threshold_schedule_of(t, config, t.first_worker(t.stage_index("op")), &op).current().theta;
+  };
+  Params cm;
+  cm.set("width", 64).set("depth", 2).set("phi", 10).set("max-weight", 1);
+  Params ss;
+  ss.set("capacity", 16).set("phi", 10).set("max-weight", 1);
+  const hh::CountMinHeavyHitters count_min(cm);
+  const hh::SpaceSavingHeavyHitters space_saving(ss);
+  const text::WordCount word_count(Params().set("max-weight", std::int64_t{1}));
+  const text::WordCountMerge merge(Params().set("max-count", std::int64_t{100}));
+  for (const Operator* op : std::initializer_list<const Operator*>{&count_min, &space_saving, &word_count}) {
+    EXPECT_DOUBLE_EQ(first_theta(*op, true), 1e4 / 2);
+    EXPECT_DOUBLE_EQ(first_theta(*op, false), 1e4 / 8);
+  }
+  EXPECT_DOUBLE_EQ(first_theta(merge, true), 1e4 / 8);  // wc-merge's max-abs: but it does not claim it
 }
 
 }  // namespace
