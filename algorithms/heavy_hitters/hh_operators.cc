@@ -200,13 +200,14 @@ void CountMinHeavyHitters::mark_backed_up() {
 }
 // The counters write only those that moved more than the residual; the candidates and the compensation whole.
 // The residual comes back as compensation at a recovery, added to every counter, so it is capped relative to phi:
-// at phi / 2^(k+3) in the incarnation that has compensated k failures, so that over any number of failures the
-// residuals add at most phi / 4 (proofs/theorem2-count-min.md, CM2'). Without the cap a Theta far above phi (NEXMark
-// hot items at the paper's Theta 1e5: phi ~ 400 bids) lifts every counter past phi after a few failures.
+// at phi / 2^(k + kResidualCapShift) in the incarnation that has compensated k failures, so that over any number of
+// failures the residuals add at most phi / 256 (proofs/theorem2-count-min.md, CM2'). Without the cap a Theta far
+// above phi (NEXMark hot items at the paper's Theta 1e5: phi ~ 400 bids) lifts every counter past phi after a few
+// failures; with phi / 4 in all, keys just below phi were lifted past it on short streams.
 double CountMinHeavyHitters::backup_partial_delta(ByteWriter& out, double residual) {
   if (phi_ > 0 && std::isfinite(phi_)) {
-    residual =
-        std::min(residual, std::ldexp(phi_, -static_cast<int>(std::min<std::int64_t>(compensation_[1], 60)) - 3));
+    residual = std::min(residual, std::ldexp(phi_, -static_cast<int>(std::min<std::int64_t>(compensation_[1], 60)) -
+                                                       kResidualCapShift));
   }
   const double left = counters_.backup_partial_delta(out, residual);
   candidates_.write_delta(out);

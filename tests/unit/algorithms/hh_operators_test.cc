@@ -253,11 +253,12 @@ TEST(CountMinHh, CompensationAddsFloorThetaPlusLTimesMaxWeightOncePerFailure) {
 }
 
 // The residual a partial delta leaves comes back as compensation on every counter after a failure, so count-min-hh
-// caps it at phi / 2^(k+3) after k compensated failures (theorem2-count-min.md, "Residual cap"): the residuals of any
-// number of failures add at most phi / 4. A phi far above the residual asked changes nothing.
+// caps it at phi / 2^(k + kResidualCapShift) after k compensated failures (theorem2-count-min.md, "Residual cap"): the
+// residuals of any number of failures add at most phi / 256. A phi far above the residual asked changes nothing.
 TEST(CountMinHh, PartialResidualIsCappedBelowPhi) {
   const auto items = zipf_items(3, Weights::Unit, 20000);
-  CountMinHeavyHitters op(cm_params(Weights::Unit, 800, 64, 2));
+  const double phi = std::ldexp(100.0, kResidualCapShift);  // the first cap: 100
+  CountMinHeavyHitters op(cm_params(Weights::Unit, phi, 64, 2));
   NullEmitter out;
   std::size_t next = 0;
   auto feed = [&](std::size_t n) {
@@ -265,7 +266,7 @@ TEST(CountMinHh, PartialResidualIsCappedBelowPhi) {
   };
   op.mark_backed_up();
   for (int k = 0; k < 4; ++k) {
-    const double cap = 800.0 / std::ldexp(1.0, k + 3);  // 100, 50, 25, 12.5
+    const double cap = phi / std::ldexp(1.0, k + kResidualCapShift);  // 100, 50, 25, 12.5
     for (int b = 0; b < 5; ++b) {
       feed(3000);
       ByteWriter w;
@@ -282,7 +283,7 @@ TEST(CountMinHh, PartialResidualIsCappedBelowPhi) {
   EXPECT_EQ(loose.backup_partial_delta(first, 1e9), 0);  // no watch level yet: a whole delta, which sets it
   for (std::size_t i = 0; i < 3000; ++i) loose.process(items[i], out);
   const double moved = loose.divergence();
-  ASSERT_GT(moved, 100);  // past the cap a phi of 800 would set
+  ASSERT_GT(moved, 100);  // past the first cap of the phi above
   ByteWriter w;
   EXPECT_EQ(loose.backup_partial_delta(w, 1e9), moved);
 }
