@@ -19,6 +19,8 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "afstream/core/errors.h"
 #include "afstream/core/operator.h"
 #include "afstream/core/params.h"
 #include "afstream/core/registry.h"
@@ -57,6 +60,27 @@ LearnerConfig learner_config_from(const Params& p, const DatasetInfo& info);
 // The true model of a generated dataset in the learner's layout, scaled to the learner's optimum for logistic data
 // (true weights / noise); nullopt for files, sparse (hashed) data and drift.
 std::optional<Eigen::VectorXd> true_model(const Params& p);
+// What an error met while learning from example `index` of the dataset p names: "example 12 (of the file's
+// examples, counted from 0) of data.csv", or "example 12" of generated data. A value the readers accept can still make
+// a score overflow (1e308 times a weight of 2); without this the error named neither the example nor the file.
+std::string example_context(const Params& p);
+[[noreturn]] void rethrow_for_example(const std::string& op, const std::string& context, std::uint64_t index,
+                                      const InputError& e);
+// The L2 norm of the values each(f) passes to f, without overflow: past the double range (values near 1e200) the sum
+// of squares is infinite, and a clip by cap / norm would drop the whole step instead of shortening it (a file's line
+// of 1e200 was not learned from at all). Each value is visited once, or three times when the squares overflow.
+template <typename Each>
+double l2_norm_of(Each&& each) {
+  double sq = 0;
+  each([&](double v) { sq += v * v; });
+  if (std::isfinite(sq)) return std::sqrt(sq);
+  double m = 0;
+  each([&](double v) { m = std::max(m, std::abs(v)); });
+  if (!std::isfinite(m)) return m;
+  double r = 0;
+  each([&](double v) { r += (v / m) * (v / m); });
+  return m * std::sqrt(r);
+}
 
 // Replayable source of example indices [begin, begin + items), split evenly among the parallel instances.
 class ExampleSource final : public Source {
@@ -167,6 +191,7 @@ class SgdLearnerOperator final : public Operator {
   void take_trace_point();
 
   std::shared_ptr<const Dataset> data_;
+  std::string context_;  // example_context(p)
   LearnerConfig config_;
   double clip_;
   std::uint32_t copy_;

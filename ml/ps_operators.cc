@@ -96,6 +96,7 @@ std::size_t shard_of(std::uint64_t index, int servers) {
 
 PsWorkerOperator::PsWorkerOperator(const Params& p, const InstanceInfo& at)
     : data_(dataset_from(p)),
+      context_(example_context(p)),
       config_(ps_config_from(p, data_->info())),
       worker_(static_cast<std::uint32_t>(at.index)),
       block_timeout_ms_(p.get_int("block-timeout-ms", 200)),
@@ -138,16 +139,24 @@ void PsWorkerOperator::process(const Item& item, Emitter& out) {
   }
   data_->example(item.key, x_);
   const auto& w = cache_.values();
-  const Prediction pred = predict(config_.learner, w, x_);
-  loss_sum_ += loss(config_.learner, w, x_);
+  Prediction pred;
+  double l = 0;
+  try {  // nothing has changed yet when the example is refused
+    pred = predict(config_.learner, w, x_);
+    l = loss(config_.learner, w, x_);
+    gradient(config_.learner, w, x_, g_);
+  } catch (const InputError& e) {
+    rethrow_for_example("ps-worker", context_, item.key, e);
+  }
+  loss_sum_ += l;
   correct_ += correct(config_.learner, pred, x_) ? 1 : 0;
   ++count_;
   // The parameters are those of server clock server_clock(); this gradient belongs to clock clock_ + 1.
   max_staleness_ = std::max(max_staleness_, clock_ - server_clock());
-  gradient(config_.learner, w, x_, g_);
-  double sq = 0;
-  for (const double v : g_.value) sq += v * v;
-  const double scale = sq > config_.clip * config_.clip ? config_.clip / std::sqrt(sq) * (1 - 1e-12) : 1.0;
+  const double norm = l2_norm_of([&](auto&& f) {
+    for (const double v : g_.value) f(v);
+  });
+  const double scale = norm > config_.clip ? config_.clip / norm * (1 - 1e-12) : 1.0;
   for (std::size_t k = 0; k < g_.size(); ++k) {
     const auto i = g_.index[k];
     if (acc_.get(i) == 0) touched_.push_back(i);

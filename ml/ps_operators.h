@@ -129,6 +129,7 @@ class PsWorkerOperator final : public Operator {
   void read_into(ByteReader& in, bool full);
 
   std::shared_ptr<const Dataset> data_;
+  std::string context_;  // example_context(p)
   PsConfig config_;
   std::uint32_t worker_;
   std::int64_t block_timeout_ms_;

@@ -50,11 +50,13 @@ std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // A finite number filling the whole token, or a LineError naming `what`.
 double number(std::string_view tok, const char* what) {
-  if (!tok.empty() && tok.front() == '+') tok.remove_prefix(1);
+  const std::string_view whole = tok;
+  // One sign: from_chars takes a '-' but not a '+', and "+-1" is no number.
+  if (tok.size() > 1 && tok.front() == '+' && tok[1] != '-') tok.remove_prefix(1);
   double v = 0;
   const auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
   if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size() || !std::isfinite(v)) {
-    throw LineError(std::string(what) + " " + quoted(tok) + " is not a finite number");
+    throw LineError(std::string(what) + " " + quoted(whole) + " is not a finite number");
   }
   return v;
 }
@@ -89,6 +91,8 @@ ReadStats for_each_line(std::istream& in, const std::string& name, OnError polic
   Example ex;
   while (std::getline(in, line)) {
     ++st.lines;
+    // A UTF-8 byte order mark (spreadsheets write one) belongs to the file, not to its first line's label.
+    if (st.lines == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
     ex.clear();
     try {
       if (!parse(std::string_view(line), ex)) continue;  // blank or comment
@@ -140,6 +144,9 @@ ReadResult parse_csv(std::istream& in, const std::string& name, const CsvOptions
         b = i + 1;
       }
     }
+    // The first well-formed line fixes the column count (columns stays 0 until one is kept: a malformed first line
+    // skipped under OnError::kSkip would otherwise make every line after it malformed).
+    const std::size_t width = columns == 0 ? fields.size() : columns;
     if (columns == 0) {
       if (fields.size() < 2) throw LineError("a CSV line needs a label and at least one feature column");
       const long lc = opts.label_column < 0 ? static_cast<long>(fields.size()) + opts.label_column : opts.label_column;
@@ -147,16 +154,15 @@ ReadResult parse_csv(std::istream& in, const std::string& name, const CsvOptions
         throw ConfigError("csv label_column " + std::to_string(opts.label_column) + " is outside the " +
                           std::to_string(fields.size()) + " columns of " + name);
       }
-      columns = fields.size();
     }
-    if (fields.size() != columns) {
-      throw LineError("expected " + std::to_string(columns) + " columns, found " + std::to_string(fields.size()));
+    if (fields.size() != width) {
+      throw LineError("expected " + std::to_string(width) + " columns, found " + std::to_string(fields.size()));
     }
-    const std::size_t lc = opts.label_column < 0 ? columns + static_cast<std::size_t>(opts.label_column)
+    const std::size_t lc = opts.label_column < 0 ? width + static_cast<std::size_t>(opts.label_column)
                                                  : static_cast<std::size_t>(opts.label_column);
-    ex.dense.resize(static_cast<Eigen::Index>(columns - 1));
+    ex.dense.resize(static_cast<Eigen::Index>(width - 1));
     Eigen::Index j = 0;
-    for (std::size_t c = 0; c < columns; ++c) {
+    for (std::size_t c = 0; c < width; ++c) {
       if (c == lc) {
         if (fields[c].empty()) throw LineError("empty label in column " + std::to_string(c + 1));
         ex.label = parse_label(fields[c], opts.labels, false);
@@ -165,6 +171,7 @@ ReadResult parse_csv(std::istream& in, const std::string& name, const CsvOptions
         ex.dense[j++] = number(fields[c], ("column " + std::to_string(c + 1)).c_str());
       }
     }
+    columns = width;
     return true;
   });
   DatasetInfo info{columns == 0 ? 0 : columns - 1, false, opts.labels, classes_of(examples, opts.labels)};

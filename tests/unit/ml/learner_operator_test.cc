@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "afstream/core/errors.h"
 #include "afstream/testing/conformance.h"
 #include "ml/metrics.h"
+#include "tests/temp_dir.h"
 
 namespace afs::ml {
 namespace {
@@ -199,6 +201,103 @@ TEST(SgdLearnerOperator, RejectsBadOptionsAndIndices) {
   SgdLearnerOperator op(params("higgs", "logistic", "sgd"), {});
   RecordingEmitter out;
   EXPECT_THROW(op.process({6000, 0, 0, 0}, out), InputError);
+}
+
+// A score that overflows (values the reader accepts, 1e308, times weights of 0.25) names the example and the file;
+// it was "example gives a non-finite score (a non-finite feature value?)" with neither.
+TEST(SgdLearnerOperator, AnExampleItCannotLearnFromIsNamed) {
+  afs::testing::TempDir dir("afs-ml-overflow");
+  const auto path = (dir.path() / "ovf.csv").string();
+  std::ofstream(path) << "1,1,1,1,1,1,1,1,1\n1,1e308,1e308,1e308,1e308,1e308,1e308,1e308,1e308\n";
+  Params p;
+  p.set("data", "file").set("file", path).set("format", "csv").set("task", "logistic").set("optimizer", "sgd");
+  p.set("eta0", 0.5).set("l2", 0.0).set("clip", 1e9);
+  SgdLearnerOperator op(p, {});
+  RecordingEmitter out;
+  op.process({0, 0, 0, 0}, out);
+  try {
+    op.process({1, 1, 1, 0}, out);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("sgd-learner: example 1 (counted from 0) of " + path + ": "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("non-finite score"), std::string::npos) << msg;
+  }
+}
+
+// A step whose squares pass the double range is clipped to the cap like any long step (its sum of squares was
+// infinite, the scale cap / sqrt(inf) 0, and the example was not learned from at all).
+TEST(SgdLearnerOperator, AStepOfHugeValuesIsClippedNotDropped) {
+  afs::testing::TempDir dir("afs-ml-huge");
+  const auto path = (dir.path() / "huge.csv").string();
+  std::ofstream(path) << "1,1e200,1e200\n1,1,1\n";
+  Params p;
+  p.set("data", "file").set("file", path).set("format", "csv").set("task", "logistic").set("optimizer", "sgd");
+  p.set("eta0", 0.5).set("l2", 0.0).set("clip", 10);
+  SgdLearnerOperator op(p, {});
+  RecordingEmitter out;
+  op.process({0, 0, 0, 0}, out);
+  const Eigen::VectorXd w = op.weights();
+  ASSERT_TRUE(w.allFinite());
+  // The two features' weights moved by the same amount, the step's length the cap (eta0 * clip = 5 at the first
+  // step, a little below), the bias's share of it nothing next to theirs.
+  EXPECT_GT(w.norm(), 4.99);
+  EXPECT_LE(w.norm(), 5);
+  EXPECT_NEAR(w[0], 5 / std::sqrt(2.0), 1e-6);
+  EXPECT_DOUBLE_EQ(w[0], w[1]);
+}
+
+// A file whose every line was skipped as malformed says so: "no examples" alone left the user guessing.
+TEST(SgdLearnerOperator, AFileWithNothingLeftSaysWhatWasSkipped) {
+  afs::testing::TempDir dir("afs-ml-skipped");
+  const auto path = (dir.path() / "all-bad.csv").string();
+  std::ofstream(path) << "1,x\n0,y\n";
+  Params p;
+  p.set("data", "file").set("file", path).set("format", "csv").set("on-error", "skip");
+  try {
+    (void)load_dataset(p);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path + ": no examples (2 malformed lines skipped of 2; the first: " + path + ":1: "),
+              std::string::npos)
+        << msg;
+  }
+}
+
+// The multiclass truth is the centred one (each feature's weights and the biases sum to 0 over the classes), the
+// member of softmax's family of equal models that SGD from zero approaches: the L1 distance to the uncentred draw
+// never fell below the draw's distance from that subspace.
+TEST(TrueModel, MulticlassIsCentredOverTheClasses) {
+  Params p = params("multiclass", "softmax", "sgd");
+  p.set("examples", std::uint64_t{60000}).set("noise", 0.5);
+  const auto truth = true_model(p);
+  ASSERT_TRUE(truth.has_value());
+  const Eigen::Index K = 4, d1 = 9;
+  ASSERT_EQ(truth->size(), K * d1);
+  for (Eigen::Index j = 0; j < d1; ++j) {
+    double sum = 0;
+    for (Eigen::Index k = 0; k < K; ++k) sum += (*truth)[k * d1 + j];
+    EXPECT_NEAR(sum, 0, 1e-12) << "feature " << j;
+  }
+  // SGD's iterates stay in that subspace, and approach the centred truth.
+  const auto data = dataset_from(p);
+  Params q = p;
+  q.set("l2", 0.0);
+  Learner l = make_learner(learner_config_from(q, data->info()));
+  Example x;
+  double first = 0;
+  for (std::uint64_t n = 0; n < data->size(); ++n) {
+    data->example(n, x);
+    learn(l, x);
+    if (n + 1 == 2000) first = l1_change(l.weights, *truth);
+  }
+  for (Eigen::Index j = 0; j < d1; ++j) {
+    double sum = 0;
+    for (Eigen::Index k = 0; k < K; ++k) sum += l.weights[k * d1 + j];
+    EXPECT_NEAR(sum, 0, 1e-9) << "feature " << j;
+  }
+  EXPECT_LT(l1_change(l.weights, *truth), 0.6 * first);
 }
 
 TEST(ExampleSource, InstancesReadDisjointRangesCoveringAll) {

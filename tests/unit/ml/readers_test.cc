@@ -77,6 +77,46 @@ TEST_F(Readers, CsvSkipPolicyCountsMalformedLines) {
   EXPECT_EQ(r.data.example(1).dense, Eigen::Vector2d(5, 6));
 }
 
+// A malformed first line skipped under OnError::kSkip does not fix the column count: the well-formed lines after it
+// were all skipped as "expected 7 columns, found 6" because of a trailing comma on line 1.
+TEST_F(Readers, CsvSkippedFirstLineDoesNotFixTheColumnCount) {
+  const auto p = write("first.csv", "1,2,3,\n1,5,6\n0,7,8\n");
+  const ReadResult r = read_csv(p, {.on_error = OnError::kSkip});
+  EXPECT_EQ(r.stats.skipped, 1u);
+  ASSERT_EQ(r.data.size(), 2u);
+  EXPECT_EQ(r.data.info().num_features, 2u);
+  EXPECT_EQ(r.data.example(1).dense, Eigen::Vector2d(7, 8));
+  EXPECT_EQ(r.stats.first_error.rfind(p.string() + ":1: ", 0), 0u) << r.stats.first_error;
+  // Under fail the first line is still the error.
+  expect_line_error(p, 1, "empty field in column 4", [](const std::filesystem::path& f) { return read_csv(f); });
+}
+
+// A UTF-8 byte order mark (spreadsheets write one) starts the first line of the file, not its label: it was
+// "label '\xEF\xBB\xBF1' is not a finite number", printed as "label '1' is not a finite number".
+TEST_F(Readers, Utf8ByteOrderMarkIsIgnored) {
+  const std::string bom = "\xEF\xBB\xBF";
+  const ReadResult c = read_csv(write("bom.csv", bom + "1,2,3\n0,4,5\n"));
+  ASSERT_EQ(c.data.size(), 2u);
+  EXPECT_EQ(c.data.example(0).label, 1.0);
+  const ReadResult l = read_libsvm(write("bom.svm", bom + "1 1:2\n-1 2:3\n"));
+  ASSERT_EQ(l.data.size(), 2u);
+  EXPECT_EQ(l.data.example(0).label, 1.0);
+  const ReadResult v = read_vw(write("bom.vw", bom + "1 |f a\n-1 |f b\n"));
+  ASSERT_EQ(v.data.size(), 2u);
+  EXPECT_EQ(v.data.example(0).label, 1.0);
+  // Only at the start of the file.
+  expect_line_error(write("bom2.csv", "1,2,3\n" + bom + "0,4,5\n"), 2, "not a finite number",
+                    [](const std::filesystem::path& f) { return read_csv(f); });
+}
+
+// One sign only: "+-1" was read as -1.
+TEST_F(Readers, NumbersTakeOneSign) {
+  auto read = [](const std::filesystem::path& p) { return read_csv(p); };
+  expect_line_error(write("pm.csv", "1,2,3\n1,+-1,3\n"), 2, "'+-1' is not a finite number", read);
+  expect_line_error(write("pm2.csv", "+-1,2,3\n"), 1, "label '+-1' is not a finite number", read);
+  EXPECT_EQ(read_csv(write("p.csv", "+1,+2,-3\n")).data.example(0).dense, Eigen::Vector2d(2, -3));
+}
+
 TEST_F(Readers, LibsvmParsesSparseExamples) {
   const auto p = write("a.svm", "+1 1:0.5 3:2 # comment\n# only a comment\n-1 2:1\n0 10:-1.5\n");
   const ReadResult r = read_libsvm(p);
