@@ -53,7 +53,9 @@ class DistinctJob final : public Job {
     if (par < 1) throw ConfigError("distinct.parallelism: expected >= 1, got " + std::to_string(par));
     Params hll;
     hll.set("seed", seed * 31 + 7);
-    if (vm["distinct.epsilon"].as<double>() > 0) {
+    // Any epsilon given (not the default 0) sizes the precision, so that one outside (0, 1) is refused rather than
+    // silently ignored (--distinct.epsilon -1 ran at the default precision).
+    if (vm["distinct.epsilon"].as<double>() != 0) {
       hll.set("epsilon", vm["distinct.epsilon"].as<double>());
     } else {
       hll.set("precision", static_cast<std::int64_t>(vm["distinct.precision"].as<int>()));
@@ -117,6 +119,7 @@ class DistinctJob final : public Job {
     const double rel = exact > 0 ? estimate / exact - 1 : 0;
     if (!out_dir.empty()) {
       std::ofstream f(out_dir + "/distinct.csv");
+      f.precision(17);  // as join.csv: the exact count in full (the default 6 digits wrote 1554468 as 1.55447e+06)
       f << "estimate,exact,relative_error,standard_error\n"
         << estimate << ',' << exact << ',' << rel << ',' << HyperLogLog::standard_error(precision_) << '\n';
     }

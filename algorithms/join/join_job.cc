@@ -57,7 +57,9 @@ class JoinJob final : public Job {
     const int par = vm["join.parallelism"].as<int>();
     if (par < 1) throw ConfigError("join.parallelism: expected >= 1, got " + std::to_string(par));
     rate_ = vm["join.sample-rate"].as<double>();
-    if (!(rate_ > 0 && rate_ <= 1)) throw ConfigError("join.sample-rate: expected a rate in (0, 1], got " + num(rate_));
+    if (!(rate_ >= RippleJoin::kMinSampleRate && rate_ <= 1)) {
+      throw ConfigError("join.sample-rate: expected a rate in [2^-53, 1] (the coin has 53 bits), got " + num(rate_));
+    }
     confidence_ = vm["join.confidence"].as<double>();
     if (!(confidence_ > 0 && confidence_ < 1)) {
       throw ConfigError("join.confidence: expected a level in (0, 1), got " + num(confidence_));
@@ -129,6 +131,7 @@ class JoinJob final : public Job {
                 {"upper", interval.upper},
                 {"covered", interval.contains(exact.count) ? 1.0 : 0.0},
                 {"samples", merge->moments().samples},
+                {"sampled_pairs", merge->moments().pairs},
                 {"lost_sample_bound", merge->lost_sample_bound()},
                 {"missing_items", merge->missing_items()},
                 {"sum_estimate", sum.estimate},
@@ -147,9 +150,19 @@ class JoinJob final : public Job {
   }
 
   std::vector<std::string> score_names() const override {
-    return {"estimate",      "exact",        "relative_error", "lower",
-            "upper",         "covered",      "samples",        "lost_sample_bound",
-            "missing_items", "sum_estimate", "sum_exact",      "sum_relative_error",
+    return {"estimate",
+            "exact",
+            "relative_error",
+            "lower",
+            "upper",
+            "covered",
+            "samples",
+            "sampled_pairs",
+            "lost_sample_bound",
+            "missing_items",
+            "sum_estimate",
+            "sum_exact",
+            "sum_relative_error",
             "sum_covered"};
   }
 

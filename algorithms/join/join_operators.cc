@@ -16,8 +16,8 @@ namespace {
 
 double rate_of(const Params& p, const char* who) {
   const double rate = p.get_double("rate", 0.1);
-  if (!(rate > 0 && rate <= 1)) {
-    throw ConfigError(std::string(who) + ": rate (the sample rate) must be in (0, 1], got " + std::to_string(rate));
+  if (!(rate >= RippleJoin::kMinSampleRate && rate <= 1)) {
+    throw ConfigError(std::string(who) + ": rate (the sample rate) must be in [2^-53, 1], got " + std::to_string(rate));
   }
   return rate;
 }

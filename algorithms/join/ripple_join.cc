@@ -25,7 +25,9 @@ std::string num(double x) {
 }
 
 void check_rate(double p, const char* who) {
-  if (!(p > 0 && p <= 1)) throw ConfigError(std::string(who) + ": sample rate must be in (0, 1] (got " + num(p) + ")");
+  if (!(p >= RippleJoin::kMinSampleRate && p <= 1)) {
+    throw ConfigError(std::string(who) + ": sample rate must be in [2^-53, 1] (got " + num(p) + ")");
+  }
 }
 
 std::uint64_t mix(std::uint64_t x) {
@@ -248,7 +250,9 @@ RippleJoin RippleJoin::deserialize(ByteReader& in) {
   const auto flags = in.get<std::uint16_t>("RippleJoin flags");
   if (flags != 0) throw FormatError("RippleJoin snapshot: unknown flags " + std::to_string(flags));
   const auto rate = in.get<double>("RippleJoin sample rate");
-  if (!(rate > 0 && rate <= 1)) throw FormatError("RippleJoin snapshot: sample rate " + num(rate) + " not in (0, 1]");
+  if (!(rate >= kMinSampleRate && rate <= 1)) {
+    throw FormatError("RippleJoin snapshot: sample rate " + num(rate) + " not in [2^-53, 1]");
+  }
   const auto seed = in.get<std::uint64_t>("RippleJoin seed");
   const auto n = in.get<std::uint64_t>("RippleJoin key count");
   constexpr std::size_t kEntry = 5 * sizeof(std::uint64_t);

@@ -92,7 +92,11 @@ Interval interval_from(const JoinMoments& m, double sample_rate, Aggregate aggre
 
 class RippleJoin {
  public:
-  // ConfigError if sample_rate is not in (0, 1].
+  // The smallest sample rate the coin resolves: it compares 53 hash bits with p * 2^53, so below 2^-53 a tuple
+  // would be kept with probability 2^-53, not p (and p^4 in the variance underflows near 1e-81, p^2 near 1e-162,
+  // which made the estimate NaN).
+  static constexpr double kMinSampleRate = 0x1p-53;
+  // ConfigError if sample_rate is not in [kMinSampleRate, 1].
   explicit RippleJoin(double sample_rate, std::uint64_t seed = 1);
 
   // The Bernoulli coin of tuple `tuple_id` of `side`: a hash of (seed, side, id) below p. Deterministic.

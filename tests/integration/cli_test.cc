@@ -314,6 +314,31 @@ TEST(Cli, DistinctJobStaysAccurateWithFailures) {
   }
 }
 
+// distinct.csv holds its numbers in full: with 6 significant digits an exact count of 1554468 was written 1.55447e+06,
+// so estimate / exact - 1 computed from the file missed relative_error by 1e-6. A negative epsilon is refused, not
+// ignored.
+TEST(Cli, DistinctJobWritesItsScoresInFullAndRefusesABadEpsilon) {
+  TempDir d;
+  auto r =
+      run("run --job distinct --runtime threads --items 3000000 --distinct.keys 2000000 --distinct.skew 0 "
+          "--quiet --out " +
+          d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::stringstream csv(read(d.path() / "distinct.csv"));
+  std::string header, row;
+  std::getline(csv, header);
+  std::getline(csv, row);
+  std::vector<double> v;
+  std::stringstream rs(row);
+  for (std::string c; std::getline(rs, c, ',');) v.push_back(std::stod(c));
+  ASSERT_EQ(v.size(), 4u) << row;
+  EXPECT_GT(v[1], 1e6) << row;
+  EXPECT_NEAR(v[0] / v[1] - 1, v[2], 1e-12) << row;
+  r = run("run --job distinct --runtime threads --items 1000 --quiet --distinct.epsilon -1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("relative error must be in (0, 1)"), std::string::npos) << r.err;
+}
+
 // Theta is in register ranks for the distinct job: one at or above the largest rank protects nothing and is refused.
 // The job's run default is 8 (the general 1e5 would be refused: `afstream run --job distinct` failed as given, and so
 // did the command `afstream gen --job distinct` prints).
@@ -343,27 +368,28 @@ TEST(Cli, JoinJobIntervalCoversWithAndWithoutFailures) {
     std::getline(csv, header);
     std::getline(csv, row);
     ASSERT_EQ(header,
-              "estimate,exact,relative_error,lower,upper,covered,samples,lost_sample_bound,missing_items,"
-              "sum_estimate,sum_exact,sum_relative_error,sum_covered");
+              "estimate,exact,relative_error,lower,upper,covered,samples,sampled_pairs,lost_sample_bound,"
+              "missing_items,sum_estimate,sum_exact,sum_relative_error,sum_covered");
     std::vector<double> v;
     std::stringstream rs(row);
     for (std::string c; std::getline(rs, c, ',');) v.push_back(std::stod(c));
-    ASSERT_EQ(v.size(), 13u) << row;
+    ASSERT_EQ(v.size(), 14u) << row;
     EXPECT_GT(v[1], 1e6) << row;                 // a non-trivial join
     EXPECT_EQ(v[5], 1) << fail << ": " << row;   // COUNT covered
-    EXPECT_EQ(v[12], 1) << fail << ": " << row;  // SUM covered
+    EXPECT_EQ(v[13], 1) << fail << ": " << row;  // SUM covered
     EXPECT_LE(v[3], v[1]);
     EXPECT_GE(v[4], v[1]);
     EXPECT_LT(std::fabs(v[2]), 0.2) << row;
-    EXPECT_NEAR(v[6], 10000, 500) << row;  // 10% of the tuples sampled
+    EXPECT_NEAR(v[6], 10000, 500) << row;                     // 10% of the tuples sampled
+    EXPECT_NEAR(v[7], v[0] * 0.1 * 0.1, 1e-6 * v[0]) << row;  // the sampled pairs: COUNT = pairs / p^2
     if (fail.empty()) {
-      EXPECT_EQ(v[7], 0) << row;
+      EXPECT_EQ(v[8], 0) << row;
       no_failure = v;
     } else {
-      EXPECT_GT(v[7], 50) << row;                    // charged: at least Gamma
-      EXPECT_LE(v[7], 100 + 50 + 50 + 2) << row;     // at most Theta + L + Gamma (+ rounding up per copy)
+      EXPECT_GT(v[8], 50) << row;                    // charged: at least Gamma
+      EXPECT_LE(v[8], 100 + 50 + 50 + 2) << row;     // at most Theta + L + Gamma (+ rounding up per copy)
       EXPECT_LE(v[6], no_failure[6]) << row;         // the same coins: a failure can only lose samples
-      EXPECT_LE(no_failure[6] - v[6], v[7]) << row;  // ... and at most M of them
+      EXPECT_LE(no_failure[6] - v[6], v[8]) << row;  // ... and at most M of them
       EXPECT_GE(lines(read(d.path() / "failures.csv")), 3);
     }
   }
