@@ -1067,8 +1067,10 @@ int main(int argc, char** argv) {
     throw ConfigError("unknown command '" + cmd +
                       "' (expected run, controller, worker, list, gen, backup-server, keygen or --version)");
   } catch (const std::bad_alloc&) {
-    std::cerr << "afstream: error: out of memory (std::bad_alloc): the job asked for more memory than this process "
-                 "may have; large models (learn.hash-bits), sketches (hh.width x hh.depth) or input files need it\n";
+    std::cerr
+        << "afstream: error: out of memory (std::bad_alloc): the job asked for more memory than this process "
+           "may have; large models (learn.hash-bits), sketches (hh.width x hh.depth), key spaces (hh.keys, join.keys, "
+           "distinct.keys: the Zipf generators' tables take about 20 bytes a key) or input files need it\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "afstream: error: " << e.what() << "\n";
