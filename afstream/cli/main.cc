@@ -622,9 +622,9 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
                                    "latency_p99_ms",
                                    "cpu_s",
                                    "failures_fired"};
-  auto num = [](double v) {
+  auto num = [](double v) {  // 10 significant digits: counts (items, bytes, exact join sizes) stay whole
     char b[64];
-    std::snprintf(b, sizeof b, "%.6g", v);
+    std::snprintf(b, sizeof b, "%.10g", v);
     return std::string(b);
   };
   row["job"] = job->name();
