@@ -815,7 +815,9 @@ Eigen::VectorXd ModelMerge::averaged_model() const {
   Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(weight_count_));
   int n = 0;
   for (int c = 0; c < parallelism_; ++c) {
-    if (!fields_.contains((static_cast<std::uint64_t>(c) << 32) | kCount)) continue;
+    // A copy that learned from no example (more copies than training examples) holds the initial model: averaging
+    // it in would only shrink the others'.
+    if (field(c, kCount) == 0) continue;
     ++n;
     w += weights_.values().segment(static_cast<Eigen::Index>(c * weight_count_),
                                    static_cast<Eigen::Index>(weight_count_));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <stdexcept>
@@ -54,7 +55,13 @@ double number(std::string_view tok, const char* what) {
   // One sign: from_chars takes a '-' but not a '+', and "+-1" is no number.
   if (tok.size() > 1 && tok.front() == '+' && tok[1] != '-') tok.remove_prefix(1);
   double v = 0;
-  const auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+  if (ec == std::errc::result_out_of_range && p == tok.data() + tok.size()) {
+    // Out of range either way: too large is refused below, too small (1e-400) is the nearest double, as strtod
+    // reads it (from_chars leaves v alone).
+    v = std::strtod(std::string(tok).c_str(), nullptr);
+    if (std::isfinite(v)) ec = std::errc();
+  }
   if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size() || !std::isfinite(v)) {
     throw LineError(std::string(what) + " " + quoted(whole) + " is not a finite number");
   }
@@ -110,6 +117,8 @@ ReadStats for_each_line(std::istream& in, const std::string& name, OnError polic
 }
 
 std::ifstream open(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(path.string() + ": is a directory, not a data file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path.string() + ": cannot open for reading");
   return f;

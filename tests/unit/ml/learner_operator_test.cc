@@ -339,6 +339,20 @@ TEST(ModelMerge, AveragesTheCopies) {
   EXPECT_EQ(m.copies_reported(), 2);
   const Eigen::VectorXd avg = (a.weights() + b.weights()) / 2;
   EXPECT_LT((m.averaged_model() - avg).norm(), 1e-15);
+  // A third copy that saw no example (more copies than examples) reports its zero model: it is not averaged in.
+  {
+    Params p3 = p;
+    p3.set("parallelism", std::int64_t{3});
+    SgdLearnerOperator c(p3, {2, 3});
+    RecordingEmitter three;
+    a.finish(three);
+    b.finish(three);
+    c.finish(three);
+    ModelMerge m3(p3);
+    for (const auto& e : three.items) m3.process({e.key, e.value, e.time, 0}, none);
+    EXPECT_EQ(m3.copies_reported(), 3);
+    EXPECT_LT((m3.averaged_model() - avg).norm(), 1e-15);
+  }
   EXPECT_EQ(m.total(kCount), 2000);
   EXPECT_EQ(m.total(kCorrect), static_cast<double>(a.correct_count() + b.correct_count()));
   EXPECT_DOUBLE_EQ(m.total(kLossSum), a.loss_sum() + b.loss_sum());

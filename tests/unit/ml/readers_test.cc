@@ -115,6 +115,21 @@ TEST_F(Readers, NumbersTakeOneSign) {
   expect_line_error(write("pm.csv", "1,2,3\n1,+-1,3\n"), 2, "'+-1' is not a finite number", read);
   expect_line_error(write("pm2.csv", "+-1,2,3\n"), 1, "label '+-1' is not a finite number", read);
   EXPECT_EQ(read_csv(write("p.csv", "+1,+2,-3\n")).data.example(0).dense, Eigen::Vector2d(2, -3));
+  // Below the double range is the nearest double (0, as strtod reads it); above it is no finite number.
+  EXPECT_EQ(read_csv(write("tiny.csv", "1,1e-400,-1e-400\n")).data.example(0).dense, Eigen::Vector2d(0, 0));
+  expect_line_error(write("huge.csv", "1,1e400,3\n"), 1, "'1e400' is not a finite number", read);
+}
+
+// A directory given as the data file says so (it was "read error after line 0").
+TEST_F(Readers, ADirectoryIsNamedAsOne) {
+  const auto d = write("x.csv", "1,2\n").parent_path() / "subdir";
+  std::filesystem::create_directories(d);
+  try {
+    (void)read_csv(d);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Readers, LibsvmParsesSparseExamples) {
