@@ -143,6 +143,31 @@ TEST(ZipfGenerator, FrequenciesMatchForUniformAndSteepSkews) {
   expect_frequencies_match(ZipfGenerator({.num_keys = 1, .skew = 1.1, .total_items = 1000, .seed = 11}), 1);
 }
 
+// Skew 0 builds no alias table (every column would keep its own rank): the same stream as the table gives (a skew of
+// 1e-300 builds one whose every weight is exactly 1), and the largest key space costs no memory per key.
+TEST(ZipfGenerator, UniformDrawsNeedNoTable) {
+  ZipfParams u;
+  u.num_keys = 1000;
+  u.skew = 0;
+  u.total_items = 5000;
+  u.seed = 3;
+  ZipfParams t = u;
+  t.skew = 1e-300;
+  const ZipfGenerator a(u), b(t);
+  std::vector<Item> x(5000), y(5000);
+  a.fill(0, x.data(), x.size());
+  b.fill(0, y.data(), y.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(x[i].key, y[i].key) << i;
+    ASSERT_EQ(a.rank_at(i), b.rank_at(i)) << i;
+  }
+  EXPECT_DOUBLE_EQ(a.probability(7), 1e-3);
+  u.num_keys = ZipfGenerator::kMaxKeys;  // 4e9 keys: 80 GB of table if it were built
+  const ZipfGenerator huge(u);
+  huge.fill(0, x.data(), x.size());
+  EXPECT_TRUE(huge.rank_of_key(x[0].key).has_value());
+}
+
 TEST(ZipfGenerator, KeyOfRankIsInjectiveAndInvertible) {
   const ZipfGenerator gen({.num_keys = 1'000'000, .skew = 1.1, .total_items = 1, .seed = 0});
   std::unordered_set<std::uint64_t> keys;
