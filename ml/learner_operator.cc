@@ -208,9 +208,9 @@ std::optional<Eigen::VectorXd> true_model(const Params& p) {
   if (s.model == SyntheticModel::kMulticlass) {
     // Softmax does not change when one vector is added to every class's weights, so the truth is a whole family;
     // its member with each feature's weights (and the biases) summing to 0 over the classes is the one SGD from zero
-    // approaches (every step sums to 0 over the classes) and L2 selects. The draw itself is not centred: the L1
-    // distance to it stayed at its distance from that subspace however long the learner ran (19.1 after 2e4, 2e5
-    // and 1e6 examples of 5 features and 3 classes).
+    // approaches (every SGD step sums to 0 over the classes; AdaGrad's per-weight scaling does not keep that sum) and
+    // L2 selects. The draw itself is not centred: the L1 distance to it stayed at its distance from that subspace
+    // however long the learner ran (19.1 after 2e4, 2e5 and 1e6 examples of 5 features and 3 classes).
     const auto K = static_cast<Eigen::Index>(s.num_classes), d1 = static_cast<Eigen::Index>(s.num_features + 1);
     for (Eigen::Index j = 0; j < d1; ++j) {
       double mean = 0;
@@ -344,6 +344,7 @@ void SgdLearnerOperator::clip_step() {
       for (const double v : step_.value) f(v);
     });
   }
+  if (!std::isfinite(norm)) throw InputError(kNonFiniteStep);
   if (norm > cap) {
     // A little below the cap, so that rounding in the scaled values and in the store cannot exceed it.
     const double scale = cap / norm * (1 - 1e-12);
@@ -368,16 +369,16 @@ void SgdLearnerOperator::process(const Item& item, Emitter&) {
   Prediction pred;
   double l = 0;
   bool ok = false;
-  try {  // nothing has changed yet when the example is refused
+  try {  // the weights have not changed yet when the example is refused (the run stops there)
     pred = predict(config_, w, x_);
     l = loss(config_, w, x_);
     ok = correct(config_, pred, x_);
     gradient(config_, w, x_, step_);
+    make_step(config_, opt_, step_);
+    clip_step();
   } catch (const InputError& e) {
     rethrow_for_example("sgd-learner", context_, item.key, e);
   }
-  make_step(config_, opt_, step_);
-  clip_step();
   if (trace_every_ > 0) {  // the trace remembers each entry's value at the last point before its first move
     const bool tracking = weights_.tracking();
     for (const auto i : step_.index) {
@@ -837,7 +838,8 @@ std::vector<ModelMerge::ProgressRow> ModelMerge::progress() const {
   std::size_t points = std::numeric_limits<std::size_t>::max();
   std::vector<int> copies;
   for (int c = 0; c < parallelism_; ++c) {
-    if (!fields_.contains((static_cast<std::uint64_t>(c) << 32) | kCount)) continue;
+    // A copy that saw no example has no records: it would leave no row but the last (as averaged_model, skipped).
+    if (field(c, kCount) == 0) continue;
     copies.push_back(c);
     points = std::min(points, static_cast<std::size_t>(field(c, kRecords)));
   }
@@ -881,7 +883,8 @@ std::vector<TracePoint> ModelMerge::trace(int copy) const {
   std::vector<int> copies;
   std::size_t points = std::numeric_limits<std::size_t>::max();
   for (int c = 0; c < parallelism_; ++c) {
-    if (!fields_.contains((static_cast<std::uint64_t>(c) << 32) | kCount)) continue;
+    // A copy that saw no example has no trace points: it would empty the whole trace (as averaged_model, skipped).
+    if (field(c, kCount) == 0) continue;
     copies.push_back(c);
     points = std::min(points, points_of(c));
   }

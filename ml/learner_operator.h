@@ -64,6 +64,10 @@ std::optional<Eigen::VectorXd> true_model(const Params& p);
 // examples, counted from 0) of data.csv", or "example 12" of generated data. A value the readers accept can still make
 // a score overflow (1e308 times a weight of 2); without this the error named neither the example nor the file.
 std::string example_context(const Params& p);
+// What the learners say of an example whose step is not finite although its scores were (linear: a residual of
+// 1e200 times a feature of 1e200).
+inline constexpr const char* kNonFiniteStep =
+    "example gives a non-finite gradient (its label and features multiply past the double range)";
 [[noreturn]] void rethrow_for_example(const std::string& op, const std::string& context, std::uint64_t index,
                                       const InputError& e);
 // The L2 norm of the values each(f) passes to f, without overflow: past the double range (values near 1e200) the sum
@@ -71,6 +75,9 @@ std::string example_context(const Params& p);
 // of 1e200 was not learned from at all). Each value is visited once, or three times when the squares overflow.
 template <typename Each>
 double l2_norm_of(Each&& each) {
+  // (A step with an infinite entry has an infinite norm: no clip shortens it, and cap / inf = 0 times inf is NaN.
+  // The learners refuse it with kNonFiniteStep, read off the norm they compute anyway rather than by a check of
+  // every entry.)
   double sq = 0;
   each([&](double v) { sq += v * v; });
   if (std::isfinite(sq)) return std::sqrt(sq);

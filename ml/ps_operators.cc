@@ -141,10 +141,15 @@ void PsWorkerOperator::process(const Item& item, Emitter& out) {
   const auto& w = cache_.values();
   Prediction pred;
   double l = 0;
+  double norm = 0;
   try {  // nothing has changed yet when the example is refused
     pred = predict(config_.learner, w, x_);
     l = loss(config_.learner, w, x_);
     gradient(config_.learner, w, x_, g_);
+    norm = l2_norm_of([&](auto&& f) {
+      for (const double v : g_.value) f(v);
+    });
+    if (!std::isfinite(norm)) throw InputError(kNonFiniteStep);
   } catch (const InputError& e) {
     rethrow_for_example("ps-worker", context_, item.key, e);
   }
@@ -153,9 +158,6 @@ void PsWorkerOperator::process(const Item& item, Emitter& out) {
   ++count_;
   // The parameters are those of server clock server_clock(); this gradient belongs to clock clock_ + 1.
   max_staleness_ = std::max(max_staleness_, clock_ - server_clock());
-  const double norm = l2_norm_of([&](auto&& f) {
-    for (const double v : g_.value) f(v);
-  });
   const double scale = norm > config_.clip ? config_.clip / norm * (1 - 1e-12) : 1.0;
   for (std::size_t k = 0; k < g_.size(); ++k) {
     const auto i = g_.index[k];

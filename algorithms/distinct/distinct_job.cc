@@ -32,7 +32,8 @@ class DistinctJob final : public Job {
     o.add_options()("distinct.keys", po::value<std::uint64_t>()->default_value(1000000),
                     "key space of the Zipf stream")("distinct.skew", real_value(0.9), "Zipf skew s")(
         "distinct.precision", po::value<int>()->default_value(12), "2^precision registers (4..18)")(
-        "distinct.epsilon", real_value(0), "relative standard error (sizes the precision if > 0)")(
+        "distinct.epsilon", real_value(0),
+        "relative standard error in (0, 1): sizes the precision in its place (0: use distinct.precision)")(
         "distinct.parallelism", po::value<int>()->default_value(2), "parallel distinct-hll workers (keyed)")(
         "distinct.input", po::value<std::string>()->default_value(""),
         "count the distinct keys of this text file ('key' or 'key,value' per line; a key that is not an unsigned "

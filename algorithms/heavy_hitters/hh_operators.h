@@ -92,9 +92,9 @@ inline constexpr std::uint64_t kCountMinDivergenceBlock = 1;
 // count-min-hh's partial deltas leave at most phi / 2^(k + kResidualCapShift) unwritten in the incarnation that has
 // compensated k failures, so that the residuals added back to every counter after any number of failures sum to at
 // most phi / 2^(kResidualCapShift - 1): phi / 256, which keeps keys just below phi from being lifted past it (at 3,
-// phi / 4, Count-Min at the heavy-hitter job's setting A lost 2-6 points of precision after 10 failures on streams
-// of 1e6 and 3e6 items: experiments/results/short-streams). Long streams, whose phi is far above the residual the
-// runtime asks, are not affected.
+// phi / 4, Count-Min at the heavy-hitter job's setting A lost 2-4 points of precision (5 seeds) after 10 failures on
+// streams of 1e6 and 3e6 items: experiments/results/short-streams). Long streams, whose phi is far above the residual
+// the runtime asks, are not affected.
 inline constexpr int kResidualCapShift = 9;
 
 // Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight

@@ -247,6 +247,28 @@ TEST(SgdLearnerOperator, AStepOfHugeValuesIsClippedNotDropped) {
   EXPECT_DOUBLE_EQ(w[0], w[1]);
 }
 
+// A gradient past the double range with finite scores (linear: residual 1e200 times feature 1e200) is refused at
+// the example that gives it; it used to become an infinite step, NaN weights after the clip (0 * inf), and an error
+// naming the next, ordinary example.
+TEST(SgdLearnerOperator, AnInfiniteGradientIsRefusedAtItsOwnExample) {
+  afs::testing::TempDir dir("afs-ml-infgrad");
+  const auto path = (dir.path() / "inf.csv").string();
+  std::ofstream(path) << "1e200,1e200\n1,1\n";
+  Params p;
+  p.set("data", "file").set("file", path).set("format", "csv").set("task", "linear").set("optimizer", "sgd");
+  p.set("eta0", 0.5).set("l2", 0.0).set("clip", 10);
+  SgdLearnerOperator op(p, {});
+  RecordingEmitter out;
+  try {
+    op.process({0, 0, 0, 0}, out);
+    ADD_FAILURE() << "no InputError at example 0";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("example 0 (counted from 0) of " + path + ": "), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(op.weights().allFinite());
+}
+
 // A file whose every line was skipped as malformed says so: "no examples" alone left the user guessing.
 TEST(SgdLearnerOperator, AFileWithNothingLeftSaysWhatWasSkipped) {
   afs::testing::TempDir dir("afs-ml-skipped");
@@ -352,6 +374,8 @@ TEST(ModelMerge, AveragesTheCopies) {
     for (const auto& e : three.items) m3.process({e.key, e.value, e.time, 0}, none);
     EXPECT_EQ(m3.copies_reported(), 3);
     EXPECT_LT((m3.averaged_model() - avg).norm(), 1e-15);
+    // Nor does it cut the combined progress records down to the last row (it has none of its own).
+    EXPECT_EQ(m3.progress().size(), 11u);
   }
   EXPECT_EQ(m.total(kCount), 2000);
   EXPECT_EQ(m.total(kCorrect), static_cast<double>(a.correct_count() + b.correct_count()));
