@@ -287,7 +287,10 @@ void Worker::run() {
       release_acks();
       if (source_) {
         if (coverage_advanced_) back_up_position_if_due();  // set in approximate mode only (on_ack)
-        if (ack_mode()) replay_expired_trees();
+        if (ack_mode()) {
+          replay_expired_trees();
+          back_up_ack_position_if_due();
+        }
         const bool may_produce =
             !ack_mode() || (numbering_pending_ == 0 && trees_.size() < ctx_.config.ack_max_pending);
         if (source_offset_ < source_size_ && unacked_total() < window() && may_produce) produce();
@@ -1528,7 +1531,10 @@ void Worker::on_tree_acks(const std::vector<std::uint64_t>& pairs) {
     auto it = trees_.find(pairs[i]);
     if (it == trees_.end()) continue;  // complete, replayed under a new root, or another incarnation's
     it->second.xor_ ^= pairs[i + 1];
-    if (it->second.xor_ == 0) trees_.erase(it);
+    if (it->second.xor_ == 0) {
+      trees_.erase(it);
+      ++trees_completed_;
+    }
   }
 }
 
@@ -1578,6 +1584,23 @@ std::uint64_t Worker::ack_committed_offset() const {
   std::uint64_t lowest = source_offset_;
   for (const auto& [root, tree] : trees_) lowest = std::min(lowest, tree.offset);
   return lowest;
+}
+
+// Ack mode, sources: a restart produces again from the position their last backup recorded (ack_committed_offset),
+// so that position is backed up as trees complete, not only every source_backup_every_ items produced: a source that
+// had produced its whole stream (or was held by ft.ack-max-pending) never backed it up again, and a restart produced
+// everything again from an old position, trees long complete included (word count: every word counted twice after
+// one failure of the source at 90%). Every min(source_backup_every_, ack-max-pending / 2) completed trees, or 20 ms
+// after the first completed one, so a restart replays about what was in flight.
+void Worker::back_up_ack_position_if_due() {
+  if (trees_completed_ == 0) return;
+  const std::uint64_t step =
+      std::min<std::uint64_t>(source_backup_every_, std::max<std::uint64_t>(1, ctx_.config.ack_max_pending / 2));
+  const auto now = Clock::now();
+  if (trees_completed_ < step && now - position_backed_up_at_ < std::chrono::milliseconds(20)) return;
+  trees_completed_ = 0;
+  if (ack_committed_offset() == backed_up_position_) return;  // the oldest incomplete tree has not moved
+  backup_state(false);
 }
 
 // Ack mode: acknowledgements wait for a backup, so one is taken when the worker runs out of input and when the
@@ -2178,6 +2201,8 @@ void Worker::backup_state_now(bool wait, double residual) {
     // Ack mode: the position before which every tree is complete (a restart produces again from there: at least
     // once).
     rec.source_offset = ack_committed_offset();
+    backed_up_position_ = rec.source_offset;
+    position_backed_up_at_ = Clock::now();
   } else if (source_) {
     // A source backs up the position up to which every channel has acknowledged its items: what it replays from
     // there is identical, and receivers drop what they already hold (nothing unacknowledged is lost).

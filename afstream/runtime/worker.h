@@ -346,6 +346,8 @@ class Worker {
     std::uint64_t offset = 0;  // the source item it roots (replayed from here)
   };
   std::unordered_map<std::uint64_t, Tree> trees_;
+  std::uint64_t trees_completed_ = 0;          // sources: trees completed since the last backup of the position
+  Clock::time_point position_backed_up_at_{};  // sources: when the last backup of the position was taken
   std::deque<std::pair<Clock::time_point, std::uint64_t>> tree_deadlines_;  // (deadline, root), emission order
   std::uint64_t next_root_ = 0;
   std::uint64_t current_root_ = 0;        // the tree of the item in process (0: none)
@@ -361,6 +363,7 @@ class Worker {
   void ack_checkpoint_if_due();
   void release_tree_acks();
   std::uint64_t ack_committed_offset() const;
+  void back_up_ack_position_if_due();
   struct EosAck {
     std::uint64_t ticket = 0;
     std::size_t slot = 0;
