@@ -153,6 +153,11 @@ std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uin
       }
       e.at_items =
           d < 1 ? static_cast<std::uint64_t>(d * static_cast<double>(total_items)) : static_cast<std::uint64_t>(d);
+      // A point past the input never comes: the run would be written down as one with failures that had none.
+      if (total_items > 0 && e.at_items > total_items) {
+        throw ConfigError("fail.at: '" + part + "' is past the input, which has " + std::to_string(total_items) +
+                          " items (a fraction below 1 names a point within it)");
+      }
     } else {
       throw bad();
     }

@@ -77,7 +77,8 @@ std::vector<FailureEvent> random_failures(int count, std::uint64_t total_items, 
                                           std::uint64_t seed, double from = 0.1, double to = 0.9);
 // fail.at: comma-separated points: item counts (1000), fractions of total (0.25), or times (500ms, 2s); an item
 // count or fraction prefixed by produced: counts the items the sources have produced instead of the input processed
-// (produced:0.99 lands after a source has sent nearly all, while its receivers still work).
+// (produced:0.99 lands after a source has sent nearly all, while its receivers still work). A count past
+// total_items (when it is not 0) is refused: it would never come.
 std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uint64_t total_items,
                                                const std::vector<int>& workers);
 

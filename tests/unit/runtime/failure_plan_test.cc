@@ -42,7 +42,13 @@ TEST(FailurePlan, BadPointsNameThePart) {
   // From 1 on a point is an item count: 1.5 is neither that nor a fraction (it was read as item 1).
   EXPECT_EQ(testing::error_message<ConfigError>([] { parse_failure_points("1.5", 100, {0}); }),
             "fail.at: '1.5' is neither a fraction of the input (below 1) nor a whole item count");
-  EXPECT_EQ(parse_failure_points("1,1e3,0.5", 100, {0})[1].at_items, 1000u);
+  EXPECT_EQ(parse_failure_points("1,1e3,0.5", 10000, {0})[1].at_items, 1000u);
+  // A count past the input never comes (the run was written down as one with failures): refused. The last item is
+  // a point; a total of 0 (not known) checks nothing.
+  EXPECT_EQ(testing::error_message<ConfigError>([] { parse_failure_points("1e3", 100, {0}); }),
+            "fail.at: '1e3' is past the input, which has 100 items (a fraction below 1 names a point within it)");
+  EXPECT_EQ(parse_failure_points("100", 100, {0})[0].at_items, 100u);
+  EXPECT_EQ(parse_failure_points("1000", 0, {0})[0].at_items, 1000u);
 }
 
 TEST(FailurePlan, WorkerListsAndDomains) {
