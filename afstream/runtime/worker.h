@@ -354,6 +354,9 @@ class Worker {
   std::uint64_t tree_xor_ = 0;            // its edge id, xor the edge ids of what processing it emitted so far
   std::vector<std::uint64_t> tree_acks_;  // (root, xor) pairs not yet in a backup
   std::deque<std::pair<std::uint64_t, std::vector<std::uint64_t>>> deferred_tree_acks_;  // (backup ticket, pairs)
+  // Ack mode: backed-up tree acknowledgements not yet sent, by source (the source not up yet in this process's
+  // directory, or its socket not ready): sent at the next release instead of dropped.
+  std::unordered_map<int, std::vector<std::uint64_t>> held_tree_acks_;
   Ring<std::uint64_t> staging_roots_;  // ack mode: the roots of staging_ / queue_, in the same order
   Ring<std::uint64_t> queue_roots_;
   std::uint64_t new_root();
