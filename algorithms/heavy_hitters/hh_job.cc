@@ -44,6 +44,10 @@ class HeavyHittersJob final : public Job {
         "hh.phi", real_value(1e-3),
         "heavy-hitter threshold: a key is heavy if its total weight exceeds phi (a fraction of the expected total "
         "weight if < 1)")(
+        "hh.residual-share", real_value(kResidualShare),
+        "Count-Min after failures: the most the residuals of its partial backups add back to every counter over all "
+        "failures, as a share of phi (0 < share <= 0.25; smaller keeps keys just below phi from being reported on "
+        "short streams, larger writes smaller backups)")(
         "hh.divergence-block", po::value<std::uint64_t>()->default_value(kCountMinDivergenceBlock),
         "Count-Min counters per divergence block (a power of two; 1: every counter's drift "
         "measured exactly, the cheapest; larger blocks bound runs of counters: more backups; lowered to "
@@ -116,6 +120,7 @@ class HeavyHittersJob final : public Job {
     Params cm;
     cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed * 7919 + 1);
     cm.set("max-weight", alpha).set("divergence-block", vm["hh.divergence-block"].as<std::uint64_t>());
+    cm.set("residual-share", vm["hh.residual-share"].as<double>());
     // Theorem 2 after failures: keys are watched from phi minus the most that failures can take from one copy's
     // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R';
     // count_min_watch_margin). The sketches read straight from the replayable source.

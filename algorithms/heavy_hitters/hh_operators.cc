@@ -129,6 +129,7 @@ CountMinHeavyHitters::CountMinHeavyHitters(const Params& p)
       phi_(p.get_double("phi", 1000)),
       max_weight_(p.get_int("max-weight", 1)),
       watch_from_(phi_ - p.get_double("watch-margin", 0)),
+      residual_share_(p.get_double("residual-share", kResidualShare)),
       counters_(hash_.size(), block_for(p, hash_.width())),
       candidates_(Metric::NewKeys) {
   validate(p);
@@ -139,6 +140,10 @@ void CountMinHeavyHitters::validate(const Params& p) {
   const double phi = p.get_double("phi", 1000);
   if (!(phi > 0)) throw ConfigError("hh.phi: expected a count > 0, got " + std::to_string(phi));
   if (p.get_double("watch-margin", 0) < 0) throw ConfigError("watch-margin: expected >= 0");
+  // At most a quarter: the watch margin behind replayable sources (count_min_watch_margin, phi / 4) must cover it.
+  if (const double share = p.get_double("residual-share", kResidualShare); !(share > 0 && share <= 0.25)) {
+    throw ConfigError("hh.residual-share: expected a share of phi in (0, 0.25], got " + std::to_string(share));
+  }
   const auto max_weight = p.get_int("max-weight", 1);
   if (max_weight < 1) throw ConfigError("max-weight: expected >= 1, got " + std::to_string(max_weight));
 }
@@ -200,14 +205,14 @@ void CountMinHeavyHitters::mark_backed_up() {
 }
 // The counters write only those that moved more than the residual; the candidates and the compensation whole.
 // The residual comes back as compensation at a recovery, added to every counter, so it is capped relative to phi:
-// at phi / 2^(k + kResidualCapShift) in the incarnation that has compensated k failures, so that over any number of
-// failures the residuals add at most phi / 256 (proofs/theorem2-count-min.md, CM2'). Without the cap a Theta far
-// above phi (NEXMark hot items at the paper's Theta 1e5: phi ~ 400 bids) lifts every counter past phi after a few
-// failures; with phi / 4 in all, keys just below phi were lifted past it on short streams.
+// at residual-share * phi / 2^(k + 1) in the incarnation that has compensated k failures, so that over any number of
+// failures the residuals add at most residual-share * phi (phi / 256 by default) (proofs/theorem2-count-min.md, CM2').
+// Without the cap a Theta far above phi (NEXMark hot items at the paper's Theta 1e5: phi ~ 400 bids) lifts every
+// counter past phi after a few failures; with phi / 4 in all, keys just below phi were lifted past it on short streams.
 double CountMinHeavyHitters::backup_partial_delta(ByteWriter& out, double residual) {
   if (phi_ > 0 && std::isfinite(phi_)) {
-    residual = std::min(residual, std::ldexp(phi_, -static_cast<int>(std::min<std::int64_t>(compensation_[1], 60)) -
-                                                       kResidualCapShift));
+    residual = std::min(residual, std::ldexp(residual_share_ * phi_,
+                                             -static_cast<int>(std::min<std::int64_t>(compensation_[1], 60)) - 1));
   }
   const double left = counters_.backup_partial_delta(out, residual);
   candidates_.write_delta(out);

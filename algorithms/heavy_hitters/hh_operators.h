@@ -76,7 +76,7 @@ std::uint64_t write_zipf_stream(const Params& source_params, std::ostream& out, 
 // counters (proofs/theorem2-count-min.md, CM-R'). In general theta + l * alpha / copies (the key-partitioned copies
 // each use all of Theta; L is split among them). Behind replayable sources nothing acknowledged is lost
 // (Proposition S): a recovered copy lacks only what its partial backups left unwritten, which backup_partial_delta
-// caps at phi / 2^(kResidualCapShift - 1) <= phi / 4 over all failures (CM2'), so a margin of phi / 4 covers it and
+// caps at residual-share * phi <= phi / 4 over all failures (CM2'), so a margin of phi / 4 covers it and
 // the margin is the smaller of the two. With phi far below Theta
 // (NEXMark hot items: phi ~ 400 bids, Theta 1e5) the general margin watched every key.
 double count_min_watch_margin(double theta, double l, double alpha, int copies, double phi,
@@ -89,20 +89,23 @@ double count_min_watch_margin(double theta, double l, double alpha, int copies, 
 // block above 1 costs more (experiments/results/count-min-blocks, count-min-bounds).
 inline constexpr std::uint64_t kCountMinDivergenceBlock = 1;
 
-// count-min-hh's partial deltas leave at most phi / 2^(k + kResidualCapShift) unwritten in the incarnation that has
-// compensated k failures, so that the residuals added back to every counter after any number of failures sum to at
-// most phi / 2^(kResidualCapShift - 1): phi / 256, which keeps keys just below phi from being lifted past it (at 3,
-// phi / 4, Count-Min at the heavy-hitter job's setting A lost 2-4 points of precision (5 seeds) after 10 failures on
-// streams of 1e6 and 3e6 items: experiments/results/short-streams). Long streams, whose phi is far above the residual
-// the runtime asks, are not affected.
-inline constexpr int kResidualCapShift = 9;
+// The default residual-share of count-min-hh: its partial deltas leave at most share * phi / 2^(k + 1) unwritten in
+// the incarnation that has compensated k failures, so that the residuals added back to every counter after any number
+// of failures sum to at most share * phi: phi / 256, which keeps keys just below phi from being lifted past it (at
+// 1/4, Count-Min at the heavy-hitter job's setting A lost 2-4 points of precision after 10 failures on streams of 1e6
+// and 3e6 items, 5 seeds: experiments/results/residual-cap). Long streams, whose phi is far above the residual the
+// runtime asks, are not affected; on 1e7 items it costs the heavy-hitter job about 4 points of approx's throughput
+// (81% -> 77% of none, 1.5 times the backup bytes), which --hh.residual-share 0.25 gives back.
+inline constexpr double kResidualShare = 1.0 / 256;
 
 // Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight
 // (the largest item value: alpha, and the per-item term of the compensation), watch-margin (keys are watched from
 // phi - watch-margin so that one whose crossing item was lost in a failure is still re-checked at the end),
-// divergence-block (a power of two, default kCountMinDivergenceBlock: the divergence bounds each run of that many
-// counters of a row by the sum of what they moved; 1: each counter exactly). It is lowered to the largest power of
-// two that divides the width, so that rows never share a block and one item moves the divergence by at most alpha.
+// residual-share (in (0, 1/4], default kResidualShare: the most the residuals of partial deltas add back over all
+// failures, as a share of phi), divergence-block (a power of two, default kCountMinDivergenceBlock: the divergence
+// bounds each run of that many counters of a row by the sum of what they moved; 1: each counter exactly). It is lowered
+// to the largest power of two that divides the width, so that rows never share a block and one item moves the
+// divergence by at most alpha.
 class CountMinHeavyHitters final : public Operator {
  public:
   explicit CountMinHeavyHitters(const Params& p);
@@ -144,7 +147,8 @@ class CountMinHeavyHitters final : public Operator {
   CountMinHash hash_;
   double phi_;
   std::int64_t max_weight_;
-  double watch_from_;  // keys are watched (candidates) once their estimate exceeds this: phi - watch-margin
+  double watch_from_;      // keys are watched (candidates) once their estimate exceeds this: phi - watch-margin
+  double residual_share_;  // the residuals added back over all failures stay below residual_share_ * phi
   BlockTrackedArray<std::int64_t> counters_;
   // Watched (1) and reported (2) keys. Both are part of every backup; a new report is backed up at once
   // (divergence() is infinite until then), a new watched key with the next backup (proofs/theorem2-count-min.md,

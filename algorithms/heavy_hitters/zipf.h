@@ -77,7 +77,7 @@ class ZipfGenerator {
     std::uint32_t alias;
   };
   struct Table {
-    double normalizer = 0;  // H(n, s)
+    double normalizer = 0;            // H(n, s)
     std::vector<AliasEntry> entries;  // empty for skew 0 (uniform: a draw is its column)
   };
   static std::shared_ptr<const Table> shared_table(std::uint64_t n, double s);

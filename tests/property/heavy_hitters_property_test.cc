@@ -91,7 +91,7 @@ TEST(HeavyHittersProperty, BehindTheSourceAQuarterOfPhiIsEnoughToWatch) {
     HhSetup s;
     s.seed = seed;
     s.items = 300000;
-    s.phi = 4096;  // the residual cap: 8 before the first failure (phi / 2^kResidualCapShift), then 4, 2, 1
+    s.phi = 4096;  // the residual cap: 8 before the first failure (kResidualShare * phi / 2), then 4, 2, 1
     RunConfig cfg;
     cfg.mode = FtMode::Approx;
     cfg.bounds = {1e5, 1e3, 1e3};

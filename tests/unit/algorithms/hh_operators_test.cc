@@ -253,11 +253,12 @@ TEST(CountMinHh, CompensationAddsFloorThetaPlusLTimesMaxWeightOncePerFailure) {
 }
 
 // The residual a partial delta leaves comes back as compensation on every counter after a failure, so count-min-hh
-// caps it at phi / 2^(k + kResidualCapShift) after k compensated failures (theorem2-count-min.md, "Residual cap"): the
-// residuals of any number of failures add at most phi / 256. A phi far above the residual asked changes nothing.
+// caps it at residual-share * phi / 2^(k + 1) after k compensated failures (theorem2-count-min.md, "Residual cap"):
+// the residuals of any number of failures add at most residual-share * phi (phi / 256 by default). A phi far above
+// the residual asked changes nothing; a share outside (0, 1/4] is refused.
 TEST(CountMinHh, PartialResidualIsCappedBelowPhi) {
   const auto items = zipf_items(3, Weights::Unit, 20000);
-  const double phi = std::ldexp(100.0, kResidualCapShift);  // the first cap: 100
+  const double phi = 200 / kResidualShare;  // the first cap: 100
   CountMinHeavyHitters op(cm_params(Weights::Unit, phi, 64, 2));
   NullEmitter out;
   std::size_t next = 0;
@@ -266,7 +267,7 @@ TEST(CountMinHh, PartialResidualIsCappedBelowPhi) {
   };
   op.mark_backed_up();
   for (int k = 0; k < 4; ++k) {
-    const double cap = phi / std::ldexp(1.0, k + kResidualCapShift);  // 100, 50, 25, 12.5
+    const double cap = kResidualShare * phi / std::ldexp(1.0, k + 1);  // 100, 50, 25, 12.5
     for (int b = 0; b < 5; ++b) {
       feed(3000);
       ByteWriter w;
@@ -286,6 +287,15 @@ TEST(CountMinHh, PartialResidualIsCappedBelowPhi) {
   ASSERT_GT(moved, 100);  // past the first cap of the phi above
   ByteWriter w;
   EXPECT_EQ(loose.backup_partial_delta(w, 1e9), moved);
+  // The share is the option's: a quarter (the old cap) at most, which the watch margin phi / 4 covers.
+  for (const double share : {0.0, -0.1, 0.3}) {
+    EXPECT_THROW(CountMinHeavyHitters(cm_params(Weights::Unit, 800, 64, 2).set("residual-share", share)), ConfigError)
+        << share;
+  }
+  CountMinHeavyHitters quarter(cm_params(Weights::Unit, 800, 64, 2).set("residual-share", 0.25));
+  for (std::size_t i = 0; i < 3000; ++i) quarter.process(items[i], out);
+  ByteWriter q;
+  EXPECT_LE(quarter.backup_partial_delta(q, 1e9), 100);  // 0.25 * 800 / 2
 }
 
 TEST(CountMinHh, NeverUnderestimatesAndReportsEveryKeyAbovePhi) {
