@@ -75,7 +75,10 @@ TEST(SinkCli, ProcessesExactModeRepeatedKillsOfTheSinkLeaveEveryEffectOnce) {
 // a restarted relay's restored backup; the relay regenerates the same outputs under the same numbers, which the sink
 // drops where it holds them. They were numbered anew (as outputs that cannot be regenerated are) and every output
 // since the relay's last backup reached the sink a second time: on threads, where nothing but Theta backed up a
-// stateless relay, 260,000 of 1e6 effects after one failure. Both relays killed three times, on both runtimes.
+// stateless relay, 260,000 of 1e6 effects after one failure. Both relays killed three times, on both runtimes: no
+// effect twice. What a relay had emitted before its restored backup and not yet seen acknowledged may be lost (its
+// Gamma share: Theorem H(2)); on threads nothing sent is lost, on worker processes a SIGKILL drops what is still in
+// the relay's ZeroMQ buffers (13-182 of 1e5 effects in about 10 of 300 runs, 2026-12-06), within Gamma + L * beta.
 TEST(SinkCli, ApproxModeKillsOfTheStatelessRelaysLeaveEveryEffectOnce) {
   for (const std::string runtime : {"threads", "processes"}) {
     TempDir t("afs-sink-cli");
@@ -87,7 +90,20 @@ TEST(SinkCli, ApproxModeKillsOfTheStatelessRelaysLeaveEveryEffectOnce) {
                                t.path());
     ASSERT_EQ(r.status, 0) << runtime << ": " << r.err;
     EXPECT_GE(data_lines(out / "failures.csv"), 4) << runtime << ": " << slurp(out / "failures.csv");
-    expect_exactly_once(summary(out), runtime + ": both relays killed 3 times");
+    const auto s = summary(out);
+    if (runtime == "threads") {
+      expect_exactly_once(s, runtime + ": both relays killed 3 times");
+      continue;
+    }
+    // At most once: nothing twice, nothing wrong, and the missing effects are the gaps in the relays' numbering,
+    // fewer than Gamma + L * beta = 1e3 + 1e3 (the defaults; beta 1).
+    const std::string what = runtime + ": both relays killed 3 times";
+    EXPECT_EQ(s.at("duplicates"), "0") << what;
+    EXPECT_EQ(s.at("wrong"), "0") << what;
+    EXPECT_EQ(s.at("missing"), s.at("seq_gaps")) << what;
+    EXPECT_LT(std::stoll(s.at("missing")), 2000) << what;
+    EXPECT_EQ(std::stoll(s.at("effects")) + std::stoll(s.at("missing")), 100000) << what;
+    EXPECT_EQ(s.at("state_matches_db"), "1") << what;
   }
 }
 
