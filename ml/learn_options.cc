@@ -89,6 +89,16 @@ TrainingData training_data_from(const po::variables_map& vm) {
     }
   }
   if (data == "file") {
+    // Options a file's run would ignore, refused by value as above (they were accepted and changed nothing).
+    const std::string format = vm["learn.format"].as<std::string>();
+    if (format != "idx" && !vm["learn.labels-file"].as<std::string>().empty()) {
+      throw ConfigError("learn.labels-file: only idx data keeps its labels in a file of their own; learn.format is '" +
+                        format + "', whose lines carry their labels");
+    }
+    if (classes != 0 && vm["learn.task"].as<std::string>() != "softmax") {
+      throw ConfigError("learn.classes: only the softmax task has classes; learn.task is '" +
+                        vm["learn.task"].as<std::string>() + "'");
+    }
     t.params.set("file", vm["learn.file"].as<std::string>())
         .set("format", vm["learn.format"].as<std::string>())
         .set("labels-file", vm["learn.labels-file"].as<std::string>())

@@ -233,7 +233,12 @@ TEST(LearnCli, BadOptionsNameTheOption) {
         std::pair{"--learn.data file", "learn.file"}, std::pair{"--learn.data mnist", "learn.data"},
         std::pair{"--learn.task softmax", "learn.task"}, std::pair{"--learn.parallelism 0", "learn.parallelism"},
         // A data file without --learn.data file was ignored, and the job trained on generated data.
-        std::pair{"--learn.file data.csv", "learn.file: names a data file, but learn.data is 'higgs'"}}) {
+        std::pair{"--learn.file data.csv", "learn.file: names a data file, but learn.data is 'higgs'"},
+        // Options a file's run ignored, accepted silently.
+        std::pair{"--learn.data file --learn.file data.csv --learn.labels-file labels.idx",
+                  "learn.labels-file: only idx data"},
+        std::pair{"--learn.data file --learn.file data.csv --learn.classes 5",
+                  "learn.classes: only the softmax task"}}) {
     const auto r = run("run --job learn --items 1000 --quiet " + std::string(args), scratch.path());
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.err.find(name), std::string::npos) << args << ": " << r.err;
