@@ -812,18 +812,22 @@ int ModelMerge::copies_reported() const {
   return n;
 }
 
+std::vector<int> ModelMerge::learned_copies() const {
+  std::vector<int> copies;
+  for (int c = 0; c < parallelism_; ++c) {
+    if (field(c, kCount) > 0) copies.push_back(c);
+  }
+  return copies;
+}
+
 Eigen::VectorXd ModelMerge::averaged_model() const {
   Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(weight_count_));
-  int n = 0;
-  for (int c = 0; c < parallelism_; ++c) {
-    // A copy that learned from no example (more copies than training examples) holds the initial model: averaging
-    // it in would only shrink the others'.
-    if (field(c, kCount) == 0) continue;
-    ++n;
+  const auto copies = learned_copies();
+  for (const int c : copies) {
     w += weights_.values().segment(static_cast<Eigen::Index>(c * weight_count_),
                                    static_cast<Eigen::Index>(weight_count_));
   }
-  if (n > 0) w /= n;
+  if (!copies.empty()) w /= static_cast<double>(copies.size());
   return w;
 }
 
@@ -836,13 +840,8 @@ double ModelMerge::total(MetaField f) const {
 std::vector<ModelMerge::ProgressRow> ModelMerge::progress() const {
   std::vector<ProgressRow> rows;
   std::size_t points = std::numeric_limits<std::size_t>::max();
-  std::vector<int> copies;
-  for (int c = 0; c < parallelism_; ++c) {
-    // A copy that saw no example has no records: it would leave no row but the last (as averaged_model, skipped).
-    if (field(c, kCount) == 0) continue;
-    copies.push_back(c);
-    points = std::min(points, static_cast<std::size_t>(field(c, kRecords)));
-  }
+  const auto copies = learned_copies();
+  for (const int c : copies) points = std::min(points, static_cast<std::size_t>(field(c, kRecords)));
   if (copies.empty()) return rows;
   double last_n = 0, last_loss = 0;
   const auto add = [&](double n, double loss_sum, double correct) {
@@ -880,14 +879,9 @@ std::vector<TracePoint> ModelMerge::trace(int copy) const {
     for (std::size_t r = 0; r < points_of(copy); ++r) out.push_back(point(copy, r));
     return out;
   }
-  std::vector<int> copies;
+  const auto copies = learned_copies();
   std::size_t points = std::numeric_limits<std::size_t>::max();
-  for (int c = 0; c < parallelism_; ++c) {
-    // A copy that saw no example has no trace points: it would empty the whole trace (as averaged_model, skipped).
-    if (field(c, kCount) == 0) continue;
-    copies.push_back(c);
-    points = std::min(points, points_of(c));
-  }
+  for (const int c : copies) points = std::min(points, points_of(c));
   if (copies.empty()) return out;
   for (std::size_t r = 0; r < points; ++r) {
     TracePoint sum{0, 0, 0, 0, 0, 0};

@@ -263,17 +263,17 @@ class ModelMerge final : public Operator {
   int parallelism() const { return parallelism_; }
   // Copies that reported their counters.
   int copies_reported() const;
-  // The average of the reported copies' weights (model averaging).
+  // The average of the learned copies' weights (model averaging).
   Eigen::VectorXd averaged_model() const;
   // Totals over the copies: examples, correct predictions, loss sum.
   double total(MetaField f) const;
-  // Progressive validation over all copies at the record points every reported copy reached, then the final totals:
-  // rows of (items, average loss, since-last loss, accuracy).
+  // Progressive validation over the learned copies at the record points every one of them reached, then the final
+  // totals: rows of (items, average loss, since-last loss, accuracy).
   struct ProgressRow {
     double items = 0, average_loss = 0, since_last_loss = 0, accuracy = 0;
   };
   std::vector<ProgressRow> progress() const;
-  // The convergence trace: copy >= 0 gives that copy's points in order; copy = -1 the points every reported copy
+  // The convergence trace: copy >= 0 gives that copy's points in order; copy = -1 the points every learned copy
   // reached, combined: count, loss sum and correct summed over the copies, seconds the latest copy's, l1 the mean of
   // the copies' L1 changes (an upper bound on the L1 change of the averaged model, by the triangle inequality) and
   // norm the mean of their ||w||_1.
@@ -281,6 +281,10 @@ class ModelMerge final : public Operator {
 
  private:
   double field(int copy, std::uint32_t f) const;
+  // The copies that reported learning from at least one example. One that saw none (more copies than training
+  // examples) holds the initial model and no records or trace points: averaging it in shrank the model, and taking
+  // its zero points emptied the combined progress records and trace.
+  std::vector<int> learned_copies() const;
 
   int parallelism_;
   LearnerConfig config_;

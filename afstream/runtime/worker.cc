@@ -1613,7 +1613,7 @@ void Worker::ack_checkpoint_if_due() {
 }
 
 // Ack mode: send the acknowledgements whose backup the store has confirmed, to the source of each tree. One that
-// cannot go (its source is down) is dropped: the tree times out and is replayed.
+// cannot go yet (its source not up, its socket not ready) is held for the next call.
 void Worker::release_tree_acks() {
   if (deferred_tree_acks_.empty() && deferred_eos_acks_.empty() && held_tree_acks_.empty()) return;
   const auto done = writer_->confirmed();

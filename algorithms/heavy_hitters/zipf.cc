@@ -96,10 +96,8 @@ ZipfGenerator::Table ZipfGenerator::build_table(std::uint64_t n, double s) {
     return out;
   }
   // Unnormalised weights (k + 1)^-s, summed smallest first in extended precision.
-  std::vector<double> q(n, 1.0);
-  if (s != 0.0) {
-    for (std::uint64_t k = 0; k < n; ++k) q[k] = std::pow(static_cast<double>(k + 1), -s);
-  }
+  std::vector<double> q(n);
+  for (std::uint64_t k = 0; k < n; ++k) q[k] = std::pow(static_cast<double>(k + 1), -s);
   long double sum = 0.0L;
   for (std::uint64_t k = n; k-- > 0;) sum += q[k];
   out.normalizer = static_cast<double>(sum);

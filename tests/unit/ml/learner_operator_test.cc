@@ -34,6 +34,15 @@ Params params(const std::string& data, const std::string& task, const std::strin
   return p;
 }
 
+// A learner on a CSV file written at `path` with `lines`: SGD at eta0 0.5, no L2.
+Params csv_file_params(const std::string& path, const std::string& lines, const std::string& task, double clip) {
+  std::ofstream(path) << lines;
+  Params p;
+  p.set("data", "file").set("file", path).set("format", "csv").set("task", task).set("optimizer", "sgd");
+  p.set("eta0", 0.5).set("l2", 0.0).set("clip", clip);
+  return p;
+}
+
 std::vector<Item> indices(std::uint64_t begin, std::uint64_t end) {
   std::vector<Item> v;
   for (std::uint64_t n = begin; n < end; ++n) v.push_back({n, static_cast<std::int64_t>(n), 0, 0});
@@ -208,11 +217,9 @@ TEST(SgdLearnerOperator, RejectsBadOptionsAndIndices) {
 TEST(SgdLearnerOperator, AnExampleItCannotLearnFromIsNamed) {
   afs::testing::TempDir dir("afs-ml-overflow");
   const auto path = (dir.path() / "ovf.csv").string();
-  std::ofstream(path) << "1,1,1,1,1,1,1,1,1\n1,1e308,1e308,1e308,1e308,1e308,1e308,1e308,1e308\n";
-  Params p;
-  p.set("data", "file").set("file", path).set("format", "csv").set("task", "logistic").set("optimizer", "sgd");
-  p.set("eta0", 0.5).set("l2", 0.0).set("clip", 1e9);
-  SgdLearnerOperator op(p, {});
+  SgdLearnerOperator op(
+      csv_file_params(path, "1,1,1,1,1,1,1,1,1\n1,1e308,1e308,1e308,1e308,1e308,1e308,1e308,1e308\n", "logistic", 1e9),
+      {});
   RecordingEmitter out;
   op.process({0, 0, 0, 0}, out);
   try {
@@ -230,11 +237,7 @@ TEST(SgdLearnerOperator, AnExampleItCannotLearnFromIsNamed) {
 TEST(SgdLearnerOperator, AStepOfHugeValuesIsClippedNotDropped) {
   afs::testing::TempDir dir("afs-ml-huge");
   const auto path = (dir.path() / "huge.csv").string();
-  std::ofstream(path) << "1,1e200,1e200\n1,1,1\n";
-  Params p;
-  p.set("data", "file").set("file", path).set("format", "csv").set("task", "logistic").set("optimizer", "sgd");
-  p.set("eta0", 0.5).set("l2", 0.0).set("clip", 10);
-  SgdLearnerOperator op(p, {});
+  SgdLearnerOperator op(csv_file_params(path, "1,1e200,1e200\n1,1,1\n", "logistic", 10), {});
   RecordingEmitter out;
   op.process({0, 0, 0, 0}, out);
   const Eigen::VectorXd w = op.weights();
@@ -253,11 +256,7 @@ TEST(SgdLearnerOperator, AStepOfHugeValuesIsClippedNotDropped) {
 TEST(SgdLearnerOperator, AnInfiniteGradientIsRefusedAtItsOwnExample) {
   afs::testing::TempDir dir("afs-ml-infgrad");
   const auto path = (dir.path() / "inf.csv").string();
-  std::ofstream(path) << "1e200,1e200\n1,1\n";
-  Params p;
-  p.set("data", "file").set("file", path).set("format", "csv").set("task", "linear").set("optimizer", "sgd");
-  p.set("eta0", 0.5).set("l2", 0.0).set("clip", 10);
-  SgdLearnerOperator op(p, {});
+  SgdLearnerOperator op(csv_file_params(path, "1e200,1e200\n1,1\n", "linear", 10), {});
   RecordingEmitter out;
   try {
     op.process({0, 0, 0, 0}, out);
