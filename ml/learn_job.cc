@@ -88,7 +88,11 @@ class LearnJob final : public TrainingDataJob {
     config_ = t.learner;
     read_ = t.read;
     params_ = std::move(t.params);
-    params_.set("clip", vm["learn.clip"].as<double>()).set("parallelism", static_cast<std::int64_t>(par));
+    // The sink reads the data's and the learner's description (features, classes, ...) and how many copies to merge;
+    // the learners their step's clip and trace points besides.
+    Params merge = params_;
+    merge.set("parallelism", static_cast<std::int64_t>(par));
+    params_.set("clip", vm["learn.clip"].as<double>());
     const double clip = vm["learn.clip"].as<double>();
     if (!(clip > 0) || !std::isfinite(clip)) throw ConfigError("learn.clip: expected a finite H > 0");
     tolerance_ = vm["learn.tolerance"].as<double>();
@@ -118,7 +122,7 @@ class LearnJob final : public TrainingDataJob {
         .parallelism(par)
         .forward()
         .from("source")
-        .stage("sink", "model-merge", params_)
+        .stage("sink", "model-merge", merge)
         .forward()
         .from("learner")
         .build();

@@ -8,11 +8,13 @@
 namespace afs {
 
 std::string Params::get_string(const std::string& name, const std::string& fallback) const {
+  note_read(name);
   auto it = values_.find(name);
   return it == values_.end() ? fallback : it->second;
 }
 
 double Params::get_double(const std::string& name, double fallback) const {
+  note_read(name);
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
   try {
@@ -26,6 +28,7 @@ double Params::get_double(const std::string& name, double fallback) const {
 }
 
 std::int64_t Params::get_int(const std::string& name, std::int64_t fallback) const {
+  note_read(name);
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;
   std::int64_t v = 0;
@@ -55,6 +58,14 @@ std::uint64_t Params::get_uint(const std::string& name, std::uint64_t fallback) 
   auto v = get_int(name, 0);
   if (v < 0) throw ConfigError("parameter '" + name + "': expected a non-negative integer, got " + std::to_string(v));
   return static_cast<std::uint64_t>(v);
+}
+
+std::vector<std::string> Params::unread() const {
+  std::vector<std::string> names;
+  for (const auto& [k, v] : values_) {
+    if (read_.count(k) == 0) names.push_back(k);
+  }
+  return names;
 }
 
 }  // namespace afs

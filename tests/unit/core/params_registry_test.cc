@@ -196,6 +196,32 @@ TEST(Registry, UnknownNamesListTheKnownOnes) {
             "unknown source 'y' (known: (none))");
 }
 
+// A parameter the factory never asks for (a misspelling in a job's Params, or one the kind does not have) is an
+// error naming it and the names the kind asked for; a parameter asked for only with has() counts as read.
+TEST(Registry, AParameterTheKindNeverReadsIsNamed) {
+  const Registry r = make_registry();
+  EXPECT_EQ(testing::error_message<ConfigError>([&] {
+              r.make_operator("fixed", Params{{"tag", "1"}, {"tga", "2"}}, {});
+            }),
+            "operator 'fixed': unknown parameter 'tga' (it reads: tag)");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] {
+              r.make_operator("another", Params{{"a", "1"}, {"b", "2"}}, {});
+            }),
+            "operator 'another': unknown parameters 'a', 'b' (it reads: none)");
+  EXPECT_EQ(testing::error_message<ConfigError>([&] { r.make_source("count", Params{{"item", "3"}}, {}); }),
+            "source 'count': unknown parameter 'item' (it reads: items)");
+  EXPECT_NE(r.make_operator("fixed", Params{{"tag", "1"}}, {}), nullptr);
+  Registry has_only;
+  has_only.add_operator("flag", "", [](const Params& p, const InstanceInfo& at) {
+    return std::make_unique<FixedOperator>(p.has("on") ? 1 : 0, at);
+  });
+  EXPECT_NE(has_only.make_operator("flag", Params{{"on", ""}}, {}), nullptr);
+  // The caller's Params are not changed by the tracking (a copy is), and untracked ones list every name as unread.
+  const Params given{{"tag", "1"}, {"x", "2"}};
+  EXPECT_THROW(r.make_operator("fixed", given, {}), ConfigError);
+  EXPECT_EQ(given.unread(), (std::vector<std::string>{"tag", "x"}));
+}
+
 TEST(Registry, RegisteringANameTwiceIsAnError) {
   Registry r = make_registry();
   EXPECT_EQ(testing::error_message<ConfigError>(
