@@ -470,6 +470,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     popts.local_recovery = opts.process_local_recovery;
     popts.heartbeat = std::chrono::milliseconds(opts.heartbeat_ms);
     popts.heartbeat_timeout = std::chrono::milliseconds(opts.heartbeat_timeout_ms);
+    popts.start_timeout = std::chrono::milliseconds(opts.start_timeout_ms);
     if (controller) {
       const auto& c = *controller_args;
       popts.bind = c.bind;

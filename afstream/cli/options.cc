@@ -239,6 +239,10 @@ po::options_description run_options() {
       "weigh this many times the snapshot (its --store.compact-ratio; 0: never, the workers write full snapshots "
       "at 4x)")("process.heartbeat-timeout-ms", po::value<int>()->default_value(5000),
                 "runtime processes: a worker silent this long is presumed dead, killed and restarted (ms)")(
+      "process.start-timeout-ms",
+      po::value<int>()->default_value(static_cast<int>(ProcessClusterOptions{}.start_timeout.count())),
+      "runtime processes: a worker process that has not reported this long after its start ends the run with an "
+      "error (ms); until its first report it loads the program and builds the job, which reads any input file")(
       "process.standby", po::value<int>()->default_value(ProcessClusterOptions{}.standby),
       "runtime processes: spare worker processes kept started (job built, no state); a failed worker is taken over "
       "by one at once instead of a new process, which then replaces the spare (0: start a new process per failure)")(
@@ -608,6 +612,10 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   r.heartbeat_timeout_ms = vm["process.heartbeat-timeout-ms"].as<int>();
   if (r.heartbeat_ms <= 0 || r.heartbeat_timeout_ms <= r.heartbeat_ms) {
     throw ConfigError("process.heartbeat-ms and process.heartbeat-timeout-ms: expected 0 < interval < timeout");
+  }
+  r.start_timeout_ms = vm["process.start-timeout-ms"].as<int>();
+  if (r.start_timeout_ms <= 0) {
+    throw ConfigError("process.start-timeout-ms: expected > 0, got " + std::to_string(r.start_timeout_ms));
   }
   if (!vm.count("help")) r.curve = parse_curve(vm);
   return r;

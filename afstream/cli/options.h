@@ -50,6 +50,7 @@ struct RunOptions {
   bool process_local_recovery = afs::ProcessClusterOptions{}.local_recovery;  // runtime processes: local copies
   int heartbeat_ms = 100;
   int heartbeat_timeout_ms = 5000;
+  int start_timeout_ms = static_cast<int>(afs::ProcessClusterOptions{}.start_timeout.count());
   CurveArgs curve;
   RunConfig config;
   // Options given on the command line that the chosen ft.mode does not use, each as "--KEY (MODE only)": the

@@ -137,8 +137,26 @@ void ForkServer::start(const std::string& program, const std::vector<std::string
   from_server_ = replies[0];
 }
 
+bool ForkServer::ready() {
+  if (ready_ || pid_ <= 0) return ready_;
+  pollfd p{from_server_, POLLIN, 0};
+  int n = 0;
+  do {
+    n = ::poll(&p, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;  // still building the job
+  // One write of a few bytes (atomic on a pipe): once readable, the whole line is there, or end of file.
+  const auto line = read_line(from_server_);
+  if (line && *line == "ready") {
+    ready_ = true;
+    return true;
+  }
+  kill_now();  // exited (its error is in the log) or confused: not asked
+  return false;
+}
+
 pid_t ForkServer::fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout) {
-  if (pid_ <= 0) return -1;
+  if (pid_ <= 0 || !ready_) return -1;
   std::string failures;
   for (auto f : request.failures) failures += (failures.empty() ? "" : ",") + std::to_string(f);
   if (failures.empty()) failures = "-";
@@ -177,6 +195,7 @@ bool ForkServer::exited() {
 }
 
 void ForkServer::close_pipes() {
+  ready_ = false;
   if (to_server_ >= 0) ::close(to_server_);
   if (from_server_ >= 0) ::close(from_server_);
   to_server_ = from_server_ = -1;
@@ -204,6 +223,7 @@ void ForkServer::stop() {
 }
 
 std::optional<ForkRequest> serve_forks() {
+  if (!write_all(kReplyFd, "ready\n")) return std::nullopt;  // the controller is gone
   for (;;) {
     const auto line = read_line(STDIN_FILENO);
     if (!line) return std::nullopt;

@@ -9,7 +9,9 @@
 // once per worker: 2.5-11 ms of CPU less a restart on the shared 2-core host (experiments/results/fork-server/
 // README.md, 30 failures of heavy hitters).
 //
-// The protocol is one text line each way, over two pipes (the server's stdin, and its file descriptor 3):
+// The protocol is one text line each way, over two pipes (the server's stdin, and its file descriptor 3), after the
+// server's "ready\n" on fd 3 once it has built the job (which reads any input file: seconds for a large one, during
+// which restarts start the program instead, rather than wait for the server or give it up):
 //   request  "WORKER EPOCH FAILURES\n"  (FAILURES: item counts separated by commas, "-" for none)
 //   reply    "PID\n"                    (the worker process's pid; the controller's child once the reply is read)
 // The server exits when its stdin reaches end of file.
@@ -47,8 +49,12 @@ class ForkServer {
   // answers something else than a pid. It is then killed and not asked again; the caller starts the process itself,
   // and must count the request's incarnation as used: a server that was only slow may have forked it all the same
   // (the controller adopts that process; fenced by its incarnation, it stops once it sees a newer one).
+  // Only once ready(): else -1 at once, nothing asked.
   pid_t fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout = std::chrono::milliseconds(500));
   bool running() const { return pid_ > 0; }
+  // Whether the server has said it is ready (built the job), without waiting. A server that says anything else, or
+  // exits first, is killed (running() false).
+  bool ready();
   pid_t pid() const { return pid_; }
   // Whether the server has exited (reaped here; its error, if any, is in the log).
   bool exited();
@@ -60,11 +66,13 @@ class ForkServer {
   void kill_now();  // SIGKILL, reaped
 
   pid_t pid_ = -1;
+  bool ready_ = false;
   int to_server_ = -1;    // its stdin
   int from_server_ = -1;  // its file descriptor 3
 };
 
-// The fork server's side (`afstream worker --worker.fork-server`): reads requests from stdin until end of file.
+// The fork server's side (`afstream worker --worker.fork-server`, called once the job is built): says it is ready,
+// then reads requests from stdin until end of file.
 // Returns std::nullopt in the server at end of file, and the request in each worker process it forks (which then
 // runs as that worker). Throws RuntimeError for a malformed request or a failed fork. stdout and stderr are flushed
 // before each fork.

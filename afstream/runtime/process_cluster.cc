@@ -83,6 +83,7 @@ struct ProcessCluster::Impl {
     net::WorkerStatusMsg status;  // latest report of the current incarnation
     net::WorkerStatusMsg before;  // totals of earlier incarnations (counters restart with each process)
     Clock::time_point last_report;
+    bool reported = false;  // the current incarnation has sent a report (before that: options.start_timeout)
     std::optional<FailureRecord> pending;  // killed, not yet reported recovered
     bool said_hello = false;               // the pending one's incarnation is up (recovery_ms is set)
     double hello_ms = 0;                   // its process start to its hello, as it measured it
@@ -197,11 +198,18 @@ struct ProcessCluster::Impl {
     started(w, spawn(options.program, worker_process_args(own)));
   }
 
+  // How long a worker may be silent before it is presumed dead: the heartbeat timeout once its current incarnation
+  // has reported, the start timeout before (it loads the program and builds the job, which may read a large input).
+  std::chrono::milliseconds silence_limit(const WorkerState& s) const {
+    return s.reported ? options.heartbeat_timeout : options.start_timeout;
+  }
+
   // Local worker w's next incarnation runs as process `pid` (started, forked, or a spare's): awaited from now.
   void started(int w, pid_t pid) {
     auto& s = workers[static_cast<std::size_t>(w)];
     s.pid = pid;
     s.up = false;
+    s.reported = false;
     s.last_report = Clock::now();
     s.started_at = s.last_report;
   }
@@ -265,7 +273,8 @@ struct ProcessCluster::Impl {
 
   // Starts local worker w's next incarnation through the fork server, if it runs.
   bool fork_worker(int w) {
-    if (!forks.running()) return false;
+    // Not yet ready (building the job): this restart starts the program; the server is asked once it is.
+    if (!forks.running() || !forks.ready()) return false;
     auto& s = workers[static_cast<std::size_t>(w)];
     // Well within the heartbeat timeout: the loop reads no reports meanwhile.
     const auto wait = std::min(std::chrono::milliseconds(500), options.heartbeat_timeout / 4);
@@ -520,6 +529,7 @@ struct ProcessCluster::Impl {
     if (!s.assigned) {
       s.assigned = true;
       s.assigned_to = routing_id;
+      s.reported = false;
       s.last_report = Clock::now();
     }
     a.epoch = s.epoch;
@@ -824,6 +834,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         s.assigned = true;  // started by hand with the job's options and this incarnation, not registered
       }
       s.last_report = Clock::now();
+      s.reported = true;
       s.status = r->status;
       if (r->kind == net::ReportKind::kHello && !s.up) {
         s.up = true;
@@ -869,7 +880,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       auto& s = im.workers[static_cast<std::size_t>(w)];
       if (s.remote) {
         if (s.finished) continue;
-        if (s.assigned && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
+        if (s.assigned && Clock::now() - s.last_report > im.silence_limit(s)) {
           const double silent_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count();
           im.fail(w, im.input_items(), false, result, silent_ms);  // presumed dead; its next incarnation registers
           if (im.options.on_remote_down) im.options.on_remote_down(w, silent_ms, remote_start_command(w));
@@ -915,7 +926,12 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           im.fail(w, im.input_items(), false, result);
           changed = true;
         }
-      } else if (!s.finished && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
+      } else if (!s.finished && !s.reported && Clock::now() - s.last_report > im.options.start_timeout) {
+        throw RuntimeError("controller: worker " + std::to_string(w) + " sent no report within " +
+                           std::to_string(im.options.start_timeout.count()) +
+                           " ms of its start (it builds the job first, reading any input file; "
+                           "--process.start-timeout-ms)");
+      } else if (!s.finished && s.reported && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
         im.fail(w, im.input_items(), true, result,  // silent: presumed dead
                 std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
         changed = true;

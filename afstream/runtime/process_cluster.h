@@ -84,6 +84,11 @@ struct ProcessClusterOptions {
   bool local_recovery = true;
   std::chrono::milliseconds heartbeat{100};
   std::chrono::milliseconds heartbeat_timeout{5000};  // a worker silent this long is killed and restarted
+  // A worker process that has sent no report this long after its start: RuntimeError (a restart would meet the
+  // same). Before its first report a worker loads the program and builds the job, which reads any input file (every
+  // worker does, and on a shared host at once): seconds for a file of 1e7 items, which the heartbeat timeout, counted
+  // from the start, took for a dead worker and restarted without end. Remote workers: from their registration.
+  std::chrono::milliseconds start_timeout{std::chrono::minutes(10)};
   std::chrono::milliseconds run_timeout{std::chrono::minutes(30)};
   // Set to a signal number (by the caller's signal handler: SIGTERM, SIGINT, ...): run() stops at its next step with
   // a RuntimeError, and destroying the cluster then stops its processes and removes its private directories (a run

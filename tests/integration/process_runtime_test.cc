@@ -339,8 +339,10 @@ struct KillResult {
   int status = -1;
 };
 
+// signal "STOP" with `resume` > 0: the process is sent SIGCONT that long after.
 KillResult run_and_kill(const std::string& args, const std::vector<std::string>& patterns,
-                        std::chrono::milliseconds after, const fs::path& log, const std::string& signal = "KILL") {
+                        std::chrono::milliseconds after, const fs::path& log, const std::string& signal = "KILL",
+                        std::chrono::milliseconds resume = std::chrono::milliseconds(0), int poll_ms = 20) {
   KillResult r;
   const pid_t run = ::fork();
   if (run < 0) return r;
@@ -361,12 +363,16 @@ KillResult run_and_kill(const std::string& args, const std::vector<std::string>&
   for (const auto& pattern : patterns) {
     const std::string find = "pgrep -P " + std::to_string(run) + " -f -- '" + pattern + "' >/dev/null";
     bool killed = false;
-    for (int i = 0; i < 200 && !killed; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 4000 / poll_ms && !killed; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
       if (std::system(find.c_str()) == 0) {
         std::this_thread::sleep_for(after);
         const std::string kill = "pkill -" + signal + " -P " + std::to_string(run) + " -f -- '" + pattern + "'";
         killed = std::system(kill.c_str()) == 0;
+        if (killed && resume.count() > 0) {
+          std::this_thread::sleep_for(resume);
+          (void)std::system(("pkill -CONT -P " + std::to_string(run) + " -f -- '" + pattern + "'").c_str());
+        }
       }
     }
     r.killed = r.killed && killed;
@@ -512,6 +518,41 @@ TEST(ProcessRuntime, WorkerKilledFromOutsideIsDetectedAndRestarted) {
   ASSERT_EQ(r.status, 0) << slurp(t.path() / "run.log");
   EXPECT_NE(slurp(out / "failures.csv").find("\n1,1,"), std::string::npos) << slurp(out / "failures.csv");
   EXPECT_EQ(summary(out).at("recall"), "1");
+}
+
+// A worker reads the job's input file before its first report (every worker builds the job): that takes seconds for
+// a large file, and the heartbeat timeout, counted from its start, took it for dead and restarted it, which read the
+// file again, without end (a 1e7-item file on the shared host: 130 failures in 190 s, no progress). Until its first
+// report a worker has --process.start-timeout-ms instead; past it, the run ends with an error naming the option.
+// Worker 1 is stopped (SIGSTOP) as it starts, for three times the heartbeat timeout, as a slow start would be.
+TEST(ProcessRuntime, AWorkerSlowToStartIsNotTakenForDead) {
+  TempDir t;
+  const auto input = t.path() / "items.csv";
+  const std::string gen = "timeout " + std::to_string(scaled_seconds(120)) + " " + std::string(AFS_BINARY) +
+                          " gen --job heavy-hitters --items 1000000 --hh.keys 20000 --seed 3 --out " + input.string() +
+                          " >" + (t.path() / "gen.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(gen.c_str()), 0) << slurp(t.path() / "gen.log");
+  const auto run = [&](const std::string& name, const std::string& more) {
+    const std::string args = "--job heavy-hitters --hh.input " + input.string() +
+                             " --ft.mode approx --quiet --runtime processes --process.heartbeat-timeout-ms 1000 "
+                             "--out " +
+                             (t.path() / name).string() + " " + more;
+    return run_and_kill(args, {"--worker.id 1 --worker.epoch 1 "}, std::chrono::milliseconds(0),
+                        t.path() / (name + ".log"), "STOP", std::chrono::milliseconds(3000), 2);
+  };
+  const auto slow = run("slow", "");
+  ASSERT_TRUE(slow.killed) << "worker 1 was never seen starting: " << slurp(t.path() / "slow.log");
+  ASSERT_EQ(slow.status, 0) << slurp(t.path() / "slow.log");
+  ASSERT_TRUE(fs::exists(t.path() / "slow" / "failures.csv"));
+  EXPECT_TRUE(failure_rows(t.path() / "slow" / "failures.csv").empty()) << slurp(t.path() / "slow" / "failures.csv");
+  EXPECT_EQ(summary(t.path() / "slow").at("recall"), "1");
+
+  const auto limited = run("limited", "--process.start-timeout-ms 1500");
+  ASSERT_TRUE(limited.killed) << "worker 1 was never seen starting: " << slurp(t.path() / "limited.log");
+  EXPECT_NE(limited.status, 0) << slurp(t.path() / "limited.log");
+  EXPECT_NE(slurp(t.path() / "limited.log").find("worker 1 sent no report within 1500 ms of its start"),
+            std::string::npos)
+      << slurp(t.path() / "limited.log");
 }
 
 // A worker that keeps crashing (a program fault's signal, soon after each restart) is not restarted without end: the
