@@ -757,6 +757,11 @@ int run_worker(int argc, const char* const* argv) {
   wopts.curve = opts.curve.config;
   // Killed by the controller's failure plan (a worker on another host): die as a SIGKILLed process does.
   wopts.on_killed = [] { ::raise(SIGKILL); };
+  // Said at once: a peer refused here sends nothing, and the job would stall without a word.
+  wopts.on_refused = [&wopts](const afs::ZapRefusal& r) {
+    std::cerr << "afstream worker: worker " << wopts.worker << " refused a connection from " << r.address
+              << ": its key " << r.key << " is not in net.curve-authorized" << std::endl;
+  };
   const auto reg = registry();
   const auto topology = job->topology(vm, opts.config);
   if (vm["worker.fork-server"].as<bool>()) {

@@ -882,7 +882,11 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         if (s.finished) continue;
         if (s.assigned && Clock::now() - s.last_report > im.silence_limit(s)) {
           const double silent_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count();
-          im.fail(w, im.input_items(), false, result, silent_ms);  // presumed dead; its next incarnation registers
+          // Presumed dead; its next incarnation registers. Failed as a kill (the directory says `killed`): if the
+          // incarnation was only stalled or cut off and comes back, it raises SIGKILL on itself, so that its
+          // supervisor (--worker.restart) starts the next one; an error exit would be final there, and the job would
+          // wait for a registration that never comes (controller.register-timeout-ms).
+          im.fail(w, im.input_items(), true, result, silent_ms);
           if (im.options.on_remote_down) im.options.on_remote_down(w, silent_ms, remote_start_command(w));
           changed = true;
         } else if (!s.assigned && Clock::now() - s.awaiting_since > im.options.register_timeout) {

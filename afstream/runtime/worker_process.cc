@@ -234,7 +234,12 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
       }
       const auto now = Clock::now();
       const auto offset = progress[static_cast<std::size_t>(options.worker)].load();
-      if (gate) ctx.counters[static_cast<std::size_t>(options.worker)]->unauthorized_connections = gate->unauthorized();
+      if (gate) {
+        ctx.counters[static_cast<std::size_t>(options.worker)]->unauthorized_connections = gate->unauthorized();
+        if (options.on_refused) {
+          for (const auto& r : gate->new_refusals()) options.on_refused(r);
+        }
+      }
       if (!hello_sent && directory.up(options.worker)) {
         net::WorkerReportMsg hello;
         hello.kind = net::ReportKind::kHello;

@@ -30,6 +30,7 @@
 #include "afstream/core/topology.h"
 #include "afstream/net/curve.h"
 #include "afstream/runtime/config.h"
+#include "afstream/runtime/gatekeeper.h"
 
 namespace afs {
 
@@ -62,6 +63,9 @@ struct WorkerProcessOptions {
   // raises SIGKILL, so that the process dies as a killed one does and its supervisor (--worker.restart) starts the
   // next incarnation. Unset: the worker stops with the "replaced" RuntimeError.
   std::function<void()> on_killed;
+  // CURVE: a client whose key is not in net.curve-authorized was refused by this worker's sockets (each key once),
+  // called from the directory's thread. Unset: only counted (WorkerStatus.unauthorizedConnections).
+  std::function<void(const ZapRefusal&)> on_refused;
 };
 
 // ConfigError if CURVE is on (options.curve) and a tcp:// server it must reach (controller, backup server) has no

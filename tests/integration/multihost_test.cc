@@ -283,6 +283,12 @@ class AcrossHosts {
 
   // Waits (bounded) for the controller to finish the job; its exit status.
   int wait_controller() { return procs_.wait(controller_, 90s); }
+  // Stops a controller whose job cannot finish as a user would (SIGTERM: it stops its processes and removes its
+  // directories; a SIGKILL to its process group would leave them); its exit status.
+  int stop_controller() {
+    ::kill(controller_, SIGTERM);
+    return procs_.wait(controller_, 30s);
+  }
   int wait(pid_t pid, std::chrono::milliseconds limit = 30s) { return procs_.wait(pid, limit); }
 
   fs::path log(const std::string& name) const { return dir_ / (name + ".log"); }
@@ -414,6 +420,35 @@ TEST(MultiHostLoopback, SilentRemoteWorkerIsMarkedDownAndItsNextIncarnationRegis
   const std::size_t at = column_of(header, "detect_ms");
   ASSERT_LT(at, cols.size()) << failures;
   EXPECT_GE(std::stod(cols[at]), static_cast<double>(kHeartbeatTimeout.count())) << "detect_ms: " << failures;
+  EXPECT_EQ(summary(job.out()).at("recall"), "1");
+}
+
+// A remote worker under --worker.restart that stalls (stopped, or cut off from the controller) past the heartbeat
+// timeout is presumed dead. When it comes back it must not end for good: it dies as a killed incarnation, its
+// supervisor starts the next one, which registers, and the job completes (before, it stopped with an error exit,
+// which its supervisor takes as final, and the controller waited for a registration until register-timeout).
+TEST(MultiHostLoopback, StalledRemoteWorkerUnderASupervisorIsRestartedOnceItComesBack) {
+  TempDir t;
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kLongJob));
+  const pid_t w1 = job.start_worker(1, "w1", true);
+  const pid_t w2 = job.start_worker(2, "w2", true);
+  ASSERT_FALSE(wait_for(job.log("w1"), "registered with", 30s).empty()) << job.logs();
+  std::this_thread::sleep_for(700ms);
+  const pid_t victim = child_of(w1, 10s);
+  ASSERT_GT(victim, 0) << job.logs();
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  ASSERT_FALSE(wait_for(job.log("controller"), "remote worker 1 silent for", kHeartbeatTimeout + 10s).empty())
+      << job.logs();
+  ASSERT_EQ(::kill(victim, SIGCONT), 0);
+
+  ASSERT_EQ(job.wait_controller(), 0) << job.logs();
+  EXPECT_EQ(job.wait(w1), 0) << job.logs();
+  EXPECT_EQ(job.wait(w2), 0) << job.logs();
+  const auto text = slurp(job.log("w1"));
+  EXPECT_NE(text.find("as incarnation 2"), std::string::npos) << text;
+  EXPECT_EQ(text.find("replaced by incarnation"), std::string::npos) << text;
+  EXPECT_NE(slurp(job.out() / "failures.csv").find("\n1,1,"), std::string::npos) << job.logs();
   EXPECT_EQ(summary(job.out()).at("recall"), "1");
 }
 
@@ -725,6 +760,35 @@ TEST(MultiHostCurve, WorkerWithAnUnauthorizedKeyCannotJoin) {
   const auto result = summary(job.out());
   EXPECT_EQ(result.at("items"), kShortJob);
   EXPECT_EQ(result.at("recall"), "1");
+}
+
+// A worker whose own net.curve-authorized lacks host A's key (the controller's host, where workers 0 and 3 run)
+// registers, but refuses the connections of its peers there: the job cannot go on. The worker says so at once, with
+// the refused key (before, it only counted the refusals, and the job stalled without a word on any host).
+TEST(MultiHostCurve, WorkerRefusingItsPeersKeysSaysSo) {
+  TempDir t;
+  const auto k = make_keys(t.path());
+  const auto a_public = k.dir / "hostA" / "hostA.pub";
+  const auto only_b = t.path() / "only-b";
+  fs::create_directories(only_b);
+  fs::copy_file(k.dir / "hostB" / "hostB.pub", only_b / "hostB.pub");
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kShortJob, curve(k.a, k)));
+  const auto member = curve(k.b, k) + std::vector<std::string>{"--worker.controller-key", a_public.string()};
+  job.start_worker(1, "w1", false,
+                   std::vector<std::string>{"--net.curve-secret", k.b.string(), "--net.curve-authorized",
+                                            only_b.string(), "--worker.controller-key", a_public.string()});
+  job.start_worker(2, "w2", false, member);
+  const auto a_key = wait_for(job.log("controller"), "CURVE on, public key '([^']+)'", 10s);
+  ASSERT_EQ(a_key.size(), 40u) << job.logs();
+  EXPECT_FALSE(wait_for(job.log("w1"),
+                        "afstream worker: worker 1 refused a connection from 127.0.0.1: its key (.+) is not in "
+                        "net.curve-authorized",
+                        20s)
+                   .empty())
+      << job.logs();
+  EXPECT_NE(slurp(job.log("w1")).find("its key " + a_key + " is not"), std::string::npos) << job.logs();
+  EXPECT_EQ(job.stop_controller(), 128 + SIGTERM) << job.logs();
 }
 
 // With CURVE, a killed remote worker's next incarnation serves with a new keypair; its peers learn the new key from
