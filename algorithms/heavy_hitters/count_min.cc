@@ -8,6 +8,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/number_text.h"
 
 namespace afs::hh {
 
@@ -48,11 +49,11 @@ CountMinHash::CountMinHash(std::size_t width, std::size_t depth, std::uint64_t s
 
 std::size_t CountMin::width_for_epsilon(double epsilon) {
   if (!(epsilon > 0.0 && epsilon < 1.0)) {
-    throw ConfigError("CountMin: epsilon must be in (0, 1) (got " + std::to_string(epsilon) + ")");
+    throw ConfigError("CountMin: epsilon must be in (0, 1) (got " + readable_text(epsilon) + ")");
   }
   const double w = std::ceil(std::numbers::e / epsilon);
   if (w > static_cast<double>(CountMinHash::kMaxWidth)) {
-    throw ConfigError("CountMin: epsilon " + std::to_string(epsilon) + " needs a width above the maximum " +
+    throw ConfigError("CountMin: epsilon " + readable_text(epsilon) + " needs a width above the maximum " +
                       std::to_string(CountMinHash::kMaxWidth));
   }
   return static_cast<std::size_t>(w);
@@ -60,11 +61,11 @@ std::size_t CountMin::width_for_epsilon(double epsilon) {
 
 std::size_t CountMin::depth_for_delta(double delta) {
   if (!(delta > 0.0 && delta < 1.0)) {
-    throw ConfigError("CountMin: delta must be in (0, 1) (got " + std::to_string(delta) + ")");
+    throw ConfigError("CountMin: delta must be in (0, 1) (got " + readable_text(delta) + ")");
   }
   const double r = std::ceil(std::log(1.0 / delta));
   if (r > static_cast<double>(CountMinHash::kMaxDepth)) {
-    throw ConfigError("CountMin: delta " + std::to_string(delta) + " needs a depth above the maximum " +
+    throw ConfigError("CountMin: delta " + readable_text(delta) + " needs a depth above the maximum " +
                       std::to_string(CountMinHash::kMaxDepth));
   }
   return r < 1.0 ? 1 : static_cast<std::size_t>(r);

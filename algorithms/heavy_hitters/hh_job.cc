@@ -72,8 +72,13 @@ class HeavyHittersJob final : public Job {
       const auto& all = loaded->items;
       if (all.empty()) throw InputError("hh.input: no items in '" + input_ + "'");
       items_ = all.size();
+      std::int64_t sum = 0;  // every count, and the exact weights, are int64: their total must fit
       for (const auto& it : all) {
         if (it.value < 1) throw InputError("hh.input: item values must be >= 1 (key " + std::to_string(it.key) + ")");
+        if (__builtin_add_overflow(sum, it.value, &sum)) {
+          throw InputError("hh.input: the item values add up to more than 2^63 - 1 (at key " + std::to_string(it.key) +
+                           "); the counts would overflow");
+        }
         file_max_weight = std::max(file_max_weight, it.value);
         file_total += static_cast<double>(it.value);
       }
@@ -83,7 +88,8 @@ class HeavyHittersJob final : public Job {
       check_zipf_options("hh.keys", vm["hh.keys"].as<std::uint64_t>(), "hh.skew", vm["hh.skew"].as<double>());
     const auto w = parse_weights(vm["hh.weights"].as<std::string>());
     const double phi = vm["hh.phi"].as<double>();
-    if (!(phi > 0)) throw ConfigError("hh.phi: expected > 0, got " + readable_text(phi));
+    if (!(phi > 0 && std::isfinite(phi)))
+      throw ConfigError("hh.phi: expected > 0 and finite, got " + readable_text(phi));
     const double mean_weight = w == Weights::Packet ? (40.0 + 1500.0) / 2 : 1.0;
     const double total = input_.empty() ? static_cast<double>(items_) * mean_weight : file_total;
     phi_ = phi < 1 ? phi * total : phi;
@@ -123,11 +129,11 @@ class HeavyHittersJob final : public Job {
     cm.set("residual-share", vm["hh.residual-share"].as<double>());
     // Theorem 2 after failures: keys are watched from phi minus the most that failures can take from one copy's
     // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R';
-    // count_min_watch_margin). The sketches read straight from the replayable source.
-    if (run.mode == FtMode::Approx) {
-      cm.set("watch-margin",
-             count_min_watch_margin(run.bounds.theta, run.bounds.l, static_cast<double>(alpha), par, phi_, true));
-    }
+    // count_min_watch_margin). The sketches read straight from the replayable source. Set in every mode, from the
+    // same Theta and L: finish() reports every watched key above phi, so a margin in approx mode alone made its report
+    // differ from mode none's and exact mode's without any failure (Proposition CM0).
+    cm.set("watch-margin",
+           count_min_watch_margin(run.bounds.theta, run.bounds.l, static_cast<double>(alpha), par, phi_, true));
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);
     // Space-Saving: capacity (or epsilon), phi and max-weight; its report is made at the end from its summary, so it
@@ -138,10 +144,15 @@ class HeavyHittersJob final : public Job {
     // Fail fast on bad sketch parameters, before any thread starts (without building a sketch: a worker process
     // builds this topology at every start, and a big sketch costs milliseconds of its recovery).
     const bool space_saving = algorithm == "space-saving";
-    if (space_saving) {
-      SpaceSavingHeavyHitters::validate(ss);
-    } else {
-      CountMinHeavyHitters::validate(cm);
+    try {  // the operators' parameters, named as the options that set them
+      if (space_saving) {
+        SpaceSavingHeavyHitters::validate(ss);
+      } else {
+        CountMinHeavyHitters::validate(cm);
+      }
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string(space_saving ? "hh.capacity/epsilon: " : "hh.width/depth/epsilon/delta: ") +
+                        e.what());
     }
     return TopologyBuilder()
         .source("source", input_.empty() ? "zipf" : "file", src)

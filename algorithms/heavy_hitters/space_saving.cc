@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/number_text.h"
 
 namespace afs::hh {
 
@@ -43,11 +44,11 @@ SpaceSaving::SpaceSaving(std::size_t capacity) : capacity_(capacity) {
 
 std::size_t SpaceSaving::capacity_for_error(double epsilon) {
   if (!(epsilon > 0 && epsilon < 1)) {
-    throw ConfigError("SpaceSaving: epsilon must be in (0, 1) (got " + std::to_string(epsilon) + ")");
+    throw ConfigError("SpaceSaving: epsilon must be in (0, 1) (got " + readable_text(epsilon) + ")");
   }
   const double k = std::ceil(1 / epsilon);
   if (k > static_cast<double>(kMaxCapacity)) {
-    throw ConfigError("SpaceSaving: epsilon " + std::to_string(epsilon) + " needs more than " +
+    throw ConfigError("SpaceSaving: epsilon " + readable_text(epsilon) + " needs more than " +
                       std::to_string(kMaxCapacity) + " counters");
   }
   return static_cast<std::size_t>(k);

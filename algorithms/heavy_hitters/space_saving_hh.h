@@ -52,8 +52,10 @@ class SpaceSavingHeavyHitters final : public Operator {
   double divergence() const override {
     return static_cast<double>(max_since_backup_ + weight_since_overflow_ + compensated_since_backup_);
   }
-  // One item raises one key's sketch counters by its weight (at most alpha), or, after an overflow, the weight is
-  // added to the maximum: the divergence rises by at most alpha per item.
+  // One item adds its weight (at most alpha) to one key's weight since the backup, which the divergence bounds from
+  // above: that bound, D = max_x W_x + C, rises by at most alpha per item, which is what the skipped checks need
+  // (divergence() itself may jump further: a key's first update takes in what colliding keys put in its counters;
+  // proofs/space-saving.md).
   bool divergence_bounded_by_alpha() const override { return true; }
   // Corollary P' (proofs/general-bounds.md §6; proofs/space-saving.md, Corollary SS-P): the divergence is a maximum
   // over keys, and a key's report comes from the one copy its key is routed to, so copies fed by key may each use

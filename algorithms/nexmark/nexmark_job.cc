@@ -3,6 +3,7 @@
 #include "algorithms/nexmark/nexmark_job.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -93,7 +94,7 @@ class HotItemsJob final : public Job {
     if (bids_ == 0) throw ConfigError("nexmark.events: " + std::to_string(events_) + " events hold no bid");
 
     const double phi = vm["nexmark.phi"].as<double>();
-    if (!(phi >= 0)) throw ConfigError("nexmark.phi: expected >= 0, got " + show(phi));
+    if (!(phi >= 0 && std::isfinite(phi))) throw ConfigError("nexmark.phi: expected >= 0 and finite, got " + show(phi));
     if (phi == 0) {
       // Half of what a hot auction collects while it is hot: B (1 - 1/ratio) bids per epoch for span / A epochs.
       if (gp.hot_auction_ratio < 2) {
@@ -124,9 +125,8 @@ class HotItemsJob final : public Job {
     // As in the heavy-hitters job: auctions are watched from phi minus the most that failures can take from one
     // copy's counters, so a hot auction whose crossing bid was lost is still found (theorem2-count-min.md, CM-R';
     // count_min_watch_margin). The sketches read straight from the replayable source: phi / 4, not Theta + L / n.
-    if (run.mode == FtMode::Approx) {
-      cm.set("watch-margin", hh::count_min_watch_margin(run.bounds.theta, run.bounds.l, 1, par, phi_, true));
-    }
+    // Set in every mode, so that every mode reports the same auctions without failures (Proposition CM0).
+    cm.set("watch-margin", hh::count_min_watch_margin(run.bounds.theta, run.bounds.l, 1, par, phi_, true));
     if (eps > 0) cm.set("epsilon", eps);
     if (delta > 0) cm.set("delta", delta);
     try {
