@@ -3,11 +3,14 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <system_error>
 
 #include "afstream/core/errors.h"
@@ -60,9 +63,11 @@ Corpus Corpus::list(const std::string& dir) {
   while (c.dir_.size() > 1 && c.dir_.back() == '/') c.dir_.pop_back();
   fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec);
   if (ec) throw InputError("text corpus: cannot list '" + dir + "': " + ec.message());
+  fs::path last = dir;  // the entry before the one that failed: a subdirectory that cannot be listed, usually
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) throw InputError("text corpus: cannot list '" + dir + "': " + ec.message());
+    if (ec) throw InputError("text corpus: cannot list '" + last.string() + "': " + ec.message());
     const auto& e = *it;
+    last = e.path();
     std::error_code fe;
     if (!e.is_regular_file(fe)) continue;  // directories are descended into; links to them, devices, fifos skipped
     const auto size = e.file_size(fe);
@@ -71,9 +76,27 @@ Corpus Corpus::list(const std::string& dir) {
     // ("real.txt" for "alias.txt", "../c1/a.txt" for a link out of the directory).
     c.files_.push_back({e.path().lexically_relative(c.dir_).generic_string(), size});
   }
-  if (ec) throw InputError("text corpus: cannot list '" + dir + "': " + ec.message());
+  if (ec) throw InputError("text corpus: cannot list '" + last.string() + "': " + ec.message());
   std::sort(c.files_.begin(), c.files_.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
   return c;
+}
+
+std::string Corpus::digest() const {
+  // XXH3 over (path, '\0', size as 8 little-endian bytes) per file, in order: stable across processes and builds.
+  XXH3_state_t* state = XXH3_createState();
+  if (state == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(state);
+  for (const auto& f : files_) {
+    unsigned char size[8];
+    for (int i = 0; i < 8; ++i) size[i] = static_cast<unsigned char>(f.size >> (8 * i));
+    XXH3_64bits_update(state, f.path.data(), f.path.size() + 1);  // with its terminating '\0'
+    XXH3_64bits_update(state, size, sizeof size);
+  }
+  const auto h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::to_string(files_.size()) + "-" + hex;
 }
 
 std::uint64_t Corpus::total_bytes() const {

@@ -46,6 +46,10 @@ class Corpus {
   const std::vector<CorpusFile>& files() const { return files_; }
   std::string path_of(std::uint32_t file) const { return dir_ + "/" + files_.at(file).path; }
   std::uint64_t total_bytes() const;
+  // A digest of the listing: every file's relative path and size, in order (hex). Two listings with the same
+  // digest give every file the same index and cut the same chunks (unless a file was rewritten in place at the
+  // same size), so a restarted worker can check that its listing is the one the run started with.
+  std::string digest() const;
 
   // Cuts every file into chunks (see above), in file order. Reads only a little of each file around the cut
   // points. Throws ConfigError for chunk_bytes 0 or max_line 0, InputError for an unreadable file or a line longer

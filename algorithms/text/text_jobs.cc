@@ -86,9 +86,11 @@ class TextJob : public Job {
     p.set("dir", dir_)
         .set("chunk-bytes", vm["text.chunk-bytes"].as<std::uint64_t>())
         .set("max-line", vm["text.max-line"].as<std::uint64_t>());
-    const auto corpus = corpus_of(p);  // InputError naming a missing directory or an unreadable file
-    chunks_ = corpus.chunks(chunking_of(p)).size();
-    corpus_bytes_ = corpus.total_bytes();
+    corpus_ = corpus_of(p);  // InputError naming a missing directory or an unreadable file
+    chunks_ = corpus_.chunks(chunking_of(p)).size();
+    corpus_bytes_ = corpus_.total_bytes();
+    // Every operator that lists the directory again (each worker, and each restarted one) checks it against this.
+    p.set("corpus-digest", corpus_.digest());
     return p;
   }
 
@@ -115,6 +117,10 @@ class TextJob : public Job {
   std::string dir_;
   std::uint64_t chunks_ = 0;
   std::uint64_t corpus_bytes_ = 0;
+  // The corpus as listed when the topology was built: what the stream's chunk descriptors and line ids index, and
+  // what the results are scored against and grep.txt is written from (listing the directory again at the end gave
+  // every match of a run during which a file was added another file's path and line).
+  Corpus corpus_;
 
  private:
   std::chrono::steady_clock::time_point started_;
@@ -166,7 +172,7 @@ class WordCountJob final : public TextJob {
     const double seconds = elapsed();
     auto* merge = dynamic_cast<WordCountMerge*>(cluster.final_operator(t.first_worker(t.stage_index("sink"))));
     if (!merge) throw RuntimeError("wordcount: the sink did not finish");
-    const auto corpus = Corpus::list(dir_);
+    const auto& corpus = corpus_;
     const auto truth = scan_word_counts(corpus, hash_seed_);
     // Per word: the stream's count against the scan's (a word the stream lacks counts 0).
     std::int64_t max_abs = 0, total_abs = 0;
@@ -274,7 +280,7 @@ class GrepJob final : public TextJob {
     const double seconds = elapsed();
     auto* collect = dynamic_cast<GrepCollect*>(cluster.final_operator(t.first_worker(t.stage_index("sink"))));
     if (!collect) throw RuntimeError("grep: the sink did not finish");
-    const auto corpus = Corpus::list(dir_);
+    const auto& corpus = corpus_;
     const auto truth = scan_grep(corpus, *matcher_);
     std::vector<std::uint64_t> got;
     for (const auto& [id, v] : collect->entries()) got.push_back(id);  // sorted: file, then offset

@@ -53,6 +53,20 @@ Corpus corpus_of(const Params& p) {
       throw InputError("text corpus: '" + c.path_of(f) + "' is larger than 1 TiB, the most a chunk descriptor holds");
     }
   }
+  // The listing the job started with (TextJob::corpus_params): a chunk descriptor names a file by its index and a
+  // source position is a chunk's index, so a worker that lists a changed directory (a restarted one, after a file
+  // was added, removed, grown or truncated) would read other files' bytes or replay other chunks, silently.
+  const auto want = p.get_string("corpus-digest", "");
+  if (!want.empty()) {
+    const auto got = c.digest();
+    if (got != want) {
+      throw InputError("text corpus: the files under '" + dir + "' changed since the run listed them (" +
+                       std::to_string(c.files().size()) + " files, " + std::to_string(c.total_bytes()) +
+                       " bytes now; listing " + got + ", the run's " + want +
+                       "): a worker starting now would read other bytes than the others; leave the corpus unchanged "
+                       "during a run");
+    }
+  }
   return c;
 }
 
