@@ -47,6 +47,25 @@ void add_data_options(po::options_description& o) {
       "held-out examples: generators, after the --items training ones; files, the last ones");
 }
 
+std::vector<std::pair<std::string, std::string>> unused_data_options(const po::variables_map& vm) {
+  std::vector<std::pair<std::string, std::string>> unused;
+  const auto data = vm["learn.data"].as<std::string>();
+  const auto format = vm["learn.format"].as<std::string>();
+  const bool file = data == "file";
+  if (!(data == "kdd" || (file && (format == "vw" || format == "libsvm")))) {
+    unused.emplace_back("learn.hash-bits", "kdd, vw and libsvm data only");
+  }
+  if (!(data == "logistic" || data == "linear" || data == "multiclass")) {
+    for (const char* key : {"learn.features", "learn.noise"}) {
+      unused.emplace_back(key, "logistic, linear and multiclass data only");
+    }
+  }
+  if (!file) {
+    for (const char* key : {"learn.format", "learn.on-error"}) unused.emplace_back(key, "learn.data file only");
+  }
+  return unused;
+}
+
 TrainingData training_data_from(const po::variables_map& vm) {
   const auto holdout = vm["learn.holdout"].as<std::uint64_t>();
   if (holdout < 1) throw ConfigError("learn.holdout: expected >= 1 held-out examples");

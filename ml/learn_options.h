@@ -45,6 +45,10 @@ struct TrainingData {
 // generates the data (a file once per process, dataset_from's cache; InputError naming file and line for a malformed
 // line under learn.on-error fail) and configures the learner for its shape (features and classes from the file).
 TrainingData training_data_from(const boost::program_options::variables_map& vm);
+// The data options these options leave without effect, with why (Job::unused_options of the learn and ps jobs):
+// learn.hash-bits but for kdd, vw and libsvm data; learn.features and learn.noise but for the logistic, linear and
+// multiclass generators; learn.format and learn.on-error but for a file.
+std::vector<std::pair<std::string, std::string>> unused_data_options(const boost::program_options::variables_map& vm);
 
 // `afstream gen` for the learn and ps jobs: writes the generated dataset the options name, training examples then the
 // held-out ones, to out in `format` (csv | libsvm; "": libsvm for sparse data, csv for dense), and returns the

@@ -517,6 +517,14 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       }
     }
   }
+  // The job's options that its other options leave without effect (Job::unused_options), given on the command line.
+  if (job) {
+    for (const auto& [key, why] : job->unused_options(vm)) {
+      if (std::find(given_on_command_line.begin(), given_on_command_line.end(), key) != given_on_command_line.end()) {
+        r.unused_by_job.push_back("--" + key + " has no effect (" + why + ")");
+      }
+    }
+  }
   auto bound = [&](const Alias& a) {
     if (vm.count(a.alias)) {
       if (!vm[a.primary].defaulted()) {

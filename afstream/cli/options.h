@@ -56,6 +56,9 @@ struct RunOptions {
   // Options given on the command line that the chosen ft.mode does not use, each as "--KEY (MODE only)": the
   // command-line layer notes them (they are accepted: one command may be rerun in several modes).
   std::vector<std::string> unused_by_mode;
+  // The job's options given on the command line that its other options leave without effect, each as
+  // "--KEY has no effect (WHY)" (Job::unused_options): noted too.
+  std::vector<std::string> unused_by_job;
 };
 
 // Options shared by every job (ft.*, fail.*, net.*, items, seed, out, ...).

@@ -53,6 +53,14 @@ class Job {
   // unset, in place of their general defaults; a value given on the command line or in a job file wins. The
   // effective configuration printed at start, and passed to worker processes, shows the values in force.
   virtual std::vector<std::pair<std::string, std::string>> run_defaults() const { return {}; }
+  // The job's options (dotted keys) that these options leave without effect, each with why ("count-min only",
+  // "hh.epsilon > 0 sizes the width"): the command-line layer notes those given on the command line (not those of a
+  // job file, which may be a run's config.ini holding every option).
+  virtual std::vector<std::pair<std::string, std::string>> unused_options(
+      const boost::program_options::variables_map& vm) const {
+    (void)vm;
+    return {};
+  }
   // Whether write_input writes this job's input (`afstream gen`).
   virtual bool writes_input() const { return false; }
   // `afstream gen`, before it opens anything: throws what write_input would refuse these options and this format

@@ -28,12 +28,15 @@ class HeavyHittersJob final : public Job {
   void add_options(po::options_description& o) const override {
     o.add_options()("hh.algorithm", po::value<std::string>()->default_value("count-min"),
                     "count-min (count-min-hh, sized by hh.width/hh.depth) or space-saving (space-saving-hh, sized "
-                    "by hh.capacity)")("hh.capacity", po::value<std::uint64_t>()->default_value(8000),
-                                       "Space-Saving monitored keys k (0: from hh.epsilon, k = ceil(1/epsilon))")(
+                    "by hh.capacity)")(
+        "hh.capacity", po::value<std::uint64_t>()->default_value(8000),
+        "Space-Saving monitored keys k (unless hh.epsilon > 0, which sets k = ceil(1/epsilon))")(
         "hh.keys", po::value<std::uint64_t>()->default_value(1000000), "distinct keys in the Zipf stream")(
         "hh.skew", real_value(0.9), "Zipf skew s (P(rank k) ~ (k+1)^-s)")(
-        "hh.width", po::value<std::uint64_t>()->default_value(8000), "Count-Min width w (0: from hh.epsilon)")(
-        "hh.depth", po::value<std::uint64_t>()->default_value(4), "Count-Min depth r (0: from hh.delta)")(
+        "hh.width", po::value<std::uint64_t>()->default_value(8000),
+        "Count-Min width w (unless hh.epsilon > 0, which sizes it)")(
+        "hh.depth", po::value<std::uint64_t>()->default_value(4),
+        "Count-Min depth r (unless hh.delta > 0, which sizes it)")(
         "hh.epsilon", real_value(0), "error epsilon (sizes the Count-Min width, or the Space-Saving capacity, if > 0)")(
         "hh.delta", real_value(0), "Count-Min confidence delta (sizes the depth if > 0)")(
         "hh.input", po::value<std::string>()->default_value(""),
@@ -203,6 +206,27 @@ class HeavyHittersJob final : public Job {
 
   std::vector<std::string> score_names() const override {
     return {"precision", "recall", "are", "reported", "true_heavy"};
+  }
+
+  std::vector<std::pair<std::string, std::string>> unused_options(const po::variables_map& vm) const override {
+    std::vector<std::pair<std::string, std::string>> unused;
+    if (vm["hh.algorithm"].as<std::string>() == "space-saving") {
+      for (const char* key : {"hh.width", "hh.depth", "hh.delta", "hh.residual-share", "hh.divergence-block"}) {
+        unused.emplace_back(key, "count-min only");
+      }
+      if (vm["hh.epsilon"].as<double>() > 0) unused.emplace_back("hh.capacity", "hh.epsilon > 0 sets the capacity");
+    } else {
+      unused.emplace_back("hh.capacity", "space-saving only");
+      if (vm["hh.epsilon"].as<double>() > 0) unused.emplace_back("hh.width", "hh.epsilon > 0 sizes the width");
+      if (vm["hh.delta"].as<double>() > 0) unused.emplace_back("hh.depth", "hh.delta > 0 sizes the depth");
+    }
+    if (!vm["hh.input"].as<std::string>().empty()) {
+      for (const char* key : {"hh.keys", "hh.skew", "hh.weights"})
+        unused.emplace_back(key, "the items come from hh.input");
+    } else {
+      unused.emplace_back("hh.on-error", "for hh.input only");
+    }
+    return unused;
   }
 
   bool writes_input() const override { return true; }

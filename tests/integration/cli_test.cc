@@ -654,6 +654,40 @@ TEST(Cli, ShortRunsWriteMetricsAndABadOutIsOneLine) {
   EXPECT_NE(r.err.find("out: cannot create directory"), std::string::npos) << r.err;
 }
 
+// A job's options that its other options leave without effect, given on the command line, are noted (they were
+// silently ignored: --hh.capacity 5 --hh.epsilon 0.5 ran Space-Saving with 2 counters); a rerun from config.ini,
+// which holds every option, notes nothing.
+TEST(Cli, OptionsTheJobsOtherOptionsLeaveWithoutEffectAreNoted) {
+  TempDir d;
+  auto r =
+      run("run --job heavy-hitters --items 1000 --quiet --runtime threads --hh.algorithm space-saving "
+          "--hh.capacity 5 --hh.epsilon 0.5 --hh.width 100 --out " +
+          d.path().string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: --hh.capacity has no effect (hh.epsilon > 0 sets the capacity)"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("note: --hh.width has no effect (count-min only)"), std::string::npos) << r.err;
+  const auto notes = [](const std::string& err) {
+    int n = 0;
+    for (auto at = err.find("note:"); at != std::string::npos; at = err.find("note:", at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(notes(r.err), 2) << r.err;
+  r = run("run --config " + (d.path() / "config.ini").string() + " --quiet --runtime threads");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+  r = run("run --job heavy-hitters --items 1000 --quiet --runtime threads --hh.epsilon 0.01 --hh.width 100");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: --hh.width has no effect (hh.epsilon > 0 sizes the width)"), std::string::npos) << r.err;
+  r = run("run --job learn --items 1000 --quiet --runtime threads --learn.hash-bits 12");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: --learn.hash-bits has no effect (kdd, vw and libsvm data only)"), std::string::npos)
+      << r.err;
+  r = run("run --job learn --items 1000 --quiet --runtime threads --learn.data kdd --learn.hash-bits 12");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+}
+
 // Options of another fault-tolerance mode, given on the command line, are accepted and noted (they were ignored
 // without a word: --ft.theta under exact); a job's own run defaults (learn's replay options) and a run's config.ini,
 // which holds every option, are not noted.
