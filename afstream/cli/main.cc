@@ -486,9 +486,9 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
       popts.curve = opts.curve.config;
       popts.curve_args = opts.curve.args;
       popts.backup_server_key = c.backup_server_key;
-      popts.on_remote_down = [](int w, double silent_ms, const std::string& start) {
-        std::cerr << "afstream controller: remote worker " << w << " silent for " << static_cast<long>(silent_ms)
-                  << " ms, presumed dead; waiting for it to register again (a worker started with --worker.restart "
+      popts.on_remote_down = [](int w, const std::string& why, const std::string& start) {
+        std::cerr << "afstream controller: remote worker " << w << " " << why
+                  << "; waiting for it to register again (a worker started with --worker.restart "
                      "is restarted on its host; else start it there: "
                   << start << ")" << std::endl;
       };

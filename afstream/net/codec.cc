@@ -45,6 +45,8 @@ static_assert(static_cast<std::uint16_t>(ReportKind::kRegister) ==
               static_cast<std::uint16_t>(wire::WorkerReport::Kind::REGISTER));
 static_assert(static_cast<std::uint16_t>(ReportKind::kStandby) ==
               static_cast<std::uint16_t>(wire::WorkerReport::Kind::STANDBY));
+static_assert(static_cast<std::uint16_t>(ReportKind::kFailed) ==
+              static_cast<std::uint16_t>(wire::WorkerReport::Kind::FAILED));
 static_assert(sizeof(capnp::word) == 8 && alignof(capnp::word) <= 8);
 
 namespace {
@@ -314,7 +316,8 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   check_list_size(report.final_state.size(), "a final state of", "bytes");
   auto r = state_
                ->envelope(64 + blob_words(report.final_state.size()) + blob_words(report.data_endpoint.size() + 1) +
-                              blob_words(report.ack_endpoint.size() + 1) + blob_words(report.curve_key.size() + 1),
+                              blob_words(report.ack_endpoint.size() + 1) + blob_words(report.curve_key.size() + 1) +
+                              blob_words(report.error.size() + 1),
                           sender, epoch)
                .initWorkerReport();
   r.setKind(static_cast<wire::WorkerReport::Kind>(static_cast<std::uint16_t>(report.kind)));
@@ -370,6 +373,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   if (!report.data_endpoint.empty()) r.setDataEndpoint(as_text(report.data_endpoint));
   if (!report.ack_endpoint.empty()) r.setAckEndpoint(as_text(report.ack_endpoint));
   if (!report.curve_key.empty()) r.setCurveKey(as_text(report.curve_key));
+  if (!report.error.empty()) r.setError(as_text(report.error));
   return state_->finish();
 }
 
@@ -887,7 +891,7 @@ StoreReplyMsg read_store_reply(wire::StoreReply::Reader r) {
 WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   WorkerReportMsg m;
   const auto kind = static_cast<std::uint16_t>(r.getKind());
-  if (kind == 0 || kind > static_cast<std::uint16_t>(ReportKind::kStandby)) {
+  if (kind == 0 || kind > static_cast<std::uint16_t>(ReportKind::kFailed)) {
     throw FormatError("wire worker report has unknown kind " + std::to_string(kind));
   }
   m.kind = static_cast<ReportKind>(kind);
@@ -928,6 +932,7 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   m.data_endpoint = from_text(r.getDataEndpoint());
   m.ack_endpoint = from_text(r.getAckEndpoint());
   m.curve_key = from_text(r.getCurveKey());
+  m.error = from_text(r.getError());
   return m;
 }
 

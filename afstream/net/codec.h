@@ -256,7 +256,14 @@ struct StoreReplyMsg {
 // process_cluster.h). kRegister: a worker started by hand asks for its incarnation (answered by an AssignmentMsg).
 // kStandby: a spare process started by the controller is ready (sender: its slot), answered by an AssignmentMsg
 // when a worker fails.
-enum class ReportKind : std::uint16_t { kHello = 1, kStatus = 2, kFinished = 3, kRegister = 4, kStandby = 5 };
+enum class ReportKind : std::uint16_t {
+  kHello = 1,
+  kStatus = 2,
+  kFinished = 3,
+  kRegister = 4,
+  kStandby = 5,
+  kFailed = 6
+};
 
 struct WorkerStatusMsg {
   std::uint64_t items_in = 0, items_out = 0, state_backups = 0, item_backups = 0, backup_bytes = 0;
@@ -300,6 +307,7 @@ struct WorkerReportMsg {
   std::string data_endpoint;  // hello: the endpoints this incarnation bound (where its peers reach it)
   std::string ack_endpoint;
   std::string curve_key;  // hello: the CURVE public key (Z85) its sockets serve with; "": CURVE off
+  std::string error;      // failed: the error it stops on
   friend bool operator==(const WorkerReportMsg&, const WorkerReportMsg&) = default;
 };
 

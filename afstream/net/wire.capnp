@@ -221,6 +221,7 @@ struct WorkerReport {
   dataEndpoint @4 :Text;               # hello: where this incarnation receives items (what it bound, e.g. tcp://IP:PORT)
   ackEndpoint @5 :Text;                # hello: where it receives acknowledgements
   curveKey @6 :Text;                   # hello: the CURVE public key its data and ack sockets serve with (Z85; "": none)
+  error @7 :Text;                      # failed: the error it stops on
 
   enum Kind {
     unset @0;     # never sent; a decoder rejects it
@@ -230,6 +231,7 @@ struct WorkerReport {
     register @4;  # a worker started by hand asks for its incarnation (Envelope.epoch 0); answered by an Assignment
     standby @5;   # a spare process the controller started (Envelope.sender: its standby slot, epoch 0) is ready to
                   # take over a failed worker; answered by an Assignment when one fails
+    failed @6;    # it stops on an error (error: what), which a restart would meet again: the run ends with it
   }
 }
 

@@ -836,6 +836,13 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       s.last_report = Clock::now();
       s.reported = true;
       s.status = r->status;
+      if (r->kind == net::ReportKind::kFailed) {
+        // It stops on an error a restart would meet again (a backup server unreachable past its deadline, a state
+        // over the store's message limit): as when a local worker exits with a status. A remote one's error was
+        // printed on its own host only, and the run waited for a registration that never came.
+        throw RuntimeError("controller: " + std::string(s.remote ? "remote " : "") + "worker " +
+                           std::to_string(msg.sender) + " stopped on an error: " + r->error);
+      }
       if (r->kind == net::ReportKind::kHello && !s.up) {
         s.up = true;
         s.data_endpoint = r->data_endpoint;
@@ -887,7 +894,11 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           // supervisor (--worker.restart) starts the next one; an error exit would be final there, and the job would
           // wait for a registration that never comes (controller.register-timeout-ms).
           im.fail(w, im.input_items(), true, result, silent_ms);
-          if (im.options.on_remote_down) im.options.on_remote_down(w, silent_ms, remote_start_command(w));
+          if (im.options.on_remote_down) {
+            im.options.on_remote_down(
+                w, "silent for " + std::to_string(static_cast<long>(silent_ms)) + " ms, presumed dead",
+                remote_start_command(w));
+          }
           changed = true;
         } else if (!s.assigned && Clock::now() - s.awaiting_since > im.options.register_timeout) {
           const auto refused = unauthorized();
@@ -968,7 +979,12 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         if (to_kill(w)) im.signal_kill(w);  // a remote one (no pid here) is killed through the directory by fail()
       }
       for (int w : e.workers) {
-        if (to_kill(w)) im.fail(w, items_now, true, result);
+        if (!to_kill(w)) continue;
+        im.fail(w, items_now, true, result);
+        // A remote one kills itself on seeing the directory; without a supervisor nothing starts it again.
+        if (im.workers[static_cast<std::size_t>(w)].remote && im.options.on_remote_down) {
+          im.options.on_remote_down(w, "killed by the failure plan", remote_start_command(w));
+        }
       }
       changed = true;
     }

@@ -120,9 +120,10 @@ struct ProcessClusterOptions {
   std::string backup_server_key;
   // Called from run() once for each client key the controller refused (CURVE), e.g. to log it.
   std::function<void(const ZapRefusal&)> on_refused;
-  // Called from run() when a remote worker falls silent past heartbeat_timeout and is presumed dead: the run waits
-  // for its next incarnation to register (up to register_timeout). start_command: how to start it on its host.
-  std::function<void(int worker, double silent_ms, const std::string& start_command)> on_remote_down;
+  // Called from run() when a remote worker is down: silent past heartbeat_timeout and presumed dead, or killed by the
+  // failure plan (why says which). The run waits for its next incarnation to register (up to register_timeout).
+  // start_command: how to start it on its host.
+  std::function<void(int worker, const std::string& why, const std::string& start_command)> on_remote_down;
 };
 
 struct ProcessRunInfo {

@@ -161,6 +161,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
 
   std::atomic<bool> done{false};
   std::atomic<bool> failed{false};  // run() threw: the link thread must not report it finished
+  std::string error;                // what it threw, written before failed is set: the link thread reports it
   std::atomic<bool> lost{false};
   std::atomic<std::uint32_t> replaced_by{0};  // a newer incarnation of this worker, seen in the directory
   std::vector<std::uint8_t> final_state;      // written by the main thread before done is set
@@ -254,7 +255,16 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         hello_sent = true;
       }
       if (done.load()) {
-        if (failed.load()) return;  // an error is not the end of its stream: it exits non-zero, the controller sees
+        if (failed.load()) {
+          // An error is not the end of its stream: it exits non-zero. A remote worker's exit is not seen by the
+          // controller, nor its error, printed on its own host: the report carries it (linger delivers it).
+          net::WorkerReportMsg f;
+          f.kind = net::ReportKind::kFailed;
+          f.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+          f.error = error;
+          send(f);
+          return;
+        }
         net::WorkerReportMsg fin;
         fin.kind = net::ReportKind::kFinished;
         fin.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
@@ -295,6 +305,13 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     worker.run();
   } catch (...) {
     worker.kill();
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      error = e.what();
+    } catch (...) {
+      error = "an exception of an unknown type";
+    }
     failed.store(true);
     done.store(true);
     link.join();

@@ -474,6 +474,44 @@ TEST(MultiHostLoopback, FailurePlanKillsRemoteWorkersThroughTheDirectory) {
     EXPECT_TRUE(std::regex_search(failures, std::regex(row))) << row << "\n" << failures;
   }
   EXPECT_EQ(summary(job.out()).at("recall"), "1");
+  // The controller says so on each kill, with the command that starts the worker again: without a supervisor on its
+  // host nothing else would (the job waited out register-timeout without a word).
+  const auto controller = slurp(job.log("controller"));
+  for (const char* w : {"1", "2"}) {
+    EXPECT_NE(
+        controller.find(std::string("remote worker ") + w + " killed by the failure plan; waiting for it to register"),
+        std::string::npos)
+        << controller;
+  }
+}
+
+// A backup server started by hand that dies: the remote workers give up their store calls at their deadline and stop
+// on that error, which a restart would meet again. The controller ends the run at once with the worker's error
+// (before, the error was printed on the worker's host only, and the controller took the worker for silent and waited
+// out register-timeout for a registration that never came).
+TEST(MultiHostLoopback, ARemoteWorkersErrorEndsTheRunWithItsMessage) {
+  TempDir t;
+  Processes server;
+  const auto file = t.path() / "store.endpoint";
+  const pid_t store_pid = server.start({AFS_BINARY, "backup-server", "--store", "memory", "--listen",
+                                        "tcp://127.0.0.1:0", "--endpoint-file", file.string()},
+                                       t.path() / "server.txt");
+  const auto store = wait_for(file, "(tcp://[0-9.]+:[0-9]+)", 30s);
+  ASSERT_FALSE(store.empty()) << slurp(t.path() / "server.txt");
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kLongJob, {"--controller.backup-server", store}));
+  const std::vector<std::string> quick{"--worker.store-deadline-ms", "1500"};
+  job.start_worker(1, "w1", false, quick);
+  job.start_worker(2, "w2", false, quick);
+  ASSERT_FALSE(wait_for(job.log("w1"), "registered with", 30s).empty()) << job.logs();
+  std::this_thread::sleep_for(700ms);
+  ASSERT_EQ(::kill(store_pid, SIGKILL), 0);
+  EXPECT_EQ(job.wait_controller(), 2) << job.logs();
+  const auto controller = slurp(job.log("controller"));
+  EXPECT_TRUE(
+      std::regex_search(controller, std::regex("controller: remote worker [12] stopped on an error: .*" +
+                                               std::regex_replace(store, std::regex("\\."), "\\.") + ".*no reply")))
+      << job.logs();
 }
 
 // A second process registering as a worker that is still running replaces it: the first learns from the directory

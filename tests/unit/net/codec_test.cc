@@ -689,13 +689,15 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
                          {},
                          {},
                          {},
+                         {},
                          {}};
   WorkerReportMsg hello{
-      ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}, {}};
+      ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}, {}, {}};
   WorkerReportMsg finished{ReportKind::kFinished,
                            {},
                            std::vector<std::uint8_t>(10000, 0x5a),
                            {2, 1, 0, 0, 1, 0, 0, 0, 0, true, 0, 0},
+                           {},
                            {},
                            {},
                            {}};
@@ -707,7 +709,10 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
   registering.kind = ReportKind::kRegister;
   WorkerReportMsg standing_by;
   standing_by.kind = ReportKind::kStandby;
-  for (const auto& r : {status, hello, finished, announcing, registering, standing_by}) {
+  WorkerReportMsg failing;
+  failing.kind = ReportKind::kFailed;
+  failing.error = "remote store at tcp://10.0.0.1:7002: no reply to put_state for worker 1 after 10 s";
+  for (const auto& r : {status, hello, finished, announcing, registering, standing_by, failing}) {
     const Message m{.sender = 4, .epoch = 2, .body = r};
     EXPECT_EQ(decode(encode(m)), m);
   }
