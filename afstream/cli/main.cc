@@ -563,14 +563,19 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
               << ", \"divergence\": " << m.divergence << ", \"unbacked\": " << m.unbacked
               << ", \"unacked\": " << m.unacked << ", \"failures\": " << m.failures
               << ", \"last_recovery_ms\": " << m.last_recovery_ms << ", \"store_bytes\": " << m.store_bytes
-              << ", \"unauthorized_connections\": " << m.unauthorized_connections << "}\n";
+              << ", \"unauthorized_connections\": " << m.unauthorized_connections
+              << ", \"trees_replayed\": " << m.trees_replayed << "}\n";
     }
     if (!opts.quiet && m.t >= 1.0) {
-      std::fprintf(stderr,
-                   "[%6.1fs] %5.1f%%  %9.3g items/s  backups %llu state / %llu items (%.1f MB)  failures %llu\n", m.t,
-                   100.0 * static_cast<double>(m.source_items) / static_cast<double>(job->total_items()), m.items_per_s,
-                   static_cast<unsigned long long>(m.state_backups), static_cast<unsigned long long>(m.item_backups),
-                   static_cast<double>(m.backup_bytes) / 1e6, static_cast<unsigned long long>(m.failures));
+      std::fprintf(stderr, "[%6.1fs] %5.1f%%  %9.3g items/s  backups %llu state / %llu items (%.1f MB)  failures %llu",
+                   m.t, 100.0 * static_cast<double>(m.source_items) / static_cast<double>(job->total_items()),
+                   m.items_per_s, static_cast<unsigned long long>(m.state_backups),
+                   static_cast<unsigned long long>(m.item_backups), static_cast<double>(m.backup_bytes) / 1e6,
+                   static_cast<unsigned long long>(m.failures));
+      if (m.trees_replayed > 0) {
+        std::fprintf(stderr, "  trees replayed %llu", static_cast<unsigned long long>(m.trees_replayed));
+      }
+      std::fputc('\n', stderr);
     }
   };
   const double cpu_start = cpu_seconds();

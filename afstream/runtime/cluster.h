@@ -29,6 +29,7 @@ struct MetricsSample {
   // write-ahead log and its info logs); 0 otherwise.
   std::uint64_t store_bytes = 0;
   std::uint64_t unauthorized_connections = 0;  // CURVE: connections refused so far, the client's key not authorized
+  std::uint64_t trees_replayed = 0;            // ack mode: source items replayed so far (RunResult::trees_replayed)
 };
 
 struct RunResult {

@@ -150,6 +150,7 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
       m.divergence += c.divergence.load();
       m.unbacked += c.unbacked.load();
       m.unacked += c.unacked.load();
+      m.trees_replayed += c.trees_replayed.load();
     }
     m.failures = result.failures.size();
     m.last_recovery_ms = last_recovery_ms;

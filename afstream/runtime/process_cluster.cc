@@ -779,6 +779,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     sample.last_recovery_ms = result.failures.empty() ? 0 : result.failures.back().recovery_ms;
     if (durable) sample.store_bytes = directory_bytes(im.dir + "/backups");
     sample.unauthorized_connections = unauthorized();
+    sample.trees_replayed = t.trees_replayed;
     on_sample(sample);
     last_sample = Clock::now();
     last_items = sources_now;

@@ -263,6 +263,12 @@ TEST(ProcessRuntime, AckModeSigkillsLoseNoEffect) {
     EXPECT_GE(data_lines(out / "failures.csv"), 6) << target;
     if (target != "all") {
       EXPECT_GT(std::stoull(b.at("trees_replayed")), 0u) << target;
+      // The metrics (and the progress line) show them as they happen; the last sample is the run's end.
+      const auto metrics = slurp(out / "metrics.jsonl");
+      std::smatch m;
+      const auto last = metrics.substr(metrics.rfind("{\"t\""));
+      ASSERT_TRUE(std::regex_search(last, m, std::regex(R"("trees_replayed": (\d+))"))) << metrics;
+      EXPECT_GT(std::stoull(m[1]), 0u) << last;
     }
   }
 }
