@@ -192,7 +192,8 @@ po::options_description run_options() {
       "message timeout)")("ft.ack-max-pending", po::value<std::uint64_t>()->default_value(16384),
                           "ack mode: incomplete trees a source may have before it waits (Storm's max spout pending)")(
       "ft.ack-state-every", po::value<std::uint64_t>()->default_value(4096),
-      "ack mode: items between state backups; a worker acknowledges an item only once a backup holds its effect")(
+      "ack mode: items between state backups; a worker acknowledges an item only once a backup holds its effect (a "
+      "stateless operator at once)")(
       "ft.ask-every", po::value<std::uint64_t>()->default_value(8192),
       "ask mode: items a worker processes between checkpoints (at most half of net.flow-window: senders hold "
       "every item until a checkpoint covers it)")(

@@ -172,6 +172,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     op_waits_ = op_->waits_for_feedback();
     // beta() 0: process() never emits (a learner, a sink: they emit at finish, which waits for the numbering).
     silent_process_ = op_->beta() == 0 && !op_waits_;
+    stateless_op_ = dynamic_cast<const StatelessOperator*>(op_.get()) != nullptr;
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
   if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_.get());
@@ -1451,7 +1452,7 @@ void Worker::after_update_checked() {
       if (++since_state_backup_ >= ctx_.config.ask_every) checkpoint();
       return;
     case FtMode::Ack:
-      if (++since_state_backup_ >= ctx_.config.ack_state_every) checkpoint();
+      if (!stateless_op_ && ++since_state_backup_ >= ctx_.config.ack_state_every) checkpoint();
       return;
     case FtMode::MicroBatch: {
       ++since_state_backup_;
@@ -1607,6 +1608,11 @@ void Worker::back_up_ack_position_if_due() {
 // oldest waiting acknowledgement gets old (a quarter of the timeout), not only every ft.ack-state-every items.
 void Worker::ack_checkpoint_if_due() {
   if (source_ || (since_state_backup_ == 0 && tree_acks_.empty())) return;
+  if (stateless_op_) {  // no state: its items' effects are its outputs, anchored to their trees (Storm's plain bolts)
+    deferred_tree_acks_.emplace_back(0, std::move(tree_acks_));  // ticket 0: confirmed already
+    tree_acks_.clear();
+    return;
+  }
   const auto age = Clock::now() - last_checkpoint_at_;
   const bool idle = queue_.empty() && staging_.empty();
   if ((idle && age >= ctx_.config.ask_idle) || age >= ctx_.config.ack_timeout / 4) checkpoint();

@@ -476,7 +476,10 @@ class Worker {
   std::uint64_t unchecked_items_ = 0;  // items that may skip the Theta check (after_update: alpha bounds their drift)
   bool op_waits_ = false;              // op_->waits_for_feedback(): ready() is consulted
   bool silent_process_ = false;        // process() never emits (beta() 0, no feedback): runs before the numbering
-  bool alpha_bounds_drift_ = false;    // op_->divergence_bounded_by_alpha() with a positive alpha
+  // A StatelessOperator: nothing to back up, so in ack mode its acknowledgements go out as soon as it has processed
+  // the items (held for a state backup every ft.ack-state-every items, a tokenizer of 600 chunks never sent them).
+  bool stateless_op_ = false;
+  bool alpha_bounds_drift_ = false;  // op_->divergence_bounded_by_alpha() with a positive alpha
   // op_->alpha() as last read (refresh_alpha). Constant unless alpha_may_shrink_: then read again every few thousand
   // items under R-logall, after each Theta backup and after a restore; it only shrinks in between, so a value read
   // earlier bounds what follows.
