@@ -11,6 +11,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/core/topology.h"
 #include "ml/learn_options.h"
 #include "ml/learner_operator.h"
@@ -157,21 +158,25 @@ class LearnJob final : public TrainingDataJob {
       for (const auto& r : merge->progress()) {
         f << r.items << ',' << r.average_loss << ',' << r.since_last_loss << ',' << r.accuracy << '\n';
       }
+      close_checked(f, out_dir + "/progress.csv");
       std::ofstream s(out_dir + "/learn.csv");
       s << "examples,progressive_loss,progressive_accuracy,holdout_examples,holdout_loss,holdout_accuracy,"
            "l1_to_true,skipped_lines\n"
         << n << ',' << pv_loss << ',' << pv_acc << ',' << h.examples << ',' << h.average_loss << ',' << h.accuracy
         << ',' << l1 << ',' << read_.skipped << '\n';
+      close_checked(s, out_dir + "/learn.csv");
       write_skipped(out_dir + "/skipped.txt", read_);
       write_model(out_dir + "/model.csv", w);
       std::ofstream tf(out_dir + "/trace.csv");
       tf << "items,seconds,l1_change,relative_change,model_l1,progressive_loss,progressive_accuracy\n";
       for (const auto& t : trace) write_point(tf, t);
+      close_checked(tf, out_dir + "/trace.csv");
       std::ofstream tc(out_dir + "/trace_copies.csv");
       tc << "copy,items,seconds,l1_change,relative_change,model_l1,progressive_loss,progressive_accuracy\n";
       for (int c = 0; c < merge->parallelism(); ++c) {
         for (const auto& t : merge->trace(c)) write_point(tc << c << ',', t);
       }
+      close_checked(tc, out_dir + "/trace_copies.csv");
     }
     return {{"progressive_loss", pv_loss},
             {"progressive_accuracy", pv_acc},

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/runtime/job.h"
 #include "ml/learner_operator.h"
 #include "ml/writers.h"
@@ -210,19 +211,19 @@ WrittenInput write_training_data(const po::variables_map& vm, const std::string&
 void write_skipped(const std::string& path, const ReadStats& read) {
   if (read.skipped == 0) return;
   std::ofstream f(path);
-  if (!f) throw InputError("out: cannot write '" + path + "'");
   f << read.skipped << " malformed lines skipped of " << read.lines << " (" << read.examples
     << " examples kept); the first: " << read.first_error << '\n';
+  close_checked(f, path);
 }
 
 void write_model(const std::string& path, const Eigen::VectorXd& w) {
   std::ofstream f(path);
-  if (!f) throw InputError("out: cannot write '" + path + "'");
   f.precision(std::numeric_limits<double>::max_digits10);
   f << "index,weight\n";
   for (Eigen::Index i = 0; i < w.size(); ++i) {
     if (w[i] != 0) f << i << ',' << w[i] << '\n';
   }
+  close_checked(f, path);
 }
 
 }  // namespace afs::ml

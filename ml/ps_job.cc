@@ -9,6 +9,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/core/topology.h"
 #include "ml/learn_options.h"
 #include "ml/learner_operator.h"
@@ -152,6 +153,7 @@ class PsJob final : public TrainingDataJob {
         << n << ',' << pv_loss << ',' << pv_acc << ',' << h.examples << ',' << h.average_loss << ',' << h.accuracy
         << ',' << l1 << ',' << to_string(consistency_) << ',' << bound << ',' << staleness << ',' << gap << ','
         << clocks << ',' << read_.skipped << '\n';
+      close_checked(s, out_dir + "/learn.csv");
       write_skipped(out_dir + "/skipped.txt", read_);
       write_model(out_dir + "/model.csv", w);
     }

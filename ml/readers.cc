@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 
 namespace afs::ml {
 
@@ -381,7 +382,7 @@ void write_idx_images(const std::filesystem::path& path, std::uint32_t rows, std
   put_be32(f, rows);
   put_be32(f, cols);
   f.write(reinterpret_cast<const char*>(pixels.data()), static_cast<std::streamsize>(pixels.size()));
-  if (!f) throw InputError(path.string() + ": write error");
+  close_checked(f, path.string());
 }
 
 void write_idx_labels(const std::filesystem::path& path, const std::vector<std::uint8_t>& labels) {
@@ -390,7 +391,7 @@ void write_idx_labels(const std::filesystem::path& path, const std::vector<std::
   put_be32(f, kIdxLabels);
   put_be32(f, static_cast<std::uint32_t>(labels.size()));
   f.write(reinterpret_cast<const char*>(labels.data()), static_cast<std::streamsize>(labels.size()));
-  if (!f) throw InputError(path.string() + ": write error");
+  close_checked(f, path.string());
 }
 
 }  // namespace afs::ml

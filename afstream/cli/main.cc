@@ -6,6 +6,7 @@
 //   afstream backup-server [options]    serve a backup store (RocksDB or memory) to workers over ZeroMQ
 //   afstream keygen --out DIR           a CURVE keypair for jobs across hosts (NAME.key, NAME.pub)
 // Errors become one line on stderr and a non-zero exit status.
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -30,6 +31,7 @@
 
 #include "afstream/cli/options.h"
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/net/curve.h"
 #include "afstream/net/endpoint.h"
 #include "afstream/runtime/backup_server.h"
@@ -262,7 +264,11 @@ int cmd_backup_server(int argc, const char* const* argv) {
   if (!args.endpoint_file.empty()) {
     // Written whole, then renamed: a reader never sees half an endpoint.
     const auto tmp = args.endpoint_file + ".tmp";
-    std::ofstream(tmp) << server.bound_endpoint() << "\n";
+    {
+      std::ofstream f(tmp);
+      f << server.bound_endpoint() << "\n";
+      afs::close_checked(f, tmp);
+    }
     std::error_code ec;
     fs::rename(tmp, args.endpoint_file, ec);
     if (ec) throw afs::InputError("endpoint-file: cannot write '" + args.endpoint_file + "': " + ec.message());
@@ -327,7 +333,7 @@ void append_summary_row(const std::string& path, const std::vector<std::string>&
     std::vector<std::string> cells;
     for (const auto& c : cols) cells.push_back(row[c]);
     f << join(cells);
-    if (!f) throw afs::InputError("out: cannot write '" + path + "'");
+    afs::close_checked(f, path);
     return;
   }
   std::vector<std::string> merged = header;
@@ -339,7 +345,7 @@ void append_summary_row(const std::string& path, const std::vector<std::string>&
   if (merged.size() == header.size()) {  // the file's columns hold this row's: append under them
     std::ofstream f(path, std::ios::app);
     f << join(cells);
-    if (!f) throw afs::InputError("out: cannot write '" + path + "'");
+    afs::close_checked(f, path);
     return;
   }
   const std::string part = path + ".part-" + std::to_string(::getpid());
@@ -352,7 +358,7 @@ void append_summary_row(const std::string& path, const std::vector<std::string>&
       f << join(old);
     }
     f << join(cells);
-    if (!f) throw afs::InputError("out: cannot write '" + part + "'");
+    afs::close_checked(f, part);
   }
   fs::rename(part, path);
 }
@@ -425,12 +431,19 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     std::error_code ec;
     fs::create_directories(opts.out_dir, ec);
     if (ec) throw afs::InputError("out: cannot create directory '" + opts.out_dir + "': " + ec.message());
-    std::ofstream(opts.out_dir + "/config.ini") << effective;
+    {
+      std::ofstream f(opts.out_dir + "/config.ini");
+      f << effective;
+      afs::close_checked(f, opts.out_dir + "/config.ini");
+    }
     char host[256] = {0};
     ::gethostname(host, sizeof host - 1);
-    std::ofstream(opts.out_dir + "/meta.json")
-        << "{\"git_revision\": \"" << AFS_GIT_REVISION << "\", \"seed\": " << opts.seed << ", \"host\": \"" << host
+    {
+      std::ofstream f(opts.out_dir + "/meta.json");
+      f << "{\"git_revision\": \"" << AFS_GIT_REVISION << "\", \"seed\": " << opts.seed << ", \"host\": \"" << host
         << "\", \"started\": " << std::time(nullptr) << "}\n";
+      afs::close_checked(f, opts.out_dir + "/meta.json");
+    }
     metrics.open(opts.out_dir + "/metrics.jsonl");
     if (!metrics) throw afs::InputError("out: cannot write '" + opts.out_dir + "/metrics.jsonl'");
   }
@@ -717,6 +730,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   std::cout << "\n";
 
   if (!opts.out_dir.empty()) {
+    afs::close_checked(metrics, opts.out_dir + "/metrics.jsonl");
     append_summary_row(opts.out_dir + "/summary.csv", cols, row);
     std::ofstream ff(opts.out_dir + "/failures.csv");
     ff << "worker,failure_count,at_items,theta,l,gamma,divergence_at_crash,lost_items,lost_outputs,replayed_items,"
@@ -733,7 +747,12 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
          << r.restore_ms << ',' << r.replay_ms << ',' << r.recovery_ms << ',' << r.first_item_ms << ','
          << r.caught_up_ms << ',' << (r.recovered ? 1 : 0) << '\n';
     }
+    afs::close_checked(ff, opts.out_dir + "/failures.csv");
   }
+  // The summary on standard output is a result too (>/dev/full lost it with exit status 0).
+  std::cout.flush();
+  if (!std::cout)
+    throw afs::RuntimeError(std::string("cannot write the summary to standard output: ") + std::strerror(errno));
   return 0;
 }
 
@@ -1058,6 +1077,17 @@ void keep_large_blocks_in_the_heap() {
 }
 
 int main(int argc, char** argv) {
+  // A standard descriptor closed by the caller (2>&-) would be the next file opened: metrics.jsonl got the progress
+  // lines, and the processes started (which inherit 0-2) wrote into ZeroMQ's eventfds or RocksDB's LOG. /dev/null.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      const int null = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null >= 0 && null != fd) {
+        ::dup2(null, fd);
+        ::close(null);
+      }
+    }
+  }
   keep_large_blocks_in_the_heap();
   try {
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/core/topology.h"
 #include "afstream/runtime/file_source.h"
 #include "algorithms/distinct/distinct_operators.h"
@@ -123,6 +124,7 @@ class DistinctJob final : public Job {
       f.precision(17);  // as join.csv: the exact count in full (the default 6 digits wrote 1554468 as 1.55447e+06)
       f << "estimate,exact,relative_error,standard_error\n"
         << estimate << ',' << exact << ',' << rel << ',' << HyperLogLog::standard_error(precision_) << '\n';
+      close_checked(f, out_dir + "/distinct.csv");
     }
     return {{"estimate", estimate},
             {"exact", exact},

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/runtime/file_source.h"
 #include "algorithms/heavy_hitters/evaluation.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
@@ -196,6 +197,7 @@ class HeavyHittersJob final : public Job {
         auto it = exact.find(k);
         f << k << ',' << v << ',' << (it == exact.end() ? 0 : it->second) << '\n';
       }
+      close_checked(f, out_dir + "/heavy_hitters.csv");
     }
     return {{"precision", s.precision},
             {"recall", s.recall},

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/core/topology.h"
 #include "algorithms/join/join_generator.h"
 #include "algorithms/join/join_operators.h"
@@ -145,6 +146,7 @@ class JoinJob final : public Job {
       f << '\n';
       for (std::size_t i = 0; i < s.size(); ++i) f << (i ? "," : "") << s[i].second;
       f << '\n';
+      close_checked(f, out_dir + "/join.csv");
     }
     return s;
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/core/topology.h"
 #include "algorithms/heavy_hitters/evaluation.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
@@ -168,6 +169,7 @@ class HotItemsJob final : public Job {
         const auto it = exact.find(auction);
         f << auction << ',' << estimate << ',' << (it == exact.end() ? 0 : it->second) << '\n';
       }
+      close_checked(f, out_dir + "/hot_items.csv");
     }
     return {{"precision", s.precision},
             {"recall", s.recall},

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/core/topology.h"
 #include "algorithms/heavy_hitters/hh_operators.h"
 #include "algorithms/heavy_hitters/zipf.h"
@@ -125,6 +126,7 @@ class CopyJob final : public Job {
       for (std::size_t i = 0; i < scores.size(); ++i)
         f << (i ? "," : "") << static_cast<std::int64_t>(scores[i].second);
       f << '\n';
+      close_checked(f, out_dir + "/copy.csv");
     }
     return scores;
   }

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "algorithms/heavy_hitters/zipf.h"
 
 namespace afs::text {
@@ -106,10 +107,12 @@ void ensure_synthetic_corpus(const std::string& dir, const SyntheticCorpusParams
     std::ofstream out(path, std::ios::binary);
     const auto text = synthetic_file(p, f);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.close();
-    if (!out) {
+    try {
+      close_checked(out, path.string());
+    } catch (const InputError& e) {
       fs::remove_all(tmp, ec);
-      throw InputError("text.synthetic-dir: cannot write '" + path.string() + "'");
+      throw InputError(std::string("synthetic corpus (text.synthetic-dir, or TMPDIR when it is not given): ") +
+                       e.what());
     }
   }
   fs::rename(tmp, target, ec);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/out_file.h"
 #include "afstream/core/topology.h"
 #include "algorithms/text/corpus.h"
 #include "algorithms/text/matcher.h"
@@ -79,7 +81,17 @@ class TextJob : public Job {
       s.seed = vm["seed"].as<std::uint64_t>();
       validate(s);
       dir_ = vm["text.synthetic-dir"].as<std::string>();
-      if (dir_.empty()) dir_ = (fs::temp_directory_path() / synthetic_corpus_name(s)).string();
+      if (dir_.empty()) {
+        // TMPDIR, or /tmp when it is unset or empty (an empty one is unset, as for mkstemp's callers).
+        const char* tmpdir = std::getenv("TMPDIR");
+        std::error_code ec;
+        const fs::path base = tmpdir == nullptr || *tmpdir == '\0' ? fs::path("/tmp") : fs::path(tmpdir);
+        if (!fs::is_directory(base, ec)) {
+          throw InputError("synthetic corpus: TMPDIR '" + base.string() +
+                           "' is not a directory (set TMPDIR, or give text.synthetic-dir)");
+        }
+        dir_ = (base / synthetic_corpus_name(s)).string();
+      }
       ensure_synthetic_corpus(dir_, s);
     }
     Params p;
@@ -210,7 +222,7 @@ class WordCountJob final : public TextJob {
       std::ofstream f(out_dir + "/wordcount.csv");
       f << "word,count\n";
       for (const auto& [w, c] : rows) f << w << ',' << c << '\n';
-      if (!f) throw InputError("out: cannot write '" + out_dir + "/wordcount.csv'");
+      close_checked(f, out_dir + "/wordcount.csv");
     }
     Scores s = {{"distinct_words", static_cast<double>(truth.words.size())},
                 {"words_wrong", static_cast<double>(wrong)},
@@ -325,7 +337,7 @@ class GrepJob final : public TextJob {
       }
       i = j;
     }
-    if (!f) throw InputError("out: cannot write '" + path + "'");
+    close_checked(f, path);
   }
 
   std::unique_ptr<LineMatcher> matcher_;
