@@ -195,10 +195,6 @@ class LearnJob final : public TrainingDataJob {
             "trace_points",     "converged_items",      "converged_seconds", "tolerance",    "skipped_lines"};
   }
 
-  std::vector<std::pair<std::string, std::string>> unused_options(const po::variables_map& vm) const override {
-    return unused_data_options(vm);
-  }
-
   WrittenInput write_input(const po::variables_map& vm, const std::string& format, std::ostream& out,
                            const std::string& path, const GenProgress& progress) override {
     auto w = TrainingDataJob::write_input(vm, format, out, path, progress);

@@ -65,7 +65,7 @@ WrittenInput write_training_data(const boost::program_options::variables_map& vm
                                  std::ostream& out, const std::string& path, const GenProgress& progress);
 
 // The learn and ps jobs' part of `afstream gen` (Job::check_input, Job::write_input): their generated dataset, through
-// training_data_format and write_training_data.
+// training_data_format and write_training_data; and the data options that the others leave without effect.
 class TrainingDataJob : public Job {
  public:
   bool writes_input() const override { return true; }
@@ -76,6 +76,10 @@ class TrainingDataJob : public Job {
   WrittenInput write_input(const boost::program_options::variables_map& vm, const std::string& format,
                            std::ostream& out, const std::string& path, const GenProgress& progress) override {
     return write_training_data(vm, format, out, path, progress);
+  }
+  std::vector<std::pair<std::string, std::string>> unused_options(
+      const boost::program_options::variables_map& vm) const override {
+    return unused_data_options(vm);
   }
 };
 

@@ -176,10 +176,6 @@ class PsJob final : public TrainingDataJob {
             "worker_clocks",    "server_steps_max",     "skipped_lines"};
   }
 
-  std::vector<std::pair<std::string, std::string>> unused_options(const po::variables_map& vm) const override {
-    return unused_data_options(vm);
-  }
-
  private:
   std::uint64_t items_ = 0, holdout_begin_ = 0, holdout_end_ = 0;
   Consistency consistency_ = Consistency::kBsp;

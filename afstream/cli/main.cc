@@ -834,7 +834,15 @@ int run_registering_worker(int argc, const char* const* argv) {
             << a.epoch << std::endl;
   std::vector<const char*> argv2;
   for (const auto& s : args) argv2.push_back(s.c_str());
-  return run_worker(static_cast<int>(argv2.size()), argv2.data());
+  try {
+    return run_worker(static_cast<int>(argv2.size()), argv2.data());
+  } catch (const std::exception& e) {
+    // An error before the worker process's first report (building the job, binding, its local-state directory)
+    // would leave the controller waiting for that report (process.start-timeout-ms): tell it. One after it, the
+    // worker process has reported already (the controller stops at the first); a replaced incarnation's is ignored.
+    afs::report_failed(r.worker, a.epoch, r.controller, e.what(), r.curve);
+    throw;
+  }
 }
 
 // `worker --worker.restart`: this process supervises; the worker runs in a child started again whenever it dies.

@@ -888,6 +888,13 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       auto& s = im.workers[static_cast<std::size_t>(w)];
       if (s.remote) {
         if (s.finished) continue;
+        if (s.assigned && !s.reported && Clock::now() - s.last_report > im.options.start_timeout) {
+          // As for a local worker: a restart (a supervisor's) would build the job as slowly again, without end.
+          throw RuntimeError("controller: remote worker " + std::to_string(w) + " sent no report within " +
+                             std::to_string(im.options.start_timeout.count()) +
+                             " ms of its registration (it builds the job first, reading any input file; "
+                             "--process.start-timeout-ms)");
+        }
         if (s.assigned && Clock::now() - s.last_report > im.silence_limit(s)) {
           const double silent_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count();
           // Presumed dead; its next incarnation registers. Failed as a kill (the directory says `killed`): if the

@@ -125,6 +125,26 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
                      (bad_reply.empty() ? std::string() : "; its reply did not decode: " + bad_reply));
 }
 
+void report_failed(int worker, std::uint32_t epoch, const std::string& controller, const std::string& error,
+                   const std::optional<net::CurveClient>& curve, std::chrono::milliseconds linger) {
+  try {
+    zmq::context_t zmq(1);
+    zmq::socket_t socket(zmq, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, static_cast<int>(linger.count()));  // closing waits for delivery, this long
+    if (curve) net::make_curve_client(socket, *curve);
+    socket.connect(controller);
+    net::WorkerReportMsg report;
+    report.kind = net::ReportKind::kFailed;
+    report.error = error;
+    net::Encoder encoder;
+    auto frame = encoder.encode_worker_report(static_cast<std::uint32_t>(worker), epoch, report);
+    zmq::message_t m = net::outgoing(frame);
+    (void)socket.send(m, zmq::send_flags::dontwait);
+  } catch (const std::exception&) {
+    // Best effort: the controller then notices the silence as before.
+  }
+}
+
 net::AssignmentMsg await_assignment(int slot, const std::string& controller, const std::string& directory,
                                     std::chrono::milliseconds timeout, const std::optional<net::CurveClient>& curve) {
   using Clock = std::chrono::steady_clock;

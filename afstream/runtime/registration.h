@@ -26,6 +26,15 @@ namespace afs {
 net::AssignmentMsg register_worker(int worker, const std::string& controller, std::chrono::milliseconds timeout,
                                    const std::optional<net::CurveClient>& curve = std::nullopt);
 
+// Tells the controller that incarnation `epoch` of `worker` stops on `error` before its worker process has reported
+// (building the job or the worker failed on this host: an input file missing here, a local-state directory it
+// cannot create): a failed report, with which the controller ends the run, instead of a silence it would wait out
+// (process.start-timeout-ms, then controller.register-timeout-ms). Waits up to `linger` for the report to leave.
+// Never throws (the caller reports the error itself); never prints.
+void report_failed(int worker, std::uint32_t epoch, const std::string& controller, const std::string& error,
+                   const std::optional<net::CurveClient>& curve = std::nullopt,
+                   std::chrono::milliseconds linger = std::chrono::seconds(2));
+
 // A standby (`afstream worker --worker.standby SLOT`, started by a controller with process.standby > 0): a spare
 // process that has parsed the job and built its topology, and waits to take over the next worker that fails, so that
 // a recovery does not wait for a process to start. It tells the controller it is ready (a standby report from

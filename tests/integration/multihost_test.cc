@@ -514,6 +514,24 @@ TEST(MultiHostLoopback, ARemoteWorkersErrorEndsTheRunWithItsMessage) {
       << job.logs();
 }
 
+// A remote worker that stops on an error before its worker process reports (building the job or the worker on its
+// host: here a local-state directory it cannot create) ends the run at once with that error. Before, nothing was
+// sent (the failed report comes from the worker process's report thread, not yet started), and the controller waited
+// for its first report for process.start-timeout-ms (10 minutes), then for a registration.
+TEST(MultiHostLoopback, ARemoteWorkerThatCannotStartEndsTheRunWithItsError) {
+  TempDir t;
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kLongJob));
+  job.start_worker(2, "w2", false);
+  job.start_worker(1, "w1", false, {"--worker.local-state", "/proc/afs-cannot-create-this"});
+  EXPECT_EQ(job.wait_controller(), 2) << job.logs();
+  EXPECT_NE(slurp(job.log("controller"))
+                .find("controller: remote worker 1 stopped on an error: local recovery directory "
+                      "'/proc/afs-cannot-create-this'"),
+            std::string::npos)
+      << job.logs();
+}
+
 // A second process registering as a worker that is still running replaces it: the first learns from the directory
 // that it is no longer the current incarnation and stops with one clear error; the job completes.
 TEST(MultiHostLoopback, SecondProcessRegisteringAsTheSameWorkerReplacesTheFirst) {

@@ -208,7 +208,9 @@ TEST(Registry, AParameterTheKindNeverReadsIsNamed) {
               r.make_operator("another", Params{{"a", "1"}, {"b", "2"}}, {});
             }),
             "operator 'another': unknown parameters 'a', 'b' (it reads: none)");
-  EXPECT_EQ(testing::error_message<ConfigError>([&] { r.make_source("count", Params{{"item", "3"}}, {}); }),
+  EXPECT_EQ(testing::error_message<ConfigError>([&] {
+              r.make_source("count", Params{{"item", "3"}}, {});
+            }),
             "source 'count': unknown parameter 'item' (it reads: items)");
   EXPECT_NE(r.make_operator("fixed", Params{{"tag", "1"}}, {}), nullptr);
   Registry has_only;

@@ -26,7 +26,7 @@ TEST(ForkServer, IsAskedOnlyOnceItSaysItIsReady) {
   afs::ForkServer server;
   // Builds for 0.3 s, says ready, answers one request with a made-up pid, then waits for end of file.
   server.start("/bin/sh", {"-c", "sleep 0.3; echo ready >&3; read request; echo 4242 >&3; cat >/dev/null"});
-  EXPECT_FALSE(server.ready());  // still "building"
+  EXPECT_FALSE(server.ready());                   // still "building"
   EXPECT_EQ(server.fork_worker({1, 2, {}}), -1);  // not asked: nothing written, the server kept
   EXPECT_TRUE(server.running());
   ASSERT_TRUE(ready_within(server, 10s));
