@@ -960,11 +960,20 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         changed = true;
       }
     }
-    if (im.server > 0 && ::waitpid(im.server, nullptr, WNOHANG) == im.server) {
+    if (int status = 0; im.server > 0 && ::waitpid(im.server, &status, WNOHANG) == im.server) {
       im.server = -1;
-      if (!durable) throw RuntimeError("process runtime: the backup server (memory store) exited; backups are lost");
+      // How it ended, for the errors: a signal (SIGXFSZ under a file size limit, SIGKILL from the OOM killer) or
+      // its exit status (its own error is in the log above).
+      const std::string how = WIFSIGNALED(status) ? std::string("killed by ") + ::strsignal(WTERMSIG(status)) +
+                                                        " (signal " + std::to_string(WTERMSIG(status)) + ")"
+                                                  : "exit status " + std::to_string(WEXITSTATUS(status));
+      if (!durable) {
+        throw RuntimeError("process runtime: the backup server (memory store) ended, " + how + "; backups are lost");
+      }
       // Durable: everything it acknowledged is on disk. Workers' RemoteStore calls retry until it is back.
-      if (++im.server_restarts > 20) throw RuntimeError("process runtime: the backup server keeps exiting");
+      if (++im.server_restarts > 20) {
+        throw RuntimeError("process runtime: the backup server keeps ending (the last time " + how + ")");
+      }
       im.start_server(false);
     }
 

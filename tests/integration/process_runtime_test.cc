@@ -612,6 +612,22 @@ TEST(ProcessRuntime, BackupServerKilledMidRunIsRestartedAndTheJobCompletes) {
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 
+// With the memory store a backup server's end loses the backups: the run ends, saying how the server ended (a
+// signal, as a file size limit's SIGXFSZ or the OOM killer's SIGKILL, or its exit status; it said only "exited").
+TEST(ProcessRuntime, AMemoryBackupServersEndIsNamed) {
+  TempDir t;
+  const std::string args =
+      "--job heavy-hitters --items 20000000 --hh.keys 20000 --seed 7 --ft.mode approx --quiet --runtime processes "
+      "--process.store memory";
+  const auto r = run_and_kill(args, {"afstream backup-server"}, std::chrono::milliseconds(400), t.path() / "run.log");
+  ASSERT_TRUE(r.killed) << "the backup server was never seen running: " << slurp(t.path() / "run.log");
+  EXPECT_EQ(r.status, 2) << slurp(t.path() / "run.log");
+  EXPECT_NE(slurp(t.path() / "run.log")
+                .find("the backup server (memory store) ended, killed by Killed (signal 9); backups are lost"),
+            std::string::npos)
+      << slurp(t.path() / "run.log");
+}
+
 // The number in `afstream run`'s line "standby: N spare processes started, K of M failed workers taken over by one":
 // {N, K, M}, or {-1, -1, -1} if the line is missing.
 std::array<int, 3> standby_line(const std::string& output) {
