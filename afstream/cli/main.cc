@@ -1096,6 +1096,13 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // Every process of a run holds a few dozen sockets and files (a source of 13 workers: 51); a soft limit below the
+  // hard one (ulimit -Sn 32) ended in libzmq aborts. The soft limit is raised to the hard one (the processes this one
+  // starts inherit it).
+  if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &files);
+  }
   keep_large_blocks_in_the_heap();
   try {
     if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {

@@ -163,133 +163,143 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   std::atomic<bool> failed{false};  // run() threw: the link thread must not report it finished
   std::string error;                // what it threw, written before failed is set: the link thread reports it
   std::atomic<bool> lost{false};
+  std::atomic<bool> link_failed{false};  // the link thread threw: link_error says what (written before the flag)
+  std::string link_error;
   std::atomic<std::uint32_t> replaced_by{0};  // a newer incarnation of this worker, seen in the directory
   std::vector<std::uint8_t> final_state;      // written by the main thread before done is set
   std::thread link([&] {
-    const auto self = static_cast<std::uint32_t>(options.worker);
-    zmq::socket_t report(zmq, zmq::socket_type::dealer);
-    report.set(zmq::sockopt::routing_id, "w" + std::to_string(options.worker) + "-e" + std::to_string(options.epoch));
-    report.set(zmq::sockopt::linger, 2000);
-    if (auto c = client_of(options.controller, options.controller_key)) net::make_curve_client(report, *c);
-    report.connect(options.controller);
-    zmq::socket_t sub(zmq, zmq::socket_type::sub);
-    sub.set(zmq::sockopt::subscribe, "");
-    sub.set(zmq::sockopt::linger, 0);
-    // The directory is the controller's too (same keypair).
-    if (auto c = client_of(options.directory, options.controller_key)) net::make_curve_client(sub, *c);
-    sub.connect(options.directory);
-    net::Encoder encoder;
-    net::Message msg;
-    auto send = [&](const net::WorkerReportMsg& r) {
-      auto frame = encoder.encode_worker_report(self, options.epoch, r);
-      zmq::message_t m = net::outgoing(frame);
-      (void)report.send(m, zmq::send_flags::dontwait);
-    };
-    // The failure this incarnation recovered from, once it has recovered (replayed, compensated).
-    auto recovery = [&] {
-      net::RecoveryReportMsg m;
-      const auto rec = worker.recovery_complete() ? worker.recovered_from() : std::nullopt;
-      if (rec) {
-        m = {static_cast<std::uint32_t>(rec->failure_count),
-             rec->theta,
-             rec->l,
-             rec->gamma,
-             rec->alpha,
-             rec->restore_ms,
-             rec->recovery_ms,
-             rec->replayed_items,
-             rec->missing_items,
-             true,
-             rec->replay_ms,
-             rec->residual,
-             rec->first_item_ms};
-      }
-      return m;
-    };
-    auto last_heard = Clock::now();
-    auto last_status = Clock::time_point{};
-    bool hello_sent = false;
-    bool recovery_reported = false;
-    for (;;) {
-      zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0}};
-      // Until the hello is out, look often: the worker's restore may end any moment, and its peers wait for it.
-      zmq::poll(items, 1, std::chrono::milliseconds(hello_sent ? 10 : 1));
-      zmq::message_t m;
-      while (sub.recv(m, zmq::recv_flags::dontwait)) {
-        net::received(m);
-        try {
-          net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
-        } catch (const FormatError&) {
-          continue;
+    try {
+      const auto self = static_cast<std::uint32_t>(options.worker);
+      zmq::socket_t report(zmq, zmq::socket_type::dealer);
+      report.set(zmq::sockopt::routing_id, "w" + std::to_string(options.worker) + "-e" + std::to_string(options.epoch));
+      report.set(zmq::sockopt::linger, 2000);
+      if (auto c = client_of(options.controller, options.controller_key)) net::make_curve_client(report, *c);
+      report.connect(options.controller);
+      zmq::socket_t sub(zmq, zmq::socket_type::sub);
+      sub.set(zmq::sockopt::subscribe, "");
+      sub.set(zmq::sockopt::linger, 0);
+      // The directory is the controller's too (same keypair).
+      if (auto c = client_of(options.directory, options.controller_key)) net::make_curve_client(sub, *c);
+      sub.connect(options.directory);
+      net::Encoder encoder;
+      net::Message msg;
+      auto send = [&](const net::WorkerReportMsg& r) {
+        auto frame = encoder.encode_worker_report(self, options.epoch, r);
+        zmq::message_t m = net::outgoing(frame);
+        (void)report.send(m, zmq::send_flags::dontwait);
+      };
+      // The failure this incarnation recovered from, once it has recovered (replayed, compensated).
+      auto recovery = [&] {
+        net::RecoveryReportMsg m;
+        const auto rec = worker.recovery_complete() ? worker.recovered_from() : std::nullopt;
+        if (rec) {
+          m = {static_cast<std::uint32_t>(rec->failure_count),
+               rec->theta,
+               rec->l,
+               rec->gamma,
+               rec->alpha,
+               rec->restore_ms,
+               rec->recovery_ms,
+               rec->replayed_items,
+               rec->missing_items,
+               true,
+               rec->replay_ms,
+               rec->residual,
+               rec->first_item_ms};
         }
-        if (auto* d = std::get_if<net::DirectoryMsg>(&msg.body)) {
-          const auto shown = apply_directory(*d, options.worker, directory);
-          last_heard = Clock::now();
-          if (shown > options.epoch) {
-            if (options.on_killed && killed_by_plan(*d, options.worker, options.epoch)) options.on_killed();
-            replaced_by.store(shown);
-            worker.kill();
-            return;
+        return m;
+      };
+      auto last_heard = Clock::now();
+      auto last_status = Clock::time_point{};
+      bool hello_sent = false;
+      bool recovery_reported = false;
+      for (;;) {
+        zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0}};
+        // Until the hello is out, look often: the worker's restore may end any moment, and its peers wait for it.
+        zmq::poll(items, 1, std::chrono::milliseconds(hello_sent ? 10 : 1));
+        zmq::message_t m;
+        while (sub.recv(m, zmq::recv_flags::dontwait)) {
+          net::received(m);
+          try {
+            net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
+          } catch (const FormatError&) {
+            continue;
+          }
+          if (auto* d = std::get_if<net::DirectoryMsg>(&msg.body)) {
+            const auto shown = apply_directory(*d, options.worker, directory);
+            last_heard = Clock::now();
+            if (shown > options.epoch) {
+              if (options.on_killed && killed_by_plan(*d, options.worker, options.epoch)) options.on_killed();
+              replaced_by.store(shown);
+              worker.kill();
+              return;
+            }
           }
         }
-      }
-      const auto now = Clock::now();
-      const auto offset = progress[static_cast<std::size_t>(options.worker)].load();
-      if (gate) {
-        ctx.counters[static_cast<std::size_t>(options.worker)]->unauthorized_connections = gate->unauthorized();
-        if (options.on_refused) {
-          for (const auto& r : gate->new_refusals()) options.on_refused(r);
+        const auto now = Clock::now();
+        const auto offset = progress[static_cast<std::size_t>(options.worker)].load();
+        if (gate) {
+          ctx.counters[static_cast<std::size_t>(options.worker)]->unauthorized_connections = gate->unauthorized();
+          if (options.on_refused) {
+            for (const auto& r : gate->new_refusals()) options.on_refused(r);
+          }
         }
-      }
-      if (!hello_sent && directory.up(options.worker)) {
-        net::WorkerReportMsg hello;
-        hello.kind = net::ReportKind::kHello;
-        hello.recovery.failure_count = static_cast<std::uint32_t>(options.failures.size());
-        hello.recovery.recovered_ms = std::chrono::duration<double, std::milli>(now - started).count();
-        hello.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
-        const auto bound = directory.endpoints(options.worker);
-        hello.data_endpoint = bound.data;
-        hello.ack_endpoint = bound.acks;
-        hello.curve_key = bound.key;
-        send(hello);
-        hello_sent = true;
-      }
-      if (done.load()) {
-        if (failed.load()) {
-          // An error is not the end of its stream: it exits non-zero. A remote worker's exit is not seen by the
-          // controller, nor its error, printed on its own host: the report carries it (linger delivers it).
-          net::WorkerReportMsg f;
-          f.kind = net::ReportKind::kFailed;
-          f.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
-          f.error = error;
-          send(f);
+        if (!hello_sent && directory.up(options.worker)) {
+          net::WorkerReportMsg hello;
+          hello.kind = net::ReportKind::kHello;
+          hello.recovery.failure_count = static_cast<std::uint32_t>(options.failures.size());
+          hello.recovery.recovered_ms = std::chrono::duration<double, std::milli>(now - started).count();
+          hello.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+          const auto bound = directory.endpoints(options.worker);
+          hello.data_endpoint = bound.data;
+          hello.ack_endpoint = bound.acks;
+          hello.curve_key = bound.key;
+          send(hello);
+          hello_sent = true;
+        }
+        if (done.load()) {
+          if (failed.load()) {
+            // An error is not the end of its stream: it exits non-zero. A remote worker's exit is not seen by the
+            // controller, nor its error, printed on its own host: the report carries it (linger delivers it).
+            net::WorkerReportMsg f;
+            f.kind = net::ReportKind::kFailed;
+            f.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+            f.error = error;
+            send(f);
+            return;
+          }
+          net::WorkerReportMsg fin;
+          fin.kind = net::ReportKind::kFinished;
+          fin.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+          fin.final_state = final_state;
+          fin.recovery = recovery();
+          send(fin);
+          return;  // linger delivers it
+        }
+        // A status at once when the recovery completes, not at the next heartbeat: on a short run the next failure
+        // may come first, and the controller would record this one without its details.
+        const bool recovery_news = !recovery_reported && worker.recovery_complete();
+        if (recovery_news) recovery_reported = true;
+        if (recovery_news || now - last_status >= options.heartbeat) {
+          net::WorkerReportMsg st;
+          st.kind = net::ReportKind::kStatus;
+          st.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
+          st.recovery = recovery();
+          send(st);
+          last_status = now;
+        }
+        if (now - last_heard > options.controller_timeout) {
+          lost.store(true);
+          worker.kill();
           return;
         }
-        net::WorkerReportMsg fin;
-        fin.kind = net::ReportKind::kFinished;
-        fin.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
-        fin.final_state = final_state;
-        fin.recovery = recovery();
-        send(fin);
-        return;  // linger delivers it
       }
-      // A status at once when the recovery completes, not at the next heartbeat: on a short run the next failure
-      // may come first, and the controller would record this one without its details.
-      const bool recovery_news = !recovery_reported && worker.recovery_complete();
-      if (recovery_news) recovery_reported = true;
-      if (recovery_news || now - last_status >= options.heartbeat) {
-        net::WorkerReportMsg st;
-        st.kind = net::ReportKind::kStatus;
-        st.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);
-        st.recovery = recovery();
-        send(st);
-        last_status = now;
-      }
-      if (now - last_heard > options.controller_timeout) {
-        lost.store(true);
-        worker.kill();
-        return;
-      }
+    } catch (const std::exception& e) {
+      // Its sockets could not be made or used (too few file descriptors: a ZeroMQ error): the worker stops with
+      // that error, not std::terminate and a core dump that the controller took for a crash of the input.
+      link_error = e.what();
+      link_failed.store(true);
+      worker.kill();
     }
   });
 
@@ -320,8 +330,9 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   }
   // Checkpoint mode: the worker crashed on purpose to roll back with its peers (a peer restarted in a newer round).
   // It dies as a killed process would, and the controller restarts it like any failed worker.
-  if (worker.crashed() && !lost.load() && replaced_by.load() == 0) ::kill(::getpid(), SIGKILL);
-  if (!lost.load() && replaced_by.load() == 0 && worker.op() && topology.outputs_of(options.worker).empty()) {
+  if (worker.crashed() && !lost.load() && !link_failed.load() && replaced_by.load() == 0) ::kill(::getpid(), SIGKILL);
+  if (!lost.load() && !link_failed.load() && replaced_by.load() == 0 && worker.op() &&
+      topology.outputs_of(options.worker).empty()) {
     ByteWriter w;
     worker.op()->snapshot_full(w);
     const auto& stage = topology.stages()[topology.workers()[options.worker].stage];
@@ -329,6 +340,10 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   }
   done.store(true);
   link.join();
+  if (link_failed.load()) {
+    throw RuntimeError("worker " + std::to_string(options.worker) +
+                       ": its link to the controller failed: " + link_error);
+  }
   if (replaced_by.load() != 0) throw replaced();
   if (lost.load()) {
     throw RuntimeError("worker " + std::to_string(options.worker) + ": controller at " + options.controller +

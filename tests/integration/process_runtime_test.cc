@@ -612,6 +612,21 @@ TEST(ProcessRuntime, BackupServerKilledMidRunIsRestartedAndTheJobCompletes) {
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 
+// A soft limit on open files below the hard one (ulimit -Sn 32) ended a 13-worker run in libzmq aborts ("Too many
+// open files", a core dump, no afstream line); afstream raises the soft limit to the hard one at its start, for the
+// processes it starts too.
+TEST(ProcessRuntime, ALowSoftLimitOnOpenFilesIsRaisedToTheHardOne) {
+  TempDir t;
+  const std::string cmd = "bash -c 'ulimit -Sn 32 && timeout " + std::to_string(scaled_seconds(120)) + " " +
+                          std::string(AFS_BINARY) +
+                          " run --job heavy-hitters --items 400000 --hh.keys 20000 --hh.parallelism 8 "
+                          "--hh.sources 4 --quiet --runtime processes --out " +
+                          (t.path() / "out").string() + "' >" + (t.path() / "run.log").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << slurp(t.path() / "run.log");
+  EXPECT_EQ(summary(t.path() / "out").at("recall"), "1");
+}
+
 // With the memory store a backup server's end loses the backups: the run ends, saying how the server ended (a
 // signal, as a file size limit's SIGXFSZ or the OOM killer's SIGKILL, or its exit status; it said only "exited").
 TEST(ProcessRuntime, AMemoryBackupServersEndIsNamed) {
