@@ -198,12 +198,6 @@ struct ProcessCluster::Impl {
     started(w, spawn(options.program, worker_process_args(own)));
   }
 
-  // How long a worker may be silent before it is presumed dead: the heartbeat timeout once its current incarnation
-  // has reported, the start timeout before (it loads the program and builds the job, which may read a large input).
-  std::chrono::milliseconds silence_limit(const WorkerState& s) const {
-    return s.reported ? options.heartbeat_timeout : options.start_timeout;
-  }
-
   // Local worker w's next incarnation runs as process `pid` (started, forked, or a spare's): awaited from now.
   void started(int w, pid_t pid) {
     auto& s = workers[static_cast<std::size_t>(w)];
@@ -895,7 +889,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
                              " ms of its registration (it builds the job first, reading any input file; "
                              "--process.start-timeout-ms)");
         }
-        if (s.assigned && Clock::now() - s.last_report > im.silence_limit(s)) {
+        if (s.assigned && s.reported && Clock::now() - s.last_report > im.options.heartbeat_timeout) {
           const double silent_ms = std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count();
           // Presumed dead; its next incarnation registers. Failed as a kill (the directory says `killed`): if the
           // incarnation was only stalled or cut off and comes back, it raises SIGKILL on itself, so that its

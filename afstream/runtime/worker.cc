@@ -172,7 +172,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     op_waits_ = op_->waits_for_feedback();
     // beta() 0: process() never emits (a learner, a sink: they emit at finish, which waits for the numbering).
     silent_process_ = op_->beta() == 0 && !op_waits_;
-    stateless_op_ = dynamic_cast<const StatelessOperator*>(op_.get()) != nullptr;
+    stateless_op_ = op_->alpha() == 0;  // no item moves its state (StatelessOperator)
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
   if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_.get());
@@ -234,7 +234,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   // its input positions; without it a restart took everything since its start again (a relay in the copy job on
   // threads: 5 failures, 5 million duplicates, 17-43 s instead of 1). Its backups are empty: every
   // ft.exact-state-every items.
-  if (inputs_replayable_ && replay_items_max_ == 0 && op_ && op_->alpha() == 0) {
+  if (inputs_replayable_ && replay_items_max_ == 0 && stateless_op_) {
     replay_items_max_ = ctx_.config.exact_state_every;
   }
   // Behind replayable sources with a remote store, the cost rule always chooses when to back up (at 1% unless set):
@@ -738,7 +738,7 @@ void Worker::continue_output_numbering() {
     return;
   } else if (loss_l_.back() == 0 && loss_theta_.back() == 0 && exact_replay) {
     return;  // the crashed incarnation logged every item: likewise
-  } else if (inputs_replayable_ && exact_replay && op_->alpha() == 0) {
+  } else if (inputs_replayable_ && exact_replay && stateless_op_) {
     // Behind replayable sources, which send again everything after the restored backup's positions (Proposition
     // S), a state that no item moves (alpha 0: a stateless operator) is restored exactly as it was at those
     // positions and nothing compensates it: the same items give the same outputs. Numbered anew, every output since

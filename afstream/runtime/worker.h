@@ -476,8 +476,9 @@ class Worker {
   std::uint64_t unchecked_items_ = 0;  // items that may skip the Theta check (after_update: alpha bounds their drift)
   bool op_waits_ = false;              // op_->waits_for_feedback(): ready() is consulted
   bool silent_process_ = false;        // process() never emits (beta() 0, no feedback): runs before the numbering
-  // A StatelessOperator: nothing to back up, so in ack mode its acknowledgements go out as soon as it has processed
-  // the items (held for a state backup every ft.ack-state-every items, a tokenizer of 600 chunks never sent them).
+  // alpha 0, a StatelessOperator: nothing to back up, so in ack mode its acknowledgements go out as soon as it has
+  // processed the items, and behind replayable sources it backs up its positions every ft.exact-state-every items (held
+  // for a state backup every ft.ack-state-every items, a tokenizer of 600 chunks never sent them).
   bool stateless_op_ = false;
   bool alpha_bounds_drift_ = false;  // op_->divergence_bounded_by_alpha() with a positive alpha
   // op_->alpha() as last read (refresh_alpha). Constant unless alpha_may_shrink_: then read again every few thousand
