@@ -787,11 +787,10 @@ void ModelMerge::restore_full(ByteReader& in) {
 void ModelMerge::apply_delta(ByteReader& in) {
   check_merge_header(in);
   auto wd = weights_.read_delta(in);  // checked first, applied without copying the weights
-  auto f = fields_;
-  f.apply_delta(in);
+  const auto fd = fields_.read_delta(in);
   in.expect_end("model-merge delta");
   weights_.apply_delta(std::move(wd));
-  fields_ = std::move(f);
+  fields_.apply_delta(fd);
 }
 
 double ModelMerge::distance(const Operator& other) const {

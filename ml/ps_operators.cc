@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "afstream/core/errors.h"
@@ -275,14 +276,9 @@ void PsWorkerOperator::read_into(ByteReader& in, bool full) {
   if (clock < 0 || in_batch >= config_.batch || correct > count) {
     throw FormatError("ps-worker: inconsistent counters in the state");
   }
-  TrackedVector acc = acc_, cache = cache_;
-  if (full) {
-    acc.read_full(in);
-    cache.read_full(in);
-  } else {
-    acc.apply_delta(in);
-    cache.apply_delta(in);
-  }
+  // Read and checked here, applied in place below (no copy of the vectors per delta of a chain).
+  auto acc = full ? acc_.read_full_values(in) : acc_.read_delta(in);
+  auto cache = full ? cache_.read_full_values(in) : cache_.read_delta(in);
   in.expect_end(full ? "ps-worker snapshot" : "ps-worker delta");
   clock_ = clock;
   in_batch_ = in_batch;
@@ -291,8 +287,8 @@ void PsWorkerOperator::read_into(ByteReader& in, bool full) {
   loss_sum_ = loss_sum;
   max_staleness_ = max_staleness;
   shard_clock_ = std::move(shard_clock);
-  acc_ = std::move(acc);
-  cache_ = std::move(cache);
+  acc_.apply_delta(std::move(acc));
+  cache_.apply_delta(std::move(cache));
   last_tick_ns_ = 0;  // restored: if blocked, ask the shards for their clocks and weights at once (on_blocked)
   touched_.clear();
   const auto& a = acc_.values();
@@ -521,16 +517,17 @@ void PsServerOperator::read_into(ByteReader& in, bool full) {
     throw FormatError("ps-server: " + std::to_string(clocks.size()) + " worker clocks (expected " +
                       std::to_string(worker_clock_.size()) + ") or a malformed list of complete groups");
   }
-  TrackedVector w = weights_, q = sum_sq_;
-  auto b = buffer_;
+  // Read and checked here, applied in place below (no copy of the weights per delta of a chain); a full snapshot's
+  // buffer is read into a copy, once per restore.
+  auto w = full ? weights_.read_full_values(in) : weights_.read_delta(in);
+  auto q = full ? sum_sq_.read_full_values(in) : sum_sq_.read_delta(in);
+  std::optional<TrackedMap<double>> b_full;
+  TrackedMap<double>::Delta b;
   if (full) {
-    w.read_full(in);
-    q.read_full(in);
-    b.read_full(in);
+    b_full = buffer_;
+    b_full->read_full(in);
   } else {
-    w.apply_delta(in);
-    q.apply_delta(in);
-    b.apply_delta(in);
+    b = buffer_.read_delta(in);
   }
   in.expect_end(full ? "ps-server snapshot" : "ps-server delta");
   opt_.t = t;
@@ -541,10 +538,14 @@ void PsServerOperator::read_into(ByteReader& in, bool full) {
   for (std::size_t k = 0; k < complete.size(); k += 2) {
     complete_.insert({complete[k], static_cast<std::uint32_t>(complete[k + 1])});
   }
-  weights_ = std::move(w);
-  sum_sq_ = std::move(q);
+  weights_.apply_delta(std::move(w));
+  sum_sq_.apply_delta(std::move(q));
   if (sum_sq_.size() > 0) opt_.sum_sq = sum_sq_.values();
-  buffer_ = std::move(b);
+  if (b_full) {
+    buffer_ = std::move(*b_full);
+  } else {
+    buffer_.apply_delta(b);
+  }
   rebuild_groups();
   // Feedback after a restore: the whole shard (the workers' caches may be ahead of the restored weights).
   changed_.clear();
@@ -633,11 +634,10 @@ void PsMerge::restore_full(ByteReader& in) {
 void PsMerge::apply_delta(ByteReader& in) {
   check_header(in, kMergeTag, "ps-merge");
   auto wd = weights_.read_delta(in);  // checked first, applied without copying the weights
-  auto f = fields_;
-  f.apply_delta(in);
+  const auto fd = fields_.read_delta(in);
   in.expect_end("ps-merge delta");
   weights_.apply_delta(std::move(wd));
-  fields_ = std::move(f);
+  fields_.apply_delta(fd);
 }
 
 double PsMerge::distance(const Operator& other) const {

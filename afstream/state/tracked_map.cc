@@ -190,47 +190,59 @@ void TrackedMap<V>::read_full(ByteReader& r) {
 }
 
 template <typename V>
-void TrackedMap<V>::apply_delta(ByteReader& r) {
+typename TrackedMap<V>::Delta TrackedMap<V>::read_delta(ByteReader& r) const {
   const std::uint16_t t = tag() | detail::kTagDelta;
   const std::string what = detail::container_tag_name(t);
-  const std::uint64_t n = detail::read_container_header(r, t);
-  const std::vector<std::uint64_t> keys = r.get_array<std::uint64_t>((what + " keys").c_str());
-  const std::vector<V> values = r.get_array<V>((what + " values").c_str());
-  const std::vector<std::uint64_t> erased = r.get_array<std::uint64_t>((what + " erased keys").c_str());
-  if (keys.size() != values.size()) {
-    throw FormatError(what + ": " + std::to_string(keys.size()) + " keys but " + std::to_string(values.size()) +
+  Delta d;
+  d.keys_after = detail::read_container_header(r, t);
+  d.keys = r.get_array<std::uint64_t>((what + " keys").c_str());
+  d.values = r.get_array<V>((what + " values").c_str());
+  d.erased = r.get_array<std::uint64_t>((what + " erased keys").c_str());
+  if (d.keys.size() != d.values.size()) {
+    throw FormatError(what + ": " + std::to_string(d.keys.size()) + " keys but " + std::to_string(d.values.size()) +
                       " values");
   }
-  std::vector<std::uint64_t> all(keys);
-  all.insert(all.end(), erased.begin(), erased.end());
+  std::vector<std::uint64_t> all(d.keys);
+  all.insert(all.end(), d.erased.begin(), d.erased.end());
   std::sort(all.begin(), all.end());
   const auto dup = std::adjacent_find(all.begin(), all.end());
   if (dup != all.end()) throw FormatError(what + ": key " + std::to_string(*dup) + " appears twice");
   std::size_t after = live_;
-  for (const std::uint64_t k : keys) after += contains(k) ? 0 : 1;
-  for (const std::uint64_t k : erased) after -= contains(k) ? 1 : 0;
-  if (after != n) {
-    throw FormatError(what + ": the writer had " + std::to_string(n) + " keys after this delta but applying it here " +
-                      "would give " + std::to_string(after) + " (delta applied to the wrong base state)");
+  for (const std::uint64_t k : d.keys) after += contains(k) ? 0 : 1;
+  for (const std::uint64_t k : d.erased) after -= contains(k) ? 1 : 0;
+  if (after != d.keys_after) {
+    throw FormatError(what + ": the writer had " + std::to_string(d.keys_after) +
+                      " keys after this delta but applying it here " + "would give " + std::to_string(after) +
+                      " (delta applied to the wrong base state)");
   }
-  // Validated: now mutate. Dropping the local change records first leaves no tombstones in the table.
+  return d;
+}
+
+template <typename V>
+void TrackedMap<V>::apply_delta(const Delta& d) {
+  // Validated by read_delta: now mutate. Dropping the local change records first leaves no tombstones in the table.
   mark_backed_up();
-  if (after > live_) reserve(after);
-  for (std::size_t k = 0; k < keys.size(); ++k) {
-    Slot& s = find_or_insert(keys[k]);
+  if (d.keys_after > live_) reserve(d.keys_after);
+  for (std::size_t k = 0; k < d.keys.size(); ++k) {
+    Slot& s = find_or_insert(d.keys[k]);
     if (s.state != kLive) {
       s.state = kLive;
       ++live_;
     }
-    s.value = values[k];
+    s.value = d.values[k];
   }
-  for (const std::uint64_t k : erased) {
+  for (const std::uint64_t k : d.erased) {
     const std::size_t i = probe(k);
     if (slots_[i].state == kLive) {
       remove_at(i);
       --live_;
     }
   }
+}
+
+template <typename V>
+void TrackedMap<V>::apply_delta(ByteReader& r) {
+  apply_delta(read_delta(r));
 }
 
 template <typename V>

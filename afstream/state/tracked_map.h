@@ -152,6 +152,18 @@ class TrackedMap {
   // the one recorded by the writer, which catches a delta applied to the wrong base state. Afterwards the map
   // counts as backed up.
   void apply_delta(ByteReader& r);
+  // apply_delta in two steps, for an operator that restores several containers all or nothing without copying
+  // them (a copy per delta made a recovery's chain of deltas O(chain * state)): read_delta reads and checks a
+  // write_delta payload against this map (FormatError on bad input, the map unchanged), and apply_delta(const
+  // Delta&) applies it to the same, unchanged map (it cannot fail) in O(keys in the delta).
+  struct Delta {
+    std::uint64_t keys_after = 0;
+    std::vector<std::uint64_t> keys;
+    std::vector<V> values;
+    std::vector<std::uint64_t> erased;
+  };
+  Delta read_delta(ByteReader& r) const;
+  void apply_delta(const Delta& d);
 
   // Brute-force distance to another map in metric() over the union of keys (absent = 0); for NewKeys, the number of
   // keys present here and absent in other. O(size() + other.size()).

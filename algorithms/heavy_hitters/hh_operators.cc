@@ -243,14 +243,12 @@ void CountMinHeavyHitters::restore_full(ByteReader& in) {
 // checked first and applied only once the rest has been.
 void CountMinHeavyHitters::apply_delta(ByteReader& in) {
   const auto c = counters_.read_delta(in);
-  auto k = candidates_;
-  auto m = compensation_;
-  k.apply_delta(in);
-  m.apply_delta(in);
+  const auto k = candidates_.read_delta(in);
+  const auto m = compensation_.read_delta(in);
   in.expect_end("count-min-hh delta");
   counters_.apply_delta(c);
-  candidates_ = std::move(k);
-  compensation_ = std::move(m);
+  candidates_.apply_delta(k);
+  compensation_.apply_delta(m);
   reported_since_backup_ = false;
 }
 
@@ -300,10 +298,9 @@ void HeavyHitterMerge::restore_full(ByteReader& in) {
 }
 
 void HeavyHitterMerge::apply_delta(ByteReader& in) {
-  auto m = estimates_;
-  m.apply_delta(in);
+  const auto d = estimates_.read_delta(in);  // checked first, applied without copying the map
   in.expect_end("hh-merge delta");
-  estimates_ = std::move(m);
+  estimates_.apply_delta(d);
 }
 
 double HeavyHitterMerge::distance(const Operator& other) const {

@@ -120,19 +120,18 @@ void RippleJoinOperator::restore_full(ByteReader& in) {
 }
 
 void RippleJoinOperator::apply_delta(ByteReader& in) {
-  auto a = r_count_, b = s_count_, s = r_sum_, q = r_sumsq_;
-  auto l = ledger_;
-  a.apply_delta(in);
-  b.apply_delta(in);
-  s.apply_delta(in);
-  q.apply_delta(in);
-  l.apply_delta(in);
+  // Every part is read and checked before any changes, and applied in place (no copy of the maps per delta).
+  const auto a = r_count_.read_delta(in);
+  const auto b = s_count_.read_delta(in);
+  const auto s = r_sum_.read_delta(in);
+  const auto q = r_sumsq_.read_delta(in);
+  const auto l = ledger_.read_delta(in);
   in.expect_end("ripple-join delta");
-  r_count_ = std::move(a);
-  s_count_ = std::move(b);
-  r_sum_ = std::move(s);
-  r_sumsq_ = std::move(q);
-  ledger_ = std::move(l);
+  r_count_.apply_delta(a);
+  s_count_.apply_delta(b);
+  r_sum_.apply_delta(s);
+  r_sumsq_.apply_delta(q);
+  ledger_.apply_delta(l);
 }
 
 // Theorem 3 (proofs/theorem3-ripple-join.md, Lemma J1): failure j loses at most theta_j sampled tuples that were not
@@ -194,10 +193,9 @@ void JoinMerge::restore_full(ByteReader& in) {
 }
 
 void JoinMerge::apply_delta(ByteReader& in) {
-  auto m = fields_;
-  m.apply_delta(in);
+  const auto d = fields_.read_delta(in);  // checked first, applied without copying the map
   in.expect_end("join-merge delta");
-  fields_ = std::move(m);
+  fields_.apply_delta(d);
 }
 
 double JoinMerge::distance(const Operator& other) const {

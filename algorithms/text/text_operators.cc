@@ -119,10 +119,9 @@ void TrackedMapOperator::restore_full(ByteReader& in) {
 }
 
 void TrackedMapOperator::apply_delta(ByteReader& in) {
-  auto m = map_;
-  m.apply_delta(in);
+  const auto d = map_.read_delta(in);  // checked first, applied without copying the map
   in.expect_end(name_);
-  map_ = std::move(m);
+  map_.apply_delta(d);
 }
 
 double TrackedMapOperator::distance(const Operator& other) const {

@@ -379,6 +379,57 @@ TYPED_TEST(TrackedMapTest, CorruptDeltaLeavesMapUnchanged) {
   expect_rejected(target, full_bytes(writer), apply);                                     // full is not a delta
 }
 
+// read_delta only reads: the map is unchanged (contents, divergence) until apply_delta(const Delta&), which then
+// gives what apply_delta(ByteReader&) gives, inserts and erasures alike; and a restore that reads both of two maps'
+// deltas before applying either (an operator's all-or-nothing restore without copies) works.
+TYPED_TEST(TrackedMapTest, ReadDeltaThenApplyEqualsApplyDelta) {
+  using V = TypeParam;
+  std::mt19937_64 rng(37);
+  TrackedMap<V> writer(Metric::L1), other_writer(Metric::MaxAbs);
+  for (int k = 0; k < 500; ++k) {
+    random_update<V>(writer, nullptr, rng, false);
+    random_update<V>(other_writer, nullptr, rng, false);
+  }
+  writer.mark_backed_up();
+  other_writer.mark_backed_up();
+  const TrackedMap<V> base = writer, other_base = other_writer;
+  for (int k = 0; k < 300; ++k) {
+    random_update<V>(writer, nullptr, rng, false);
+    random_update<V>(other_writer, nullptr, rng, false);
+  }
+  for (const auto& [key, value] : contents(base)) {
+    if (key % 5 == 0) writer.erase(key);
+  }
+  const auto bytes = delta_bytes(writer);
+  const auto other_bytes = delta_bytes(other_writer);
+
+  TrackedMap<V> one_step = base;
+  ByteReader r1(bytes);
+  one_step.apply_delta(r1);
+
+  TrackedMap<V> two_steps = base;
+  TrackedMap<V> other = other_base;
+  const double divergence_before = two_steps.divergence();
+  const auto contents_before = contents(two_steps);
+  std::vector<std::uint8_t> payload = bytes;
+  payload.insert(payload.end(), other_bytes.begin(), other_bytes.end());
+  ByteReader r2(payload);
+  const auto d = two_steps.read_delta(r2);
+  const auto od = other.read_delta(r2);
+  r2.expect_end("both deltas");
+  EXPECT_EQ(contents(two_steps), contents_before);  // nothing applied yet
+  EXPECT_EQ(two_steps.divergence(), divergence_before);
+  two_steps.apply_delta(d);
+  other.apply_delta(od);
+
+  EXPECT_EQ(contents(one_step), contents(writer));
+  EXPECT_EQ(contents(two_steps), contents(writer));
+  EXPECT_EQ(contents(other), contents(other_writer));
+  EXPECT_EQ(two_steps.divergence(), 0.0);  // counts as backed up
+  EXPECT_EQ(two_steps.dirty_count(), 0u);
+  EXPECT_EQ(two_steps.distance(writer), 0.0);
+}
+
 TYPED_TEST(TrackedMapTest, CorruptFullLeavesMapUnchanged) {
   using V = TypeParam;
   std::mt19937_64 rng(31);

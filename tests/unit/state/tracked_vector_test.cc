@@ -376,8 +376,6 @@ TEST(TrackedVector, CorruptDeltaLeavesVectorUnchanged) {
   expect_rejected(target, w.take(), apply);
 }
 
-// read_delta only reads: the vector is unchanged until apply_delta(Delta&&), which then gives what
-// apply_delta(ByteReader&) gives, for a sparse and for a full-copy delta.
 // Deltas with more changed entries than a bitmap of all of them would take bits (a learner's sparse steps between
 // backups): written as a bitmap and the values in index order, restored exactly; a truncated or inconsistent one is
 // rejected with the vector unchanged.
@@ -425,6 +423,8 @@ TEST(TrackedVector, BitmapDeltaRoundTripsAndRejectsCorruption) {
   EXPECT_EQ(ok.get(1), 1.0);
 }
 
+// read_delta only reads: the vector is unchanged until apply_delta(Delta&&), which then gives what
+// apply_delta(ByteReader&) gives, for a sparse and for a full-copy delta.
 TEST(TrackedVector, ReadDeltaThenApplyEqualsApplyDelta) {
   std::mt19937_64 rng(8);
   TrackedVector base(5000);
