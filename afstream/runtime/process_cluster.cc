@@ -4,12 +4,14 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/statvfs.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +67,30 @@ std::string bind_socket(zmq::socket_t& socket, const std::string& endpoint, cons
     throw RuntimeError(std::string("controller: cannot bind its ") + what + " socket on " + endpoint + ": " + e.what());
   }
   return socket.get(zmq::sockopt::last_endpoint);
+}
+
+// The run's own directory (its ipc:// sockets, the durable store, the store's endpoint file), under TMPDIR when set
+// (as mkdtemp(1)), else /tmp. A socket's path has room for sizeof(sun_path) - 1 bytes (107 on Linux), so TMPDIR must
+// leave room for the longest socket name of a job with `workers` workers.
+std::string make_run_directory(int workers) {
+  const char* env = std::getenv("TMPDIR");
+  std::string base = env != nullptr && *env != '\0' ? env : "/tmp";
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  std::string path = base + (base == "/" ? "" : "/") + "afs-XXXXXX";
+  const std::size_t longest_socket =
+      path.size() + std::string("/w-e4294967295-acks").size() + std::to_string(std::max(workers - 1, 0)).size();
+  constexpr std::size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+  if (longest_socket > kMaxSocketPath) {
+    throw ConfigError("TMPDIR=" + base + ": too long for the process runtime's local sockets, which live under it (" +
+                      std::to_string(longest_socket) + " bytes for the longest, at most " +
+                      std::to_string(kMaxSocketPath) + "); set a TMPDIR at most " +
+                      std::to_string(base.size() - (longest_socket - kMaxSocketPath)) + " bytes long");
+  }
+  if (::mkdtemp(path.data()) == nullptr) {
+    throw RuntimeError("cannot create the run's directory in " + base + (env != nullptr ? " (TMPDIR)" : "") + ": " +
+                       std::strerror(errno));
+  }
+  return path;
 }
 
 }  // namespace
@@ -658,10 +684,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     im.workers[static_cast<std::size_t>(w)].remote = true;
   }
 
-  char tmpl[] = "/tmp/afs-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr)
-    throw RuntimeError(std::string("cannot create a directory in /tmp: ") + std::strerror(errno));
-  im.dir = tmpl;
+  im.dir = make_run_directory(n);
   if (im.options.local_recovery) {
     // On tmpfs when there is one with room to spare (the copies are memory there: up to five times each worker's
     // state; a container's default /dev/shm is 64 MB): the copies are for failures of processes, and stay off the

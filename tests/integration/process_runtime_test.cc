@@ -627,6 +627,40 @@ TEST(ProcessRuntime, ALowSoftLimitOnOpenFilesIsRaisedToTheHardOne) {
   EXPECT_EQ(summary(t.path() / "out").at("recall"), "1");
 }
 
+// The run's directory (sockets, durable store) is made under TMPDIR, as mkdtemp(1) does (it was always /tmp, which
+// filled a small /tmp with a durable store's backups): a TMPDIR that does not exist is named in the error, one too
+// long for a socket path is refused with the length that fits, and a run under a good one leaves nothing there.
+TEST(ProcessRuntime, TheRunsDirectoryIsUnderTmpdir) {
+  TempDir t;
+  const auto run = [&](const std::string& tmpdir, const std::string& name) {
+    const std::string cmd = "TMPDIR='" + tmpdir + "' timeout " + std::to_string(scaled_seconds(120)) + " " +
+                            std::string(AFS_BINARY) +
+                            " run --job heavy-hitters --items 100000 --hh.keys 2000 --quiet --runtime processes "
+                            "--ft.mode approx --out " +
+                            (t.path() / name).string() + " >" + (t.path() / (name + ".log")).string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  const auto good = t.path() / "tmp";
+  std::filesystem::create_directories(good);
+  ASSERT_EQ(run(good.string(), "good"), 0) << slurp(t.path() / "good.log");
+  EXPECT_EQ(summary(t.path() / "good").at("recall"), "1");
+  EXPECT_TRUE(std::filesystem::is_empty(good));
+
+  const auto missing = (t.path() / "no-such-dir").string();
+  EXPECT_NE(run(missing, "missing"), 0);
+  EXPECT_NE(slurp(t.path() / "missing.log").find("cannot create the run's directory in " + missing + " (TMPDIR)"),
+            std::string::npos)
+      << slurp(t.path() / "missing.log");
+
+  const std::string long_dir = (good / std::string(100, 'd')).string();
+  EXPECT_EQ(run(long_dir, "long"), 2);
+  EXPECT_NE(
+      slurp(t.path() / "long.log").find("TMPDIR=" + long_dir + ": too long for the process runtime's local sockets"),
+      std::string::npos)
+      << slurp(t.path() / "long.log");
+}
+
 // With the memory store a backup server's end loses the backups: the run ends, saying how the server ended (a
 // signal, as a file size limit's SIGXFSZ or the OOM killer's SIGKILL, or its exit status; it said only "exited").
 TEST(ProcessRuntime, AMemoryBackupServersEndIsNamed) {
