@@ -1084,6 +1084,25 @@ void keep_large_blocks_in_the_heap() {
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
+// What to look at when an error comes from a limit of this process (ZeroMQ, RocksDB and fork say only "Too many open
+// files" or "Resource temporarily unavailable").
+std::string limit_hint(const std::string& what) {
+  const auto limit = [](int resource) {
+    rlimit l{};
+    if (::getrlimit(resource, &l) != 0 || l.rlim_cur == RLIM_INFINITY) return std::string("unlimited");
+    return std::to_string(l.rlim_cur);
+  };
+  if (what.find("Too many open files") != std::string::npos) {
+    return " (this process may open " + limit(RLIMIT_NOFILE) +
+           " files: ulimit -n; each process of a run holds a few per worker it talks to)";
+  }
+  if (what.find("fork: Resource temporarily unavailable") != std::string::npos) {
+    return " (this user may run " + limit(RLIMIT_NPROC) +
+           " processes: ulimit -u; a run on processes starts one per worker, a backup server and a fork server)";
+  }
+  return "";
+}
+
 int main(int argc, char** argv) {
   // A standard descriptor closed by the caller (2>&-) would be the next file opened: metrics.jsonl got the progress
   // lines, and the processes started (which inherit 0-2) wrote into ZeroMQ's eventfds or RocksDB's LOG. /dev/null.
@@ -1130,7 +1149,7 @@ int main(int argc, char** argv) {
            "distinct.keys: the Zipf generators' tables take about 20 bytes a key) or input files need it\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "afstream: error: " << e.what() << "\n";
+    std::cerr << "afstream: error: " << e.what() << limit_hint(e.what()) << "\n";
     return 2;
   }
 }

@@ -661,6 +661,31 @@ TEST(ProcessRuntime, TheRunsDirectoryIsUnderTmpdir) {
       << slurp(t.path() / "long.log");
 }
 
+// A limit on open files that no run of the job fits in is refused before anything starts (it ended midway in a libzmq
+// abort, a bind error or a stalled backup server).
+TEST(ProcessRuntime, ALimitOnOpenFilesTooLowForTheJobIsRefusedAtOnce) {
+  TempDir t;
+  const auto run = [&](int limit, const std::string& extra) {
+    const std::string cmd = "bash -c 'ulimit -n " + std::to_string(limit) + " && timeout " +
+                            std::to_string(scaled_seconds(120)) + " " + std::string(AFS_BINARY) +
+                            " run --job heavy-hitters --items 100000 --hh.keys 2000 --quiet --runtime processes " +
+                            extra + " --out " + (t.path() / "out").string() + "' >" + (t.path() / "run.log").string() +
+                            " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  EXPECT_EQ(run(24, ""), 2);
+  EXPECT_NE(slurp(t.path() / "run.log")
+                .find("this process may open 24 files (ulimit -n), and a run of 4 workers on processes needs more "
+                      "than 32"),
+            std::string::npos)
+      << slurp(t.path() / "run.log");
+  EXPECT_EQ(slurp(t.path() / "run.log").find("backup-server"), std::string::npos) << "started anyway";
+  // The floor grows with the workers: 13 workers at 40 (which 4 workers run in) are refused as well.
+  EXPECT_EQ(run(40, "--hh.parallelism 8 --hh.sources 4"), 2);
+  EXPECT_NE(slurp(t.path() / "run.log").find("needs more than 59"), std::string::npos) << slurp(t.path() / "run.log");
+}
+
 // With the memory store a backup server's end loses the backups: the run ends, saying how the server ended (a
 // signal, as a file size limit's SIGXFSZ or the OOM killer's SIGKILL, or its exit status; it said only "exited").
 TEST(ProcessRuntime, AMemoryBackupServersEndIsNamed) {
