@@ -34,6 +34,12 @@ OUT=${OUT:-$ROOT/experiments/results/convergence}
 PY=${PY:-/usr/bin/python3}
 
 require_counts ROUNDS HIGGS_ITEMS KDD_ITEMS
+# ROUNDS=0 ran nothing and then removed the previous results before the summary failed on the missing summary.csv;
+# a failure count that is no whole number (FAILS="x") ran as 0 failures under its own tag, a second failure-free run.
+awk -v r="$ROUNDS" 'BEGIN { exit !(r + 0 >= 1) }' || { echo "convergence.sh: ROUNDS='$ROUNDS' must be at least 1 (-h for usage)" >&2; exit 2; }
+for f in $FAILS $FAILS_EXTRA; do
+  [[ $f =~ ^[0-9]+$ ]] || { echo "convergence.sh: failure count '$f' in FAILS / FAILS_EXTRA is not a whole number" >&2; exit 2; }
+done
 # Failure points for k failures: k fractions evenly spread over [0.1, 0.9].
 points() {
   awk -v k="$1" 'BEGIN { for (i = 0; i < k; i++) printf "%s%.4f", (i ? "," : ""), (k == 1 ? 0.1 : 0.1 + 0.8 * i / (k - 1)) }'

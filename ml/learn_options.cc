@@ -8,6 +8,7 @@
 #include <string>
 
 #include "afstream/core/errors.h"
+#include "afstream/core/number_text.h"
 #include "afstream/core/out_file.h"
 #include "afstream/runtime/job.h"
 #include "ml/learner_operator.h"
@@ -64,6 +65,11 @@ std::vector<std::pair<std::string, std::string>> unused_data_options(const po::v
   if (!file) {
     for (const char* key : {"learn.format", "learn.on-error"}) unused.emplace_back(key, "learn.data file only");
   }
+  // learn.classes sizes the multiclass generator's and a file's classes (a file with another task refuses it); the
+  // binary and real-valued generators have none.
+  if (!(file || data == "multiclass")) unused.emplace_back("learn.classes", "multiclass data and files only");
+  // A file's examples are its lines (less the held-out ones), whatever --items says.
+  if (file) unused.emplace_back("items", "a file's examples are all trained on, less learn.holdout");
   return unused;
 }
 
@@ -82,6 +88,14 @@ TrainingData training_data_from(const po::variables_map& vm) {
   named("learn.task", [&] { (void)parse_task(vm["learn.task"].as<std::string>()); });
   named("learn.optimizer", [&] { (void)parse_optimizer(vm["learn.optimizer"].as<std::string>()); });
   const double eta0 = vm["learn.eta0"].as<double>(), l2 = vm["learn.l2"].as<double>();
+  // The generators' noise, named here: the generator's own check said "learn.synthetic data: noise ..." and a nan
+  // "learn.parameter 'noise': expected a number".
+  if (data == "logistic" || data == "linear" || data == "multiclass") {
+    const double noise = vm["learn.noise"].as<double>();
+    if (!(noise >= 0) || !std::isfinite(noise)) {
+      throw ConfigError("learn.noise: expected a finite number >= 0, got " + readable_text(noise));
+    }
+  }
   if (!(eta0 > 0) || !std::isfinite(eta0)) throw ConfigError("learn.eta0: expected a finite number > 0");
   if (!(l2 >= 0) || !std::isfinite(l2)) throw ConfigError("learn.l2: expected a finite number >= 0");
   // 0: the multiclass generator's kDefaultClasses, or a file's own (its largest class id + 1).

@@ -52,6 +52,13 @@ class PsJob final : public TrainingDataJob {
         "SSP: most clocks a worker may run ahead of the slowest ([0, 1000000])");
   }
 
+  // learn.staleness bounds SSP alone: BSP's is 0 and ASP's unbounded (the summary's staleness_bound says so).
+  std::vector<std::pair<std::string, std::string>> unused_options(const po::variables_map& vm) const override {
+    auto unused = unused_data_options(vm);
+    if (vm["learn.consistency"].as<std::string>() != "ssp") unused.emplace_back("learn.staleness", "ssp only");
+    return unused;
+  }
+
   Topology topology(const po::variables_map& vm, const RunConfig& run) override {
     const int workers = vm["learn.workers"].as<int>(), servers = vm["learn.servers"].as<int>();
     if (workers < 1 || workers > kMaxPsWorkers) {
@@ -88,6 +95,17 @@ class PsJob final : public TrainingDataJob {
     if (!(clip > 0) || !std::isfinite(clip)) throw ConfigError("learn.clip: expected a finite H > 0");
     TrainingData t = training_data_from(vm);  // the data options, the file's or the generator's examples
     items_ = t.items;
+    // A ps-worker's clock fits in 22 bits of the servers' keys (kMaxPsClock): a run with more clocks per worker than
+    // that stopped with "clock ... reached the limit" once it got there (26 s into an ASP run of 4.2e6 examples at
+    // batch 1; minutes under BSP), so refuse it now. The busiest worker reads ceil(items / workers) examples.
+    const auto per_worker = (items_ + static_cast<std::uint64_t>(workers) - 1) / static_cast<std::uint64_t>(workers);
+    const auto clocks = (per_worker + static_cast<std::uint64_t>(batch) - 1) / static_cast<std::uint64_t>(batch);
+    if (clocks > static_cast<std::uint64_t>(kMaxPsClock)) {
+      throw ConfigError("learn.batch: " + std::to_string(per_worker) + " examples per ps-worker in batches of " +
+                        std::to_string(batch) + " make " + std::to_string(clocks) + " clocks, more than the " +
+                        std::to_string(kMaxPsClock) + " a ps-worker can count; use a larger learn.batch (at least " +
+                        std::to_string((per_worker + kMaxPsClock - 1) / kMaxPsClock) + ") or more learn.workers");
+    }
     data_ = t.data;
     read_ = t.read;
     params_ = std::move(t.params);

@@ -234,6 +234,10 @@ ReadResult parse_libsvm(std::istream& in, const std::string& name, const LibsvmO
                       std::to_string(kMaxRawLibsvmIndex) +
                       " are); hash them into 2^b weights with hash bits b, e.g. 24");
   }
+  // Raw indices and not one feature in the file: no weight but the bias (it reached the learner as "num_features 0").
+  if (opts.hash_bits == 0 && max_index == 0 && !examples.empty()) {
+    throw InputError(name + ": no line has a feature (index:value), only labels: there is nothing to learn from");
+  }
   const std::size_t nf = opts.hash_bits > 0 ? (std::size_t{1} << opts.hash_bits) : max_index;
   DatasetInfo info{nf, true, opts.labels, classes_of(examples, opts.labels)};
   return {InMemoryDataset(info, std::move(examples)), st};

@@ -1,5 +1,7 @@
 #include "afstream/runtime/local_cluster.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
@@ -42,6 +44,14 @@ struct LocalCluster::Impl {
         directory("inproc://afs-" + config.job_id + "-", t.worker_count()),
         progress(t.worker_count()),
         input_progress(t) {
+    // One context serves every worker thread, and ZeroMQ's default is 1,023 sockets a context: a learn job of 256
+    // copies (513 workers, a few sockets each) ended in "Too many open files" with 20,000 files allowed. Each socket
+    // takes a file (its mailbox), so the open-file limit (raised to the hard one at start) is the real bound.
+    if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0) {
+      const auto most = static_cast<rlim_t>(zmq.get(zmq::ctxopt::socket_limit));
+      const auto want = files.rlim_cur == RLIM_INFINITY ? most : std::min(files.rlim_cur, most);
+      if (want > 1023) zmq.set(zmq::ctxopt::max_sockets, static_cast<int>(want));
+    }
     ctx.topology = &topology;
     ctx.registry = &registry;
     ctx.config = std::move(config);

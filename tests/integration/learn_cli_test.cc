@@ -245,6 +245,64 @@ TEST(LearnCli, BadOptionsNameTheOption) {
   }
 }
 
+// learn.parallelism goes up to 1024. On threads every worker shares one ZeroMQ context, whose default of 1,023 sockets
+// ended 256 copies (513 workers) in "Too many open files" with 20,000 files allowed.
+TEST(LearnCli, ManyCopiesRunOnThreads) {
+  TempDir scratch;
+  const auto r =
+      run("run --job learn --items 2000 --learn.holdout 100 --learn.parallelism 256 --runtime threads --quiet",
+          scratch.path());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("Too many open files"), std::string::npos) << r.err;
+}
+
+// The generators' noise is named as the user wrote it (it was "learn.synthetic data: noise ..." and, for nan,
+// "learn.parameter 'noise': expected a number").
+TEST(LearnCli, BadNoiseNamesLearnNoise) {
+  TempDir scratch;
+  for (const char* noise : {"-1", "nan", "inf"}) {
+    const auto r = run(kLearn + "--runtime threads --learn.data logistic --learn.noise " + noise, scratch.path());
+    EXPECT_EQ(r.status, 2) << noise;
+    EXPECT_NE(r.err.find("error: learn.noise: expected a finite number >= 0"), std::string::npos)
+        << noise << ": " << r.err;
+  }
+}
+
+// Data options that the other options leave without effect are accepted with a note (as --learn.hash-bits on dense
+// data): learn.classes on binary or real-valued generated data, --items with a file, learn.staleness outside SSP.
+TEST(LearnCli, OptionsWithoutEffectAreNoted) {
+  TempDir scratch;
+  auto r = run(kLearn + "--runtime threads --learn.classes 5", scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: --learn.classes has no effect"), std::string::npos) << r.err;
+  r = run(kLearn + "--runtime threads --learn.data multiclass --learn.task softmax --learn.classes 5", scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+  {
+    std::ofstream f(scratch.path() / "d.csv");
+    for (int i = 0; i < 40; ++i) f << (i % 2) << ',' << i * 0.1 << ',' << 1 - i * 0.05 << '\n';
+  }
+  r = run("run --job learn --quiet --runtime threads --learn.data file --learn.holdout 10 --items 5 --learn.file " +
+              (scratch.path() / "d.csv").string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: --items has no effect"), std::string::npos) << r.err;
+  for (const char* c : {"bsp", "asp"}) {
+    r = run(std::string("run --job ps --items 2000 --learn.holdout 500 --quiet --runtime threads --learn.staleness 3 "
+                        "--learn.consistency ") +
+                c,
+            scratch.path());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("note: --learn.staleness has no effect (ssp only)"), std::string::npos) << c << ": " << r.err;
+  }
+  r =
+      run("run --job ps --items 2000 --learn.holdout 500 --quiet --runtime threads --learn.staleness 3 "
+          "--learn.consistency ssp",
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+}
+
 // The learn job's run defaults (Job::run_defaults): ft.replay-overhead-max 0.01, ft.replay-items-max 4096,
 // net.in-flight-max 16384 and ft.delta-residual 0 are in force when the user leaves them unset (config.ini shows
 // them); a value on the command line or in a job file wins; another job keeps the general defaults.
@@ -378,6 +436,22 @@ TEST(PsCli, BadOptionsNameTheOption) {
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.err.find(name), std::string::npos) << args << ": " << r.err;
   }
+}
+
+// A ps-worker counts at most kMaxPsClock (2^22 - 1) clocks. More examples per worker than that many batches was found
+// out when the worker got there ("clock 4194303 reached the limit", 26 s into this run); it is refused at the start.
+TEST(PsCli, MoreClocksThanAWorkerCountsAreRefusedAtTheStart) {
+  TempDir scratch;
+  const auto r =
+      run("run --job ps --items 4200000 --learn.batch 1 --learn.workers 1 --learn.servers 1 "
+          "--learn.consistency asp --ft.mode none --runtime threads --quiet",
+          scratch.path());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("error: learn.batch: 4200000 examples per ps-worker in batches of 1 make 4200000 clocks"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("at least 2)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("reached the limit"), std::string::npos) << r.err;
 }
 
 // Checkpoint mode's aligned barriers and the ps job's feedback can wait on each other under BSP and SSP (a server

@@ -163,6 +163,19 @@ TEST_F(Readers, LibsvmNamesEveryMalformedLine) {
   EXPECT_EQ(r.stats.skipped, 2u);
 }
 
+// Raw indices and no feature on any line: a dataset of 0 features reached the learner ("learn.learner num_features 0
+// is outside [1, 2^31]", naming neither file nor problem). The file is named; hashed, every example keeps its bias.
+TEST_F(Readers, LibsvmWithOnlyLabelsIsNamed) {
+  const auto p = write("labels.svm", "1\n-1 # no features\n1\n");
+  try {
+    (void)read_libsvm(p);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("labels.svm: no line has a feature"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_libsvm(p, {.hash_bits = 4}).data.size(), 3u);
+}
+
 // Raw indices make a weight per index up to the largest: one beyond 2^24 asks for hashing instead of gigabytes.
 TEST_F(Readers, LibsvmRawIndicesHaveACeiling) {
   const auto big = write("big.svm", "+1 1:0.5 100000000:1\n");
