@@ -564,6 +564,12 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.queue_items = vm["net.queue-items"].as<std::size_t>();
   if (c.batch_items == 0) throw ConfigError("net.batch-items: expected > 0");
   if (c.queue_items < c.batch_items) throw ConfigError("net.queue-items: expected >= net.batch-items");
+  // A sender holds at most net.flow-window unacknowledged items and sends whole batches: below one batch it could send
+  // nothing (worker processes then ran on until killed; LocalCluster refused it, after the configuration's print).
+  if (c.flow_window < c.batch_items) {
+    throw ConfigError("net.flow-window: expected at least net.batch-items = " + std::to_string(c.batch_items) +
+                      ", got " + std::to_string(c.flow_window));
+  }
   c.microbatch_interval = parse_duration(vm["ft.microbatch-interval"].as<std::string>(), "ft.microbatch-interval");
   if (c.microbatch_interval.count() == 0) throw ConfigError("ft.microbatch-interval: expected > 0");
   c.microbatch_items = vm["ft.microbatch-items"].as<std::uint64_t>();

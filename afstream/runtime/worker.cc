@@ -545,6 +545,8 @@ void Worker::restore() {
   if (ctx_.config.mode == FtMode::None) {
     if (crash_in_) {
       crash_in_->record.recovery_ms = 0;
+      restored_at_ = Clock::now();  // nothing to restore or replay: replay_ms is the wait for the first item (was
+                                    // the time since the clock's epoch)
       awaiting_first_item_ = true;
       awaiting_live_item_ = true;
     }

@@ -418,6 +418,7 @@ class Worker {
   void advance_checkpoints();
   void take_aligned_checkpoints();
   void start_checkpoint_if_due();
+  bool settle_checkpoint(Clock::time_point now);
   void snapshot_checkpoint(std::uint64_t id);
   void write_checkpoint_record(std::uint64_t id, bool rebase);
   void poll_checkpoints();

@@ -102,6 +102,25 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   }
 }
 
+// A sender may hold at most net.flow-window unacknowledged items and sends whole batches: below one batch nothing
+// could ever be sent. The threads runtime refused it (LocalCluster), but worker processes ran on, sending nothing,
+// until killed (`--net.flow-window 0` hung in every mode); ask mode named ft.ask-every instead.
+TEST(Cli, AFlowWindowBelowABatchIsRefusedOnEveryRuntime) {
+  for (const std::string rt : {"processes", "threads"}) {
+    for (const std::string mode : {"none", "exact", "ask"}) {
+      TempDir scratch;
+      const auto r = afs::testing::run_program(
+          AFS_BINARY,
+          "run --job heavy-hitters --items 1e4 --quiet --net.flow-window 0 --runtime " + rt + " --ft.mode " + mode,
+          scratch.path(), 30);
+      EXPECT_EQ(r.status, 2) << rt << ", " << mode;
+      EXPECT_EQ(lines(r.err), 1) << rt << ", " << mode << "\n" << r.err;
+      EXPECT_NE(r.err.find("afstream: error: net.flow-window: expected at least net.batch-items"), std::string::npos)
+          << rt << ", " << mode << ": " << r.err;
+    }
+  }
+}
+
 // Counts may be written as 1e4, on the command line and in a job file (Boost alone refused them).
 TEST(Cli, CountsTakeScientificNotation) {
   TempDir d;
