@@ -59,7 +59,15 @@ std::vector<int> parse_worker_list(const std::string& spec, int worker_count,
     return out;
   }
   for (const auto& [name, ids] : domains) {
-    if (name == spec) return parse_worker_list(ids, worker_count);
+    if (name != spec) continue;
+    try {
+      return parse_worker_list(ids, worker_count);
+    } catch (const ConfigError& e) {  // the domain's list is what is wrong, not fail.target
+      const std::string what = e.what();
+      const std::string prefix = "fail.target: ";
+      throw ConfigError("fail.domain " + name + "=" + ids + ": " +
+                        (what.starts_with(prefix) ? what.substr(prefix.size()) : what));
+    }
   }
   std::stringstream ss(spec);
   std::string part;
