@@ -238,12 +238,25 @@ std::string_view view(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
 // RocksDB's info log (its LOG file in the store's directory), written with stdio, whose write errors are ignored:
 // RocksDB's own file logger asserted on a write after a failed one (Debian's librocksdb keeps assertions on), and a
 // full disk made the backup server abort while it logged the error it was about to return. At most kMaxLogBytes.
-// Called from RocksDB's background threads too: one line per call, under a lock. The file starts anew at each open.
+// Called from RocksDB's background threads too: one line per call, under a lock. The file starts anew at each open,
+// once the open has succeeded (start()): RocksDB logs before it takes its lock, and a refused open (the store open
+// elsewhere, or another program's database) wrote over the LOG of the store, or of the database, it was refused.
+// Until then lines are kept in memory (at most kMaxPendingBytes).
 class StoreInfoLog final : public rocksdb::Logger {
  public:
-  explicit StoreInfoLog(const std::string& path) : file_(std::fopen(path.c_str(), "w")) {}
+  explicit StoreInfoLog(std::string path) : path_(std::move(path)) {}
   ~StoreInfoLog() override {
     if (file_) std::fclose(file_);
+  }
+  // The open succeeded: the LOG starts anew with the lines logged so far.
+  void start() {
+    const std::lock_guard lock(mu_);
+    if (started_) return;
+    started_ = true;
+    file_ = std::fopen(path_.c_str(), "w");
+    if (file_) written_ += std::fwrite(pending_.data(), 1, pending_.size(), file_);
+    pending_.clear();
+    pending_.shrink_to_fit();
   }
   using rocksdb::Logger::Logv;
   void Logv(const char* format, va_list ap) override {
@@ -253,6 +266,10 @@ class StoreInfoLog final : public rocksdb::Logger {
     std::size_t len = std::min(static_cast<std::size_t>(n), sizeof line - 2);
     line[len++] = '\n';
     const std::lock_guard lock(mu_);
+    if (!started_) {
+      if (pending_.size() < kMaxPendingBytes) pending_.append(line, len);
+      return;
+    }
     if (!file_ || written_ > kMaxLogBytes) return;
     written_ += std::fwrite(line, 1, len, file_);
   }
@@ -263,10 +280,42 @@ class StoreInfoLog final : public rocksdb::Logger {
 
  private:
   static constexpr std::size_t kMaxLogBytes = std::size_t{64} << 20;
+  static constexpr std::size_t kMaxPendingBytes = std::size_t{1} << 20;
   std::mutex mu_;
-  std::FILE* file_;
+  const std::string path_;
+  bool started_ = false;
+  std::string pending_;
+  std::FILE* file_ = nullptr;
   std::size_t written_ = 0;
 };
+
+// Logs nothing: the read-only look at a database before a writable open (RocksDbStore::RocksDbStore).
+class DiscardInfoLog final : public rocksdb::Logger {
+ public:
+  using rocksdb::Logger::Logv;
+  void Logv(const char*, va_list) override {}
+};
+
+// The store's format marker in db; nullopt for an empty database (a new store). ConfigError for a database that holds
+// data without the marker (another program's) or cannot be read.
+std::optional<std::string> format_marker(rocksdb::DB& db, const std::string& path) {
+  std::string format;
+  const rocksdb::Status m = db.Get(rocksdb::ReadOptions(), kMetaKey, &format);
+  if (m.ok()) return format;
+  if (!m.IsNotFound()) {
+    throw ConfigError("backup store: cannot read RocksDB directory '" + path + "': " + m.ToString());
+  }
+  std::unique_ptr<rocksdb::Iterator> it(db.NewIterator(rocksdb::ReadOptions()));
+  it->SeekToFirst();
+  if (it->Valid()) {
+    throw ConfigError("backup store: RocksDB directory '" + path +
+                      "' holds data but is not an afstream backup store (no format marker)");
+  }
+  if (!it->status().ok()) {
+    throw ConfigError("backup store: cannot read RocksDB directory '" + path + "': " + it->status().ToString());
+  }
+  return std::nullopt;
+}
 
 std::string hex(std::string_view s) {
   static const char* digits = "0123456789abcdef";
@@ -308,7 +357,23 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path
   // the open: kPointInTimeRecovery stopped the replay there without a word, silently rolling back every later put
   // (acknowledged backups) and then sweeping value files only they referenced.
   o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
-  o.info_log = std::make_shared<StoreInfoLog>(path_ + "/LOG");
+  // A database this program has never opened as a store (no state-values/: every store has it from its first open)
+  // is looked at read-only first: a writable open of another program's database replays its write-ahead log into a
+  // new table and writes a new MANIFEST before the format marker can be read, so it was no longer as it was when
+  // refused. (A store of format 1, before value files, has its marker and is then opened as before.)
+  std::error_code probe_ec;
+  if (std::filesystem::exists(path_ + "/CURRENT", probe_ec) &&
+      !std::filesystem::exists(path_ + "/" + kValuesDir, probe_ec)) {
+    rocksdb::Options ro_options;
+    ro_options.info_log = std::make_shared<DiscardInfoLog>();
+    rocksdb::DB* raw = nullptr;
+    const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(ro_options, path_, &raw);
+    if (!s.ok()) throw ConfigError("backup store: cannot open RocksDB directory '" + path_ + "': " + s.ToString());
+    const std::unique_ptr<rocksdb::DB> probe(raw);
+    (void)format_marker(*probe, path_);
+  }
+  const auto info_log = std::make_shared<StoreInfoLog>(path_ + "/LOG");
+  o.info_log = info_log;
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s = rocksdb::DB::Open(o, path_, &raw);
   if (!s.ok()) {
@@ -317,31 +382,20 @@ RocksDbStore::RocksDbStore(std::string path, RocksDbStoreOptions options) : path
     throw ConfigError(msg);
   }
   db_.reset(raw);
+  info_log->start();
 
-  std::string format;
-  const rocksdb::Status m = db_->Get(rocksdb::ReadOptions(), kMetaKey, &format);
-  if (m.IsNotFound()) {
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-    it->SeekToFirst();
-    if (it->Valid()) {
-      throw ConfigError("backup store: RocksDB directory '" + path_ +
-                        "' holds data but is not an afstream backup store (no format marker)");
-    }
-    if (!it->status().ok()) {
-      throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + it->status().ToString());
-    }
+  const std::optional<std::string> format = format_marker(*db_, path_);
+  if (!format) {
     rocksdb::WriteOptions wo;
     wo.sync = options_.sync;
     const rocksdb::Status w = db_->Put(wo, kMetaKey, kMetaFormat);
     if (!w.ok()) {
       throw ConfigError("backup store: cannot initialise RocksDB directory '" + path_ + "': " + w.ToString());
     }
-  } else if (!m.ok()) {
-    throw ConfigError("backup store: cannot read RocksDB directory '" + path_ + "': " + m.ToString());
-  } else if (format == kMetaFormatWithoutValueFiles) {
+  } else if (*format == kMetaFormatWithoutValueFiles) {
     format_1_ = true;  // marked format 2 by the first batch that writes a reference
-  } else if (format != kMetaFormat) {
-    throw ConfigError("backup store: RocksDB directory '" + path_ + "' has backup store format '" + format +
+  } else if (*format != kMetaFormat) {
+    throw ConfigError("backup store: RocksDB directory '" + path_ + "' has backup store format '" + *format +
                       "', this program reads formats '" + kMetaFormatWithoutValueFiles + "' and '" + kMetaFormat + "'");
   }
   values_dir_ = path_ + "/" + kValuesDir;

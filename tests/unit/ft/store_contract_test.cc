@@ -27,6 +27,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -634,6 +636,34 @@ TEST(RocksDbStore, SecondOpenOfAnOpenStoreGivesConfigError) {
   EXPECT_EQ(first.state_chain(0).size(), 1u);
 }
 
+// The contents of every file under `path`, by name: what a refused open must leave as it was.
+std::map<std::string, std::string> directory_contents(const std::string& path) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(path)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream f(e.path(), std::ios::binary);
+    out[e.path().lexically_relative(path).string()] = std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  return out;
+}
+
+// A refused second open (the store is open elsewhere: an `afstream backup-server` started twice on one
+// --store.path) leaves the directory as it was: it truncated the open store's LOG and wrote its own over it, before
+// RocksDB's lock refused it.
+TEST(RocksDbStore, RefusedSecondOpenLeavesTheOpenStoresLogAlone) {
+  TempDir dir;
+  const std::string path = dir.str() + "/db";
+  RocksDbStore first(path);
+  first.put_state(0, true, bytes(1, 1), {});
+  std::ifstream before_file(path + "/LOG", std::ios::binary);
+  const std::string before(std::istreambuf_iterator<char>(before_file), {});
+  ASSERT_FALSE(before.empty());  // RocksDB flushes its info log at the end of an open
+  expect_config_error_naming(path, "lock");
+  std::ifstream after_file(path + "/LOG", std::ios::binary);
+  const std::string after(std::istreambuf_iterator<char>(after_file), {});
+  EXPECT_EQ(after.substr(0, before.size()), before) << "the open store's LOG was written over";
+}
+
 TEST(RocksDbStore, ForeignRocksDbGivesConfigError) {
   TempDir dir;
   const std::string path = dir.str() + "/db";
@@ -645,7 +675,17 @@ TEST(RocksDbStore, ForeignRocksDbGivesConfigError) {
     std::unique_ptr<rocksdb::DB> db(raw);
     ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "hello", "world").ok());
   }
+  const auto before = directory_contents(path);
   expect_config_error_naming(path, "not an afstream backup store");
+  // Left as it was: the writable open replayed the other database's write-ahead log into a new table, wrote a new
+  // MANIFEST and OPTIONS file and its own LOG over the other one's, before it found no format marker.
+  const auto after = directory_contents(path);
+  EXPECT_EQ(after.size(), before.size());
+  for (const auto& [name, bytes] : before) {
+    auto it = after.find(name);
+    EXPECT_TRUE(it != after.end() && it->second == bytes) << name << " changed or went";
+  }
+  for (const auto& [name, bytes] : after) EXPECT_TRUE(before.contains(name)) << name << " was added";
 }
 
 // A directory of other files is not made a store: RocksDB added its files among them, rotated a file named LOG
