@@ -485,6 +485,10 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     popts.heartbeat = std::chrono::milliseconds(opts.heartbeat_ms);
     popts.heartbeat_timeout = std::chrono::milliseconds(opts.heartbeat_timeout_ms);
     popts.start_timeout = std::chrono::milliseconds(opts.start_timeout_ms);
+    popts.on_backup_server_restart = [](const std::string& how) {
+      std::cerr << "afstream: the backup server ended, " << how
+                << "; restarting it on its directory (what it acknowledged is on disk)" << std::endl;
+    };
     if (controller) {
       const auto& c = *controller_args;
       popts.bind = c.bind;
@@ -719,6 +723,9 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     if (opts.process_standby > 0) {
       std::cout << "  standby: " << info.standbys_started << " spare processes started, " << info.standby_takeovers
                 << " of " << result.failures.size() << " failed workers taken over by one\n";
+    }
+    if (info.backup_server_restarts > 0) {
+      std::cout << "  backup server: " << info.backup_server_restarts << " restarts\n";
     }
     if (opts.process_fork_server && !result.failures.empty()) {
       std::cout << "  fork server: " << info.forked_restarts << " of " << result.failures.size()

@@ -1004,10 +1004,17 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       if (!durable) {
         throw RuntimeError("process runtime: the backup server (memory store) ended, " + how + "; backups are lost");
       }
-      // Durable: everything it acknowledged is on disk. Workers' RemoteStore calls retry until it is back.
+      // It exits with a status only on an error of its own (a store it cannot open or write: a restart meets it
+      // again; it was restarted 20 times in a second and the run ended without the cause).
+      if (!WIFSIGNALED(status)) {
+        throw RuntimeError("process runtime: the backup server stopped with " + how +
+                           " (its error is in the log above)");
+      }
+      // Killed: everything it acknowledged is on disk. Workers' RemoteStore calls retry until it is back.
       if (++im.server_restarts > 20) {
         throw RuntimeError("process runtime: the backup server keeps ending (the last time " + how + ")");
       }
+      if (im.options.on_backup_server_restart) im.options.on_backup_server_restart(how);
       im.start_server(false);
     }
 

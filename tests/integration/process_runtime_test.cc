@@ -492,6 +492,46 @@ TEST(ProcessRuntime, AKilledControllerTakesWhatItStartedWithIt) {
   expect_all_gone(t, r, "its controller was killed");
 }
 
+// A killed backup server is started again on its directory; one that then stops on an error of its own (here a store
+// it cannot open) ends the run with a pointer to that error: it was restarted 20 times in a second, printing the same
+// error each time, and the run ended on "the backup server keeps ending".
+TEST(ProcessRuntime, ABackupServerThatCannotStartAgainEndsTheRun) {
+  TempDir t;
+  LongRun r;
+  ASSERT_NO_FATAL_FAILURE(start_long_run(t, r));
+  std::string current;
+  for (const auto& d : r.dirs) {
+    if (fs::exists(d + "/backups/CURRENT")) current = d + "/backups/CURRENT";
+  }
+  ASSERT_FALSE(current.empty()) << "no RocksDB store in the run's directories";
+  ::kill(r.server, SIGSTOP);
+  std::ofstream(current) << "MANIFEST-not-there\n";
+  ::kill(r.server, SIGKILL);
+  int status = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 10 * scaled_seconds(30) && got == 0; ++i) {
+    got = ::waitpid(r.run, &status, WNOHANG);
+    if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (got == 0) {
+    ::kill(-r.run, SIGKILL);
+    ::waitpid(r.run, &status, 0);
+  }
+  ASSERT_NE(got, 0) << "the run did not end: " << slurp(t.path() / "run.log");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << slurp(t.path() / "run.log");
+  const auto log = slurp(t.path() / "run.log");
+  EXPECT_NE(log.find("the backup server ended, killed by Killed (signal 9); restarting it"), std::string::npos) << log;
+  EXPECT_NE(log.find("the backup server stopped with exit status 2 (its error is in the log above)"), std::string::npos)
+      << log;
+  std::size_t opens = 0;
+  for (auto at = log.find("cannot open RocksDB directory"); at != std::string::npos;
+       at = log.find("cannot open RocksDB directory", at + 1)) {
+    ++opens;
+  }
+  EXPECT_EQ(opens, 1u) << log;
+  expect_all_gone(t, r, "its backup server could not start again");
+}
+
 // A run stopped by SIGTERM or SIGINT to its whole process group (as `timeout` and Ctrl-C send them) stops what it
 // started, removes its private directories and ends by that signal. It left /tmp/afs-* and /dev/shm/afs-local-*
 // behind in 2 runs of 3: its children took the signal too, and nothing ran ~ProcessCluster.
@@ -608,6 +648,10 @@ TEST(ProcessRuntime, BackupServerKilledMidRunIsRestartedAndTheJobCompletes) {
   const auto log = slurp(t.path() / "run.log");
   EXPECT_GE(std::count(log.begin(), log.end(), '\n'), 1);
   EXPECT_NE(log.find("listening"), log.rfind("listening")) << "the backup server was not started again: " << log;
+  EXPECT_NE(log.find("afstream: the backup server ended, killed by Killed (signal 9); restarting it on its directory"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("backup server: 1 restarts"), std::string::npos) << log;
   EXPECT_NE(slurp(out / "failures.csv").find("\n2,1,"), std::string::npos) << slurp(out / "failures.csv");
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
