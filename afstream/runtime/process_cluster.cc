@@ -506,7 +506,9 @@ struct ProcessCluster::Impl {
     s.pending = r;
     s.said_hello = false;
     s.killed_at = signalled ? *signalled : Clock::now();
-    s.failures.push_back(s.status.items_in);
+    // Where it failed: the items it had processed over all its incarnations, as on threads (whose counters outlive
+    // an incarnation); the reset policy replays these positions, and a source starts counting past the last one.
+    s.failures.push_back(s.before.items_in + s.status.items_in);
     const auto offset = std::max(s.status.source_offset, s.before.source_offset);
     const auto position = std::max(s.status.input_position, s.before.input_position);
     add(s.before, s.status);

@@ -135,6 +135,14 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   ctx.zmq = &zmq;
   ctx.directory = &directory;
   ctx.source_progress = &progress;
+  // A source's items are counted once, below the furthest offset it produced (Worker: produced_high_ starts at its
+  // progress): on threads the progress outlives the incarnation; here the last failure's position carries it (the
+  // items it had produced, as the controller last heard them), so a restarted source does not count its replayed
+  // items as new ones, and ack mode counts them as replayed (trees_replayed stayed 0 on processes).
+  if (topology.stages()[topology.workers()[static_cast<std::size_t>(options.worker)].stage].is_source &&
+      !options.failures.empty()) {
+    progress[static_cast<std::size_t>(options.worker)].store(options.failures.back());
+  }
   if (gate) ctx.gate = &*gate;
   if (curve && directory.binds_tcp()) ctx.curve = &curve->keys;
   for (int i = 0; i < n; ++i) ctx.counters.push_back(std::make_unique<WorkerCounters>());
