@@ -161,8 +161,15 @@ TrainingData training_data_from(const po::variables_map& vm) {
   }
   if (data == "file") {
     if (t.data->size() <= holdout) {
+      // Skipped lines said, with the first: a wide first line fixes a CSV's column count, and every right line after
+      // it was skipped (the error spoke of the one example left).
+      const std::string skipped =
+          t.read.skipped == 0
+              ? std::string()
+              : "; " + std::to_string(t.read.skipped) + " of its " + std::to_string(t.read.lines) +
+                    " lines were skipped as malformed (learn.on-error skip), the first: " + t.read.first_error;
       throw ConfigError("learn.holdout: " + std::to_string(holdout) + " held-out examples leave none of the " +
-                        std::to_string(t.data->size()) + " in the file for training");
+                        std::to_string(t.data->size()) + " in the file for training" + skipped);
     }
     t.items = t.data->size() - holdout;
   }

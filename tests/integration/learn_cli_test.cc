@@ -268,6 +268,27 @@ TEST(LearnCli, BadNoiseNamesLearnNoise) {
   }
 }
 
+// A CSV whose first line is wider than the rest fixes the column count, and under --learn.on-error skip every right
+// line after it is skipped: the error that follows (too few examples) says how many lines were skipped and why.
+TEST(LearnCli, TooFewExamplesAfterSkippingSaysWhatWasSkipped) {
+  TempDir scratch;
+  const auto file = scratch.path() / "wide.csv";
+  {
+    std::ofstream f(file);
+    f << "1,2,3,4,5\n";
+    for (int i = 0; i < 60; ++i) f << "1,0.5,0.2\n";
+  }
+  const auto r = run("run --job learn --quiet --runtime threads --learn.data file --learn.format csv --learn.file " +
+                         file.string() + " --learn.on-error skip --learn.holdout 10",
+                     scratch.path());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("leave none of the 1 in the file for training; 60 of its 61 lines were skipped as malformed "
+                       "(learn.on-error skip), the first: " +
+                       file.string() + ":2: expected 5 columns, found 3"),
+            std::string::npos)
+      << r.err;
+}
+
 // Data options that the other options leave without effect are accepted with a note (as --learn.hash-bits on dense
 // data): learn.classes on binary or real-valued generated data, --items with a file, learn.staleness outside SSP.
 TEST(LearnCli, OptionsWithoutEffectAreNoted) {
