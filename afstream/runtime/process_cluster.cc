@@ -1006,9 +1006,10 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       if (!durable) {
         throw RuntimeError("process runtime: the backup server (memory store) ended, " + how + "; backups are lost");
       }
-      // It exits with a status only on an error of its own (a store it cannot open or write: a restart meets it
-      // again; it was restarted 20 times in a second and the run ended without the cause).
-      if (!WIFSIGNALED(status)) {
+      // It exits with a non-zero status only on an error of its own (a store it cannot open or write: a restart
+      // meets it again; it was restarted 20 times in a second and the run ended without the cause). Status 0 is a
+      // SIGTERM or SIGINT it was sent, which it stops on cleanly: started again, as after a kill.
+      if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
         throw RuntimeError("process runtime: the backup server stopped with " + how +
                            " (its error is in the log above)");
       }

@@ -124,8 +124,8 @@ struct ProcessClusterOptions {
   // failure plan (why says which). The run waits for its next incarnation to register (up to register_timeout).
   // start_command: how to start it on its host.
   std::function<void(int worker, const std::string& why, const std::string& start_command)> on_remote_down;
-  // Called from run() when the backup server it started (RocksDB store) was killed (how: by which signal) and is
-  // started again on its directory.
+  // Called from run() when the backup server it started (RocksDB store) was killed or stopped by a signal (how: which
+  // signal, or exit status 0 after a SIGTERM it handled) and is started again on its directory.
   std::function<void(const std::string& how)> on_backup_server_restart;
 };
 
