@@ -120,9 +120,13 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
                                       "net.curve-authorized and worker.controller-key")) +
                  ")";
   }
+  // The controller's other ports take the connection without a word (its directory, PORT + 1, and the backup
+  // server, PORT + 2, are sockets of other kinds): say which port is the one.
   throw RuntimeError("worker " + std::to_string(worker) + ": no answer from the controller at " + controller +
                      " (worker.controller) within " + std::to_string(timeout.count()) + " ms" + handshakes +
-                     (bad_reply.empty() ? std::string() : "; its reply did not decode: " + bad_reply));
+                     (bad_reply.empty() ? std::string() : "; its reply did not decode: " + bad_reply) +
+                     "; worker.controller is the controller's controller.bind address and PORT (PORT + 1 is its "
+                     "directory, PORT + 2 its backup server)");
 }
 
 void report_failed(int worker, std::uint32_t epoch, const std::string& controller, const std::string& error,

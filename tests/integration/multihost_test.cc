@@ -604,7 +604,8 @@ TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
   const std::string job = "--job heavy-hitters --items 1000";
   const std::vector<BadInputCase> cases = {
       {"worker --worker.id 1 --worker.controller " + nobody + " --worker.controller-timeout-ms 500",
-       {"no answer from the controller at " + nobody, "worker.controller", "500 ms"}},
+       {"no answer from the controller at " + nobody, "worker.controller", "500 ms",
+        "worker.controller is the controller's controller.bind address and PORT (PORT + 1 is its directory"}},
       {"worker --worker.id 1 --worker.controller tcp://127.0.0.1:x", {"worker.controller: 'tcp://127.0.0.1:x'"}},
       {"worker --worker.id 1 --worker.controller " + nobody + " --worker.bind tcp://10.0.0.300",
        {"worker.bind: 'tcp://10.0.0.300'", "no valid IP address"}},
