@@ -107,6 +107,86 @@ po::parsed_options parse_command_line(int argc, const char* const* argv, const p
   }
   return po::command_line_parser(argc, argv).options(desc).run();
 }
+
+// A job (or options) file's options, each with the line it is on. Boost names neither the file nor the line of what
+// it refuses (`unrecognised option 'hh.bogus'`, "an invalid line 'items'"), and a run's config.ini has some seventy
+// lines: the key is looked up here first, as Boost reads the file ('#' to the end of a line a comment, `[SECTION]` a
+// prefix of the keys after it), so that an unknown key, a line without '=' or a bad value names file and line.
+struct FileOptions {
+  po::parsed_options parsed;
+  std::vector<int> lines;  // parsed.options[i] is on line lines[i]
+};
+
+std::string file_line(const std::string& path, int line) {
+  return "config: '" + path + "' line " + std::to_string(line) + ": ";
+}
+
+FileOptions parse_options_file(const std::string& text, const std::string& path, const po::options_description& desc) {
+  const auto trim = [](const std::string& s) {
+    const auto b = s.find_first_not_of(" \t\r\n");
+    return b == std::string::npos ? std::string() : s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+  };
+  std::vector<int> lines;
+  std::string prefix;
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string raw; std::getline(in, raw);) {
+    ++n;
+    std::string s = raw;
+    if (const auto hash = s.find('#'); hash != std::string::npos) s.erase(hash);
+    s = trim(s);
+    if (s.empty()) continue;
+    if (s.front() == '[' && s.back() == ']') {
+      prefix = s.substr(1, s.size() - 2);
+      if (!prefix.empty() && prefix.back() != '.') prefix += '.';
+      continue;
+    }
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) throw ConfigError(file_line(path, n) + "expected KEY = VALUE, got '" + s + "'");
+    const std::string key = prefix + trim(s.substr(0, eq));
+    // --config on the command line names the file; a file naming another was ignored without a word.
+    if (key == "config") throw ConfigError(file_line(path, n) + "a job file cannot name another (config)");
+    if (desc.find_nothrow(key, false) == nullptr) {
+      throw ConfigError(file_line(path, n) + "unknown option '" + key + "'");
+    }
+    lines.push_back(n);
+  }
+  std::istringstream again(text);
+  FileOptions f{po::parse_config_file(again, desc), {}};
+  f.lines = std::move(lines);
+  if (f.lines.size() != f.parsed.options.size()) f.lines.assign(f.parsed.options.size(), 0);
+  return f;
+}
+
+// store_checked for a file's options; what it refuses (a bad value, a key given twice) names the file and the line:
+// the first of the file's options that, with those before it, a fresh map refuses.
+void store_file_checked(FileOptions&& f, const std::string& path, po::variables_map& vm) {
+  const FileOptions copy = f;
+  const auto at = [&](const std::string& what) -> ConfigError {
+    for (std::size_t i = 1; i <= copy.parsed.options.size(); ++i) {
+      po::parsed_options prefix(copy.parsed.description);
+      prefix.options.assign(copy.parsed.options.begin(), copy.parsed.options.begin() + static_cast<std::ptrdiff_t>(i));
+      po::variables_map scratch;
+      try {
+        store_checked(std::move(prefix), scratch);
+      } catch (const po::error&) {
+        if (copy.lines[i - 1] > 0) return ConfigError(file_line(path, copy.lines[i - 1]) + what);
+        break;
+      } catch (const ConfigError&) {
+        if (copy.lines[i - 1] > 0) return ConfigError(file_line(path, copy.lines[i - 1]) + what);
+        break;
+      }
+    }
+    return ConfigError("config: '" + path + "': " + what);
+  };
+  try {
+    store_checked(std::move(f.parsed), vm);
+  } catch (const po::error& e) {
+    throw at(e.what());
+  } catch (const ConfigError& e) {
+    throw at(e.what());
+  }
+}
 }  // namespace
 
 po::options_description curve_options() {
@@ -445,17 +525,22 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
           }
         }
       }
-      std::istringstream in(text);
-      auto parsed = po::parse_config_file(in, desc);
+      auto file = parse_options_file(text, path, desc);
       // The command line wins: over the file's other spelling of the same threshold (a run's config.ini has the
       // primary name; `--ft.theta 5` on the command line then replaces it instead of conflicting with it), and
       // over a list's entries in the file (`--fail.domain` replaces the file's domains instead of adding to them).
-      std::erase_if(parsed.options, [&](const po::option& o) {
+      const auto overridden = [&](const po::option& o) {
         return given(o.string_key) || std::any_of(std::begin(kAliases), std::end(kAliases), [&](const Alias& a) {
                  return (o.string_key == a.primary && given(a.alias)) || (o.string_key == a.alias && given(a.primary));
                });
-      });
-      store_checked(std::move(parsed), vm);
+      };
+      FileOptions kept{po::parsed_options(file.parsed.description), {}};
+      for (std::size_t i = 0; i < file.parsed.options.size(); ++i) {
+        if (overridden(file.parsed.options[i])) continue;
+        kept.parsed.options.push_back(file.parsed.options[i]);
+        kept.lines.push_back(file.lines[i]);
+      }
+      store_file_checked(std::move(kept), path, vm);
     }
     if (job) apply_run_defaults(*job, desc, vm);
     po::notify(vm);
@@ -604,7 +689,19 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       if (eq == std::string::npos || eq == 0 || eq + 1 == d.size()) {
         throw ConfigError("fail.domain: expected NAME=ID[,ID], got '" + d + "'");
       }
-      r.fail_domains.emplace_back(d.substr(0, eq), d.substr(eq + 1));
+      const std::string name = d.substr(0, eq);
+      // fail.target reads `all` first, then the domains, then worker ids: a domain called all, or named like a
+      // worker list (3, 1,2), was shadowed or shadowed the worker, and a second domain of the same name was ignored.
+      if (name == "all" || name.find(',') != std::string::npos ||
+          name.find_first_not_of("0123456789") == std::string::npos) {
+        throw ConfigError("fail.domain: '" + name + "' cannot name a domain (fail.target reads it as " +
+                          (name == "all" ? std::string("every worker") : std::string("worker ids")) + ")");
+      }
+      for (const auto& [other, ids] : r.fail_domains) {
+        if (other == name)
+          throw ConfigError("fail.domain: domain '" + name + "' given twice (" + other + "=" + ids + " and " + d + ")");
+      }
+      r.fail_domains.emplace_back(name, d.substr(eq + 1));
     }
   }
   r.process_store = vm["process.store"].as<std::string>();
@@ -672,7 +769,8 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
       const auto path = vm["config"].as<std::string>();
       std::ifstream f(path);
       if (!f) throw InputError("config: cannot read options file '" + path + "'");
-      store_checked(po::parse_config_file(f, desc), vm);
+      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      store_file_checked(parse_options_file(text, path, desc), path, vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {
@@ -807,10 +905,12 @@ RegisteringWorkerArgs parse_registering_worker(int argc, const char* const* argv
   try {
     store_checked(parse_command_line(argc, argv, desc), vm);
     po::notify(vm);
-  } catch (const po::error& e) {
+  } catch (const po::unknown_option& e) {
     throw ConfigError(std::string(e.what()) +
                       " (a worker given no --job takes the job's options from its controller: give only worker.* "
                       "and net.curve-* options)");
+  } catch (const po::error& e) {  // a bad value of a worker.* option: the hint above would mislead
+    throw ConfigError(e.what());
   }
   RegisteringWorkerArgs r;
   if (!vm.count("worker.id")) throw ConfigError("worker: missing --worker.id");

@@ -106,8 +106,9 @@ class HeavyHittersJob final : public Job {
     const auto depth = vm["hh.depth"].as<std::uint64_t>();
     const auto eps = vm["hh.epsilon"].as<double>();
     const auto delta = vm["hh.delta"].as<double>();
-    if (eps < 0 || eps >= 1) throw ConfigError("hh.epsilon: expected 0 <= epsilon < 1");
-    if (delta < 0 || delta >= 1) throw ConfigError("hh.delta: expected 0 <= delta < 1");
+    // Written so that NaN is refused too (it compared false both ways, and ran on hh.width/hh.depth without a word).
+    if (!(eps >= 0 && eps < 1)) throw ConfigError("hh.epsilon: expected 0 <= epsilon < 1");
+    if (!(delta >= 0 && delta < 1)) throw ConfigError("hh.delta: expected 0 <= delta < 1");
     if (algorithm == "count-min" && width == 0 && eps == 0)
       throw ConfigError("hh.width: must be > 0 (or give hh.epsilon)");
     if (algorithm == "count-min" && depth == 0 && delta == 0)

@@ -583,6 +583,56 @@ TEST(Cli, HeavyHitterSizingErrorsNameTheirOption) {
   }
 }
 
+// What a job file gets wrong names the file and the line (DESIGN 8): Boost named neither (`unrecognised option
+// 'hh.bogus'`, "contains an invalid line 'items'"), in a config.ini of some seventy lines; a file naming another
+// (`config = ...`) was ignored without a word; a NaN epsilon ran on hh.width; fail.domain names fail.target could not
+// tell from `all` or worker ids, or given twice, were shadowed without a word.
+TEST(Cli, JobFileErrorsNameFileAndLine) {
+  TempDir d;
+  const auto file = [&](const std::string& name, const std::string& text) {
+    std::ofstream(d.path() / name) << text;
+    return (d.path() / name).string();
+  };
+  const std::string head = "job = heavy-hitters\nitems = 1000\nruntime = threads\n";
+  for (const auto& [args, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--config " + file("unknown.ini", head + "\n# a comment\nhh.bogus = 3\n"),
+            "unknown.ini' line 6: unknown option 'hh.bogus'"},
+           {"--config " + file("section.ini", head + "[hh]\nbogus = 3\n"),
+            "section.ini' line 5: unknown option 'hh.bogus'"},
+           {"--config " + file("noeq.ini", head + "quiet\n"), "noeq.ini' line 4: expected KEY = VALUE, got 'quiet'"},
+           {"--config " + file("value.ini", head + "hh.width = abc\n"),
+            "value.ini' line 4: hh.width: expected a whole number"},
+           {"--config " + file("twice.ini", head + "hh.width = 5\nhh.width = 6\n"), "twice.ini' line 5:"},
+           {"--config " + file("nested.ini", head + "config = other.ini\n"),
+            "nested.ini' line 4: a job file cannot name another"},
+           {"--job distinct --config " + file("otherjob.ini", head + "hh.width = 100\n"),
+            "otherjob.ini' line 4: unknown option 'hh.width'"},
+           {"--job heavy-hitters --hh.epsilon nan", "hh.epsilon: expected 0 <= epsilon < 1"},
+           {"--job heavy-hitters --hh.delta nan", "hh.delta: expected 0 <= delta < 1"},
+           {"--job heavy-hitters --fail.count 1 --fail.domain all=1 --fail.target all",
+            "fail.domain: 'all' cannot name a domain"},
+           {"--job heavy-hitters --fail.count 1 --fail.domain 3=1 --fail.target 3",
+            "fail.domain: '3' cannot name a domain"},
+           {"--job heavy-hitters --fail.count 1 --fail.domain r=1 --fail.domain r=2 --fail.target r",
+            "domain 'r' given twice"},
+       }) {
+    const auto bad = run("run " + args + " --runtime threads --quiet --items 1000");
+    EXPECT_EQ(bad.status, 2) << args;
+    EXPECT_EQ(lines(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find(expect), std::string::npos) << args << ": " << bad.err;
+  }
+  // The backup server's options file: the same.
+  const auto bs =
+      run("backup-server --store memory --config " + file("bs.ini", "listen = tcp://127.0.0.1:0\nstore.bogus = 1\n"));
+  EXPECT_EQ(bs.status, 2);
+  EXPECT_NE(bs.err.find("bs.ini' line 2: unknown option 'store.bogus'"), std::string::npos) << bs.err;
+  // A registering worker's bad value is not told to give only worker.* options (it did).
+  const auto w = run("worker --worker.id x --worker.controller tcp://127.0.0.1:1");
+  EXPECT_EQ(w.status, 2);
+  EXPECT_NE(w.err.find("'x'"), std::string::npos) << w.err;
+  EXPECT_EQ(w.err.find("give only worker.*"), std::string::npos) << w.err;
+}
+
 // A file whose values add up past 2^63 - 1 is refused: the counts and the exact weights are int64, and they wrapped
 // to negative (a key of weight 1e19 was reported with exact weight -8.4e18, or not at all by Space-Saving, and the
 // scores said precision 1 recall 1).
