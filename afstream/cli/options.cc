@@ -73,14 +73,53 @@ std::string whole_number_text(const std::string& key, const std::string& token) 
   return exact_text(static_cast<std::uint64_t>(d));
 }
 
-// po::store, after checking the value of every unsigned option (whole_number_text) on the command line or in a
-// job file.
+bool is_signed_option(const po::value_semantic* s) {
+  return dynamic_cast<const po::typed_value<int>*>(s) != nullptr ||
+         dynamic_cast<const po::typed_value<long>*>(s) != nullptr ||
+         dynamic_cast<const po::typed_value<long long>*>(s) != nullptr;
+}
+
+// The same for a signed option (--fail.count, --hh.parallelism, the *-ms options): "1e3" becomes "1000", and a value
+// that is no whole number is named with its option (Boost refused "1e3" as "the argument ('1e3') for option
+// '--fail.count' is invalid", while the unsigned counts took it). Boost then checks the type's range.
+std::string signed_whole_number_text(const std::string& key, const std::string& token, bool is_int) {
+  const auto in_range = [&](std::int64_t v) {
+    if (is_int && (v < INT_MIN || v > INT_MAX)) {
+      throw ConfigError(key + ": expected a whole number in [-2^31, 2^31 - 1], got '" + token + "'");
+    }
+    return std::to_string(v);
+  };
+  const auto first = token.find_first_not_of(" \t");
+  const auto last = token.find_last_not_of(" \t");
+  std::string t = first == std::string::npos ? std::string() : token.substr(first, last - first + 1);
+  if (!t.empty() && t[0] == '+') t.erase(0, 1);
+  std::int64_t i = 0;
+  if (const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), i);
+      ec == std::errc() && end == t.data() + t.size() && !t.empty()) {
+    return in_range(i);
+  }
+  double d = 0;
+  if (const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), d);
+      ec == std::errc() && end == t.data() + t.size() && !t.empty() && std::isfinite(d) && d == std::floor(d) &&
+      std::fabs(d) < 0x1p63) {
+    return in_range(static_cast<std::int64_t>(d));
+  }
+  throw ConfigError(key + ": expected a whole number, got '" + token + "'");
+}
+
+// po::store, after checking the value of every whole-number option (whole_number_text, signed_whole_number_text) on
+// the command line or in a job file.
 void store_checked(po::parsed_options&& parsed, po::variables_map& vm) {
   for (auto& o : parsed.options) {
     if (o.unregistered || parsed.description == nullptr) continue;
     const auto* d = parsed.description->find_nothrow(o.string_key, false);
-    if (d == nullptr || !is_unsigned_option(d->semantic().get())) continue;
-    for (auto& token : o.value) token = whole_number_text(o.string_key, token);
+    if (d == nullptr) continue;
+    if (is_unsigned_option(d->semantic().get())) {
+      for (auto& token : o.value) token = whole_number_text(o.string_key, token);
+    } else if (is_signed_option(d->semantic().get())) {
+      const bool is_int = dynamic_cast<const po::typed_value<int>*>(d->semantic().get()) != nullptr;
+      for (auto& token : o.value) token = signed_whole_number_text(o.string_key, token, is_int);
+    }
   }
   po::store(parsed, vm);
 }

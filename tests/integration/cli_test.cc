@@ -57,7 +57,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 28> cases{{
+  const std::array<Case, 31> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -89,6 +89,11 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
       {"run --job heavy-hitters --fail.at 1.5", "fail.at: '1.5' is neither a fraction"},
       {"run --job heavy-hitters --fail.at 1.0", "fail.at: '1.0' is ambiguous"},  // it was the first item
       {"run --job heavy-hitters --hh.width -100", "hh.width: expected a whole number"},
+      // Signed whole-number options name themselves (Boost: "the argument ('1.5') for option ... is invalid").
+      {"run --job heavy-hitters --fail.count 1.5", "fail.count: expected a whole number, got '1.5'"},
+      {"run --job heavy-hitters --fail.count 1e12", "fail.count: expected a whole number in [-2^31, 2^31 - 1]"},
+      {"run --job heavy-hitters --process.heartbeat-timeout-ms 5s",
+       "process.heartbeat-timeout-ms: expected a whole number, got '5s'"},
       // The operator's own parameter name was the message ("divergence-block: ..."), and the window's option unnamed.
       {"run --job heavy-hitters --hh.divergence-block 3", "hh.divergence-block: expected a power of two >= 1, got 3"},
       {"run --job heavy-hitters --ft.reset sliding", "give --ft.reset-window ITEMS"},
@@ -132,6 +137,14 @@ TEST(Cli, CountsTakeScientificNotation) {
   const std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("items = 20000\n"), std::string::npos) << text;
   EXPECT_NE(text.find("hh.width = 1500\n"), std::string::npos) << text;
+  // Signed counts too (--fail.count, --hh.parallelism refused 1e0).
+  r = run("run --job heavy-hitters --runtime threads --quiet --items 2e4 --hh.parallelism 3e0 --fail.count 1e0 --out " +
+          (d.path() / "s").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream config_s(d.path() / "s" / "config.ini");
+  const std::string text_s((std::istreambuf_iterator<char>(config_s)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text_s.find("hh.parallelism = 3\n"), std::string::npos) << text_s;
+  EXPECT_NE(text_s.find("fail.count = 1\n"), std::string::npos) << text_s;
   std::ofstream(d.path() / "job.ini") << "items = 3e4\n";
   r = run("run --job heavy-hitters --runtime threads --quiet --config " + (d.path() / "job.ini").string() + " --out " +
           (d.path() / "b").string());
