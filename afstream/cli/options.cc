@@ -642,6 +642,14 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       }
     }
   }
+  // The process runtime's options under --runtime threads (a spare or a memory store asked for and silently not had).
+  if (r.runtime == "threads") {
+    for (const auto& key : given_on_command_line) {
+      if (key.starts_with("process.")) {
+        r.unused_by_runtime.push_back("--" + key + " has no effect (--runtime processes only)");
+      }
+    }
+  }
   // The job's options that its other options leave without effect (Job::unused_options), given on the command line.
   if (job) {
     for (const auto& [key, why] : job->unused_options(vm)) {

@@ -59,6 +59,8 @@ struct RunOptions {
   // The job's options given on the command line that its other options leave without effect, each as
   // "--KEY has no effect (WHY)" (Job::unused_options): noted too.
   std::vector<std::string> unused_by_job;
+  // The same for the process runtime's options (process.*) given with --runtime threads: "--KEY has no effect (...)".
+  std::vector<std::string> unused_by_runtime;
 };
 
 // Options shared by every job (ft.*, fail.*, net.*, items, seed, out, ...).

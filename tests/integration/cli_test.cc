@@ -788,6 +788,11 @@ TEST(Cli, OptionsOfAnotherModeAreNoted) {
   r = run("run --job learn --items 2000 --quiet --runtime threads --ft.mode exact");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err.find("note:"), std::string::npos) << r.err;
+  // The process runtime's options under the thread runtime (spares and a memory store were silently not had).
+  r = run("run --job heavy-hitters --items 1000 --quiet --runtime threads --process.standby 2 --process.store memory");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: --process.standby has no effect (--runtime processes only)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("note: --process.store has no effect (--runtime processes only)"), std::string::npos) << r.err;
 }
 
 TEST(Cli, ListAndHelp) {
