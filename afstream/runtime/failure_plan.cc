@@ -142,8 +142,8 @@ std::vector<FailureEvent> parse_failure_points(const std::string& spec, std::uin
     e.workers = workers;
     e.produced = produced;
     if (produced && !unit.empty()) throw bad();
-    if (unit == "ms" || unit == "s") {
-      const double ms = unit == "s" ? d * 1000 : d;
+    if (unit == "ms" || unit == "s" || unit == "m") {  // the units of every duration option (core/duration.h)
+      const double ms = unit == "m" ? d * 60000 : unit == "s" ? d * 1000 : d;
       if (ms >= 0x1p62) throw bad();
       e.at_time = std::chrono::milliseconds(static_cast<std::int64_t>(ms));
     } else if (unit.empty()) {

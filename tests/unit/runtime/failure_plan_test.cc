@@ -14,14 +14,15 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(FailurePlan, PointsAreItemsFractionsOrTimes) {
-  const auto v = parse_failure_points("1000,0.25,500ms,2s,1.5s", 10000, {1, 2});
-  ASSERT_EQ(v.size(), 5u);
+  const auto v = parse_failure_points("1000,0.25,500ms,2s,1.5s,1m", 10000, {1, 2});
+  ASSERT_EQ(v.size(), 6u);
   EXPECT_EQ(v[0].at_items, 1000u);
   EXPECT_FALSE(v[0].at_time);
   EXPECT_EQ(v[1].at_items, 2500u);
   EXPECT_EQ(*v[2].at_time, milliseconds(500));
   EXPECT_EQ(*v[3].at_time, milliseconds(2000));
   EXPECT_EQ(*v[4].at_time, milliseconds(1500));
+  EXPECT_EQ(*v[5].at_time, milliseconds(60000));  // minutes, as every duration option takes
   for (const auto& e : v) EXPECT_EQ(e.workers, (std::vector<int>{1, 2}));
 }
 
