@@ -57,7 +57,7 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
   struct Case {
     std::string args, expect;
   };
-  const std::array<Case, 31> cases{{
+  const std::array<Case, 33> cases{{
       {"run --job heavy-hitters --ft.theta -1", "theta"},
       {"run --job heavy-hitters --ft.l -5", "unbacked-items-max"},
       {"run --job heavy-hitters --bogus 3", "bogus"},
@@ -94,6 +94,12 @@ TEST(Cli, BadInputGivesOneClearLineAndNonZeroExit) {
       {"run --job heavy-hitters --fail.count 1e12", "fail.count: expected a whole number in [-2^31, 2^31 - 1]"},
       {"run --job heavy-hitters --process.heartbeat-timeout-ms 5s",
        "process.heartbeat-timeout-ms: expected a whole number, got '5s'"},
+      // Named once, as given (it was "hh.width/depth/epsilon/delta: hh.residual-share: ... -1.000000", and NaN
+      // "parameter 'residual-share': expected a number").
+      {"run --job heavy-hitters --hh.residual-share -1",
+       "error: hh.residual-share: expected a share of phi in (0, 0.25], got -1\n"},
+      {"run --job heavy-hitters --hh.residual-share nan",
+       "error: hh.residual-share: expected a share of phi in (0, 0.25], got nan"},
       // The operator's own parameter name was the message ("divergence-block: ..."), and the window's option unnamed.
       {"run --job heavy-hitters --hh.divergence-block 3", "hh.divergence-block: expected a power of two >= 1, got 3"},
       {"run --job heavy-hitters --ft.reset sliding", "give --ft.reset-window ITEMS"},
