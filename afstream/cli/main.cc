@@ -175,7 +175,8 @@ void usage() {
          "`afstream COMMAND --help` lists its options (`afstream run --job NAME --help`: and the job's).\n";
 }
 
-int cmd_list() {
+int cmd_list(int argc) {
+  if (argc > 2) throw afs::ConfigError("list takes no options (afstream list)");
   std::cout << "jobs:\n";
   for (const auto& [name, make] : jobs()) {
     const auto job = make();
@@ -1143,7 +1144,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "run") return cmd_run(argc - 1, argv + 1, false);
     if (cmd == "controller") return cmd_run(argc - 1, argv + 1, true);
-    if (cmd == "list") return cmd_list();
+    if (cmd == "list") return cmd_list(argc);
     if (cmd == "backup-server") return cmd_backup_server(argc - 1, argv + 1);
     if (cmd == "worker") return cmd_worker(argc - 1, argv + 1);
     if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);

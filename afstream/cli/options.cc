@@ -827,7 +827,11 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
   a.listen = vm["listen"].as<std::string>();
   if (a.listen.empty()) throw ConfigError("listen: expected an endpoint (tcp://HOST:PORT or ipc://PATH)");
   // As every tcp:// address of a job: one the other hosts reach, never a wildcard (runtime/README.md, Across hosts).
-  if (a.listen.starts_with("tcp://")) (void)net::parse_tcp_bind(a.listen, "listen", true);
+  if (a.listen.starts_with("tcp://")) {
+    (void)net::parse_tcp_bind(a.listen, "listen", true);
+  } else if (!a.listen.starts_with("ipc://")) {  // ZeroMQ's own words ("Protocol not supported") named no option
+    throw ConfigError("listen: '" + a.listen + "' is not an endpoint (expected tcp://HOST:PORT or ipc://PATH)");
+  }
   a.store = vm["store"].as<std::string>();
   if (vm.count("store.path")) a.store_path = vm["store.path"].as<std::string>();
   a.store_sync = vm["store.sync"].as<bool>();

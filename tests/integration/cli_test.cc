@@ -801,6 +801,19 @@ TEST(Cli, OptionsOfAnotherModeAreNoted) {
   EXPECT_NE(r.err.find("note: --process.store has no effect (--runtime processes only)"), std::string::npos) << r.err;
 }
 
+// Commands other than run: a stray option of list (exit 0 before) and a backup server's listen that is no endpoint
+// (ZeroMQ's "Protocol not supported" named no option) are one line naming what is wrong.
+TEST(Cli, OtherCommandsRefuseBadInputInOneLine) {
+  for (const auto& [args, expect] : {std::pair{std::string("list --bogus"), std::string("list takes no options")},
+                                     std::pair{std::string("backup-server --store memory --listen bogus"),
+                                               std::string("listen: 'bogus' is not an endpoint")}}) {
+    const auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(lines(r.err), 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("afstream: error: " + expect), std::string::npos) << r.err;
+  }
+}
+
 TEST(Cli, ListAndHelp) {
   auto r = run("list");
   EXPECT_EQ(r.status, 0);
