@@ -261,8 +261,7 @@ KeyFiles write_curve_keypair(const std::string& dir, const std::string& name, co
   for (const auto* p : {&files.secret_file, &files.public_file}) {
     if (fs::exists(fs::symlink_status(*p, ec))) {
       throw InputError("key file " + quoted(*p) +
-                       " exists already: not overwriting it (remove it, or choose another "
-                       "name)");
+                       " exists already: not overwriting it (remove it, or choose another --name or --out)");
     }
   }
   write_new_file(files.secret_file, secret_key_file_text(keys), 0600);

@@ -812,6 +812,15 @@ TEST(Cli, OtherCommandsRefuseBadInputInOneLine) {
     EXPECT_EQ(lines(r.err), 1) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("afstream: error: " + expect), std::string::npos) << r.err;
   }
+  // A second keygen into the same place keeps the first keypair and says which options choose another.
+  TempDir d;
+  const std::string keygen = "keygen --out " + d.path().string() + " --name k";
+  ASSERT_EQ(run(keygen).status, 0);
+  const auto r = run(keygen);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("exists already: not overwriting it (remove it, or choose another --name or --out)"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(Cli, ListAndHelp) {
