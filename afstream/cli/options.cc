@@ -177,12 +177,14 @@ FileOptions parse_options_file(const std::string& text, const std::string& path,
     if (s.empty()) continue;
     if (s.front() == '[' && s.back() == ']') {
       prefix = s.substr(1, s.size() - 2);
-      if (!prefix.empty() && prefix.back() != '.') prefix += '.';
+      if (prefix.empty() || prefix.back() != '.') prefix += '.';  // as Boost: "[]" makes the prefix "."
       continue;
     }
     const auto eq = s.find('=');
     if (eq == std::string::npos) throw ConfigError(file_line(path, n) + "expected KEY = VALUE, got '" + s + "'");
     const std::string key = prefix + trim(s.substr(0, eq));
+    // An empty key matches every option in find_nothrow (po::ambiguous_option listing all seventy, no file or line).
+    if (trim(s.substr(0, eq)).empty()) throw ConfigError(file_line(path, n) + "expected KEY = VALUE, got '" + s + "'");
     // --config on the command line names the file; a file naming another was ignored without a word.
     if (key == "config") throw ConfigError(file_line(path, n) + "a job file cannot name another (config)");
     if (desc.find_nothrow(key, false) == nullptr) {
@@ -206,15 +208,20 @@ void store_file_checked(FileOptions&& f, const std::string& path, po::variables_
       po::parsed_options prefix(copy.parsed.description);
       prefix.options.assign(copy.parsed.options.begin(), copy.parsed.options.begin() + static_cast<std::ptrdiff_t>(i));
       po::variables_map scratch;
+      // The first prefix refused with this very error: store_checked checks every value before po::store sees a
+      // repeated key, so a bad value on a later line than a repetition fails a shorter prefix for another reason.
+      std::string refused;
       try {
         store_checked(std::move(prefix), scratch);
-      } catch (const po::error&) {
-        if (copy.lines[i - 1] > 0) return ConfigError(file_line(path, copy.lines[i - 1]) + what);
-        break;
-      } catch (const ConfigError&) {
-        if (copy.lines[i - 1] > 0) return ConfigError(file_line(path, copy.lines[i - 1]) + what);
-        break;
+        continue;
+      } catch (const po::error& e) {
+        refused = e.what();
+      } catch (const ConfigError& e) {
+        refused = e.what();
       }
+      if (refused != what) continue;
+      if (copy.lines[i - 1] > 0) return ConfigError(file_line(path, copy.lines[i - 1]) + what);
+      break;
     }
     return ConfigError("config: '" + path + "': " + what);
   };

@@ -193,7 +193,11 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   }
   if (crash_in_ && !crash_in_->observed && op_) crash_in_->record.alpha = op_->alpha();
   if (crash_in_) crash_in_->record.recovery_ms = -1;  // until it is restored and replayed (mark_recovered)
-  processed_ = counters_.items_in.load();
+  const std::uint64_t counted = counters_.items_in.load();
+  if (!failure_positions_.empty() && failure_positions_.back() > counted) {
+    processed_before_ = failure_positions_.back() - counted;
+  }
+  processed_ = processed_before_ + counted;
   schedule_.on_progress(processed_);
   out_slot_.assign(ctx.topology->channels().size(), -1);
   in_slot_.assign(ctx.topology->channels().size(), -1);
@@ -1323,7 +1327,7 @@ std::size_t Worker::process_some(std::size_t budget) {
 
 // The counters of processed items: items_in, and the input position (WorkerCounters::input_position).
 void Worker::count_processed(std::size_t n) {
-  processed_ = counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
+  processed_ = processed_before_ + counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
   std::uint64_t position = 0;
   for (const auto& in : ins_) position += in.processed;
   if (position > counters_.input_position.load(std::memory_order_relaxed)) {

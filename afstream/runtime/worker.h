@@ -578,7 +578,10 @@ class Worker {
   bool gaps_valid_ = false;                       // missing_items_ is a measurement (not given up on)
   Clock::time_point gaps_since_{};  // recovered at; a sender silent for kResumeWait leaves the loss unmeasured
   std::deque<std::pair<std::uint64_t, std::vector<std::uint64_t>>> coverage_pending_;  // (ticket, processed/slot)
-  std::uint64_t processed_ = 0;     // items processed by this worker (all incarnations, from its counters)
+  std::uint64_t processed_ = 0;  // items processed by this worker (all incarnations, from its counters)
+  // Items of earlier incarnations its counters do not hold: a worker process's counters start at 0, while its failure
+  // positions (the reset policy's history) count every incarnation's items (threads: 0, the counters outlive it).
+  std::uint64_t processed_before_ = 0;
   std::vector<double> loss_theta_;  // runtime theta in force at each failure j = 1..k
   std::vector<double> loss_l_;
 

@@ -622,6 +622,12 @@ TEST(Cli, JobFileErrorsNameFileAndLine) {
            {"--config " + file("value.ini", head + "hh.width = abc\n"),
             "value.ini' line 4: hh.width: expected a whole number"},
            {"--config " + file("twice.ini", head + "hh.width = 5\nhh.width = 6\n"), "twice.ini' line 5:"},
+           // A bad value after a repeated key is named at its own line (the repetition's line was given).
+           {"--config " + file("order.ini", head + "hh.width = 5\nhh.width = 6\nfail.count = 1.5\n"),
+            "order.ini' line 6: fail.count: expected a whole number, got '1.5'"},
+           {"--config " + file("nokey.ini", head + "= 5\n"), "nokey.ini' line 4: expected KEY = VALUE, got '= 5'"},
+           {"--config " + file("emptysection.ini", head + "[]\nseed = 5\n"),
+            "emptysection.ini' line 5: unknown option '.seed'"},
            {"--config " + file("nested.ini", head + "config = other.ini\n"),
             "nested.ini' line 4: a job file cannot name another"},
            {"--job distinct --config " + file("otherjob.ini", head + "hh.width = 100\n"),
