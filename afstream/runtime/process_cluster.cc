@@ -24,6 +24,7 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/core/number_text.h"
+#include "afstream/core/temp_root.h"
 #include "afstream/net/codec.h"
 #include "afstream/net/endpoint.h"
 #include "afstream/net/handoff.h"
@@ -89,9 +90,8 @@ void check_open_file_limit(int workers) {
 // (as mkdtemp(1)), else /tmp. A socket's path has room for sizeof(sun_path) - 1 bytes (107 on Linux), so TMPDIR must
 // leave room for the longest socket name of a job with `workers` workers.
 std::string make_run_directory(int workers) {
-  const char* env = std::getenv("TMPDIR");
-  std::string base = env != nullptr && *env != '\0' ? env : "/tmp";
-  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  const TempRoot root = temp_root();
+  const std::string& base = root.path;
   std::string path = base + (base == "/" ? "" : "/") + "afs-XXXXXX";
   const std::size_t longest_socket =
       path.size() + std::string("/w-e4294967295-acks").size() + std::to_string(std::max(workers - 1, 0)).size();
@@ -103,7 +103,7 @@ std::string make_run_directory(int workers) {
                       std::to_string(base.size() - (longest_socket - kMaxSocketPath)) + " bytes long");
   }
   if (::mkdtemp(path.data()) == nullptr) {
-    throw RuntimeError("cannot create the run's directory in " + base + (env != nullptr ? " (TMPDIR)" : "") + ": " +
+    throw RuntimeError("cannot create the run's directory in " + base + (root.from_env ? " (TMPDIR)" : "") + ": " +
                        std::strerror(errno));
   }
   return path;

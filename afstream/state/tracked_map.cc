@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <string>
 
 #include "afstream/core/errors.h"
@@ -194,6 +195,7 @@ typename TrackedMap<V>::Delta TrackedMap<V>::read_delta(ByteReader& r) const {
   const std::uint16_t t = tag() | detail::kTagDelta;
   const std::string what = detail::container_tag_name(t);
   Delta d;
+  d.keys_before = live_;
   d.keys_after = detail::read_container_header(r, t);
   d.keys = r.get_array<std::uint64_t>((what + " keys").c_str());
   d.values = r.get_array<V>((what + " values").c_str());
@@ -220,7 +222,9 @@ typename TrackedMap<V>::Delta TrackedMap<V>::read_delta(ByteReader& r) const {
 
 template <typename V>
 void TrackedMap<V>::apply_delta(const Delta& d) {
-  // Validated by read_delta: now mutate. Dropping the local change records first leaves no tombstones in the table.
+  // Validated by read_delta against this map as it is (two deltas of one map read before either is applied would
+  // not be): now mutate. Dropping the local change records first leaves no tombstones in the table.
+  assert(live_ == d.keys_before && "TrackedMap::apply_delta: the map changed since read_delta");
   mark_backed_up();
   if (d.keys_after > live_) reserve(d.keys_after);
   for (std::size_t k = 0; k < d.keys.size(); ++k) {

@@ -157,6 +157,7 @@ class TrackedMap {
   // write_delta payload against this map (FormatError on bad input, the map unchanged), and apply_delta(const
   // Delta&) applies it to the same, unchanged map (it cannot fail) in O(keys in the delta).
   struct Delta {
+    std::uint64_t keys_before = 0;  // the keys of the map read_delta checked it against (apply_delta asserts them)
     std::uint64_t keys_after = 0;
     std::vector<std::uint64_t> keys;
     std::vector<V> values;

@@ -12,6 +12,7 @@
 
 #include "afstream/core/errors.h"
 #include "afstream/core/out_file.h"
+#include "afstream/core/temp_root.h"
 #include "afstream/core/topology.h"
 #include "algorithms/text/corpus.h"
 #include "algorithms/text/matcher.h"
@@ -82,10 +83,8 @@ class TextJob : public Job {
       validate(s);
       dir_ = vm["text.synthetic-dir"].as<std::string>();
       if (dir_.empty()) {
-        // TMPDIR, or /tmp when it is unset or empty (an empty one is unset, as for mkstemp's callers).
-        const char* tmpdir = std::getenv("TMPDIR");
         std::error_code ec;
-        const fs::path base = tmpdir == nullptr || *tmpdir == '\0' ? fs::path("/tmp") : fs::path(tmpdir);
+        const fs::path base = temp_root().path;
         if (!fs::is_directory(base, ec)) {
           throw InputError("synthetic corpus: TMPDIR '" + base.string() +
                            "' is not a directory (set TMPDIR, or give text.synthetic-dir)");
