@@ -696,19 +696,8 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.batch_items = vm["net.batch-items"].as<std::size_t>();
   c.flow_window = vm["net.flow-window"].as<std::uint64_t>();
   c.in_flight_max = vm["net.in-flight-max"].as<std::uint64_t>();
-  if (c.in_flight_max > 0 && c.in_flight_max < c.batch_items) {
-    throw ConfigError("net.in-flight-max: expected 0 (no limit) or at least net.batch-items = " +
-                      std::to_string(c.batch_items) + ", got " + std::to_string(c.in_flight_max));
-  }
   c.queue_items = vm["net.queue-items"].as<std::size_t>();
-  if (c.batch_items == 0) throw ConfigError("net.batch-items: expected > 0");
-  if (c.queue_items < c.batch_items) throw ConfigError("net.queue-items: expected >= net.batch-items");
-  // A sender holds at most net.flow-window unacknowledged items and sends whole batches: below one batch it could send
-  // nothing (worker processes then ran on until killed; LocalCluster refused it, after the configuration's print).
-  if (c.flow_window < c.batch_items) {
-    throw ConfigError("net.flow-window: expected at least net.batch-items = " + std::to_string(c.batch_items) +
-                      ", got " + std::to_string(c.flow_window));
-  }
+  validate_transport(c);
   c.microbatch_interval = parse_duration(vm["ft.microbatch-interval"].as<std::string>(), "ft.microbatch-interval");
   if (c.microbatch_interval.count() == 0) throw ConfigError("ft.microbatch-interval: expected > 0");
   c.microbatch_items = vm["ft.microbatch-items"].as<std::uint64_t>();

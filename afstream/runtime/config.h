@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "afstream/core/errors.h"
 #include "afstream/core/thresholds.h"
 
 namespace afs {
@@ -72,5 +73,22 @@ struct RunConfig {
   // start (the learners' trace) agree across processes and restarted incarnations.
   std::int64_t started_ns = 0;
 };
+
+// The batching and flow options that fit together (ConfigError naming the option): a sender sends whole batches, so
+// a flow window or an in-flight limit below one batch could send nothing (worker processes hung on it). Called by
+// the command-line layer and by LocalCluster, for callers that fill a RunConfig themselves.
+inline void validate_transport(const RunConfig& c) {
+  const auto batch = std::to_string(c.batch_items);
+  if (c.batch_items == 0) throw ConfigError("net.batch-items: expected > 0");
+  if (c.queue_items < c.batch_items) throw ConfigError("net.queue-items: expected >= net.batch-items = " + batch);
+  if (c.flow_window < c.batch_items) {
+    throw ConfigError("net.flow-window: expected at least net.batch-items = " + batch + ", got " +
+                      std::to_string(c.flow_window));
+  }
+  if (c.in_flight_max > 0 && c.in_flight_max < c.batch_items) {
+    throw ConfigError("net.in-flight-max: expected 0 (no limit) or at least net.batch-items = " + batch + ", got " +
+                      std::to_string(c.in_flight_max));
+  }
+}
 
 }  // namespace afs

@@ -111,8 +111,7 @@ LocalCluster::LocalCluster(const Topology& topology, const Registry& registry, R
                            std::shared_ptr<BackupStore> store)
     : store_(store ? std::move(store) : std::make_shared<MemoryStore>()) {
   config.bounds.validate();
-  if (config.batch_items == 0) throw ConfigError("net.batch-items must be > 0");
-  if (config.flow_window < config.batch_items) throw ConfigError("net.flow-window must be >= net.batch-items");
+  validate_transport(config);
   for (const auto& f : config.failures) {
     for (int w : f.workers) {
       if (w < 0 || w >= topology.worker_count()) {
