@@ -76,7 +76,10 @@ struct RecoveryInfo {
   // Space-Saving counts): the most failures (done, k] can have taken from any sum, min(sum of floor(theta_j) +
   // l_j * alpha, sum of missing_j * alpha + floor(residual_j)), the second only when every missing_j was measured
   // (proofs/theorem2-count-min.md, Lemma CM2'; proofs/space-saving.md). 0 when done >= k.
+  // The sum saturates at kLossBoundCap (a bound that large bounds nothing an int64 sum can lose); callers keep
+  // their total compensation at most kLossBoundCap too, so that adding it to sums below 2^62 cannot overflow.
   std::int64_t integer_sum_loss_bound(std::size_t done, std::int64_t alpha_per_item) const;
+  static constexpr std::int64_t kLossBoundCap = std::int64_t{1} << 62;
 };
 
 class Operator {

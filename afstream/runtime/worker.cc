@@ -1430,7 +1430,8 @@ void Worker::after_update_checked() {
         const double room = pending_state_ticket_ && !never_wait_for_store_
                                 ? std::min(trigger, theta - pending_divergence_) - d
                                 : trigger - d;
-        if (room >= op_alpha_) unchecked_items_ = static_cast<std::uint64_t>(room / op_alpha_);
+        // (Saturated: with Theta up to any finite number, room / alpha may pass 2^64, whose cast is undefined.)
+        if (room >= op_alpha_) unchecked_items_ = static_cast<std::uint64_t>(std::min(room / op_alpha_, 0x1p63));
       }
       if (d > trigger || replay_due) {
         // (The forced backups of the replay interval wait for the one in flight: they bound the work a recovery

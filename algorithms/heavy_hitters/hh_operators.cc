@@ -263,7 +263,8 @@ void CountMinHeavyHitters::on_recovered(const RecoveryInfo& info) {
   const auto done = static_cast<std::size_t>(compensation_[1]);
   const std::size_t k = info.theta_by_failure.size();
   if (k <= done) return;
-  const std::int64_t c = info.integer_sum_loss_bound(done, max_weight_);
+  const std::int64_t c =
+      std::min(info.integer_sum_loss_bound(done, max_weight_), RecoveryInfo::kLossBoundCap - compensation_[0]);
   if (c > 0) {
     counters_.add_to_all(c);
   }

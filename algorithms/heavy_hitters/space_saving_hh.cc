@@ -279,7 +279,8 @@ void SpaceSavingHeavyHitters::on_recovered(const RecoveryInfo& info) {
   const auto done = static_cast<std::size_t>(compensated_failures_);
   const std::size_t k = info.theta_by_failure.size();
   if (k <= done) return;
-  const std::int64_t c = info.integer_sum_loss_bound(done, max_weight_);
+  const std::int64_t c =
+      std::min(info.integer_sum_loss_bound(done, max_weight_), RecoveryInfo::kLossBoundCap - compensation_);
   if (c > 0) {
     summary_.add_to_all(c);
     if (!overflow_) overflow();  // every entry changed: the next delta replaces them all

@@ -252,6 +252,43 @@ TEST(CountMinHh, CompensationAddsFloorThetaPlusLTimesMaxWeightOncePerFailure) {
   EXPECT_EQ(late.distance(restored), 0);
 }
 
+// Theta and L are any finite numbers >= 0: a per-failure Theta of 2^63 or more (--ft.theta 1e20 with 2 copies), or an
+// l_j * alpha past int64, once made the loss bound undefined (INT64_MIN on x86: no compensation at all, and a
+// negative one recorded). Now the bound saturates at kLossBoundCap: the measured loss wins when there is one, and the
+// total compensation over any number of failures stays at most the cap.
+TEST(CountMinHh, HugeThetaOrLSaturatesTheLossBound) {
+  const auto items = zipf_items(9, Weights::Packet, 2000);
+  CountMinHeavyHitters op(cm_params(Weights::Packet, 1e12));
+  NullEmitter out;
+  for (const Item& it : items) op.process(it, out);
+  op.mark_backed_up();
+  const auto key = ZipfGenerator::key_of_rank(0);
+  const std::int64_t before = op.estimate(key);
+
+  // Measured (behind a replayable source: nothing missing, a residual of 7): the measurement, not the bound.
+  RecoveryInfo measured = recovery({2.5e19}, {2.5e16}, 1500);
+  measured.missing_by_failure = {std::uint64_t{0}};
+  measured.residual_by_failure = {7.5};
+  op.on_recovered(measured);
+  EXPECT_EQ(op.compensation(), 7);
+  EXPECT_EQ(op.estimate(key), before + 7);
+
+  // Not measured: the cap, once in all, whatever more failures add.
+  CountMinHeavyHitters big(cm_params(Weights::Packet, 1e12));
+  for (const Item& it : items) big.process(it, out);
+  big.on_recovered(recovery({2.5e19}, {250}, 1500));
+  EXPECT_EQ(big.compensation(), RecoveryInfo::kLossBoundCap);
+  EXPECT_EQ(big.estimate(key), before + RecoveryInfo::kLossBoundCap);
+  big.on_recovered(recovery({2.5e19, 1.25e19}, {250, 125}, 1500));
+  EXPECT_EQ(big.compensation(), RecoveryInfo::kLossBoundCap);
+  EXPECT_EQ(big.estimate(key), before + RecoveryInfo::kLossBoundCap);
+
+  // L alone: 2.5e16 * 1500 is past int64.
+  CountMinHeavyHitters big_l(cm_params(Weights::Packet, 1e12));
+  big_l.on_recovered(recovery({10}, {2.5e16}, 1500));
+  EXPECT_EQ(big_l.compensation(), RecoveryInfo::kLossBoundCap);
+}
+
 // The residual a partial delta leaves comes back as compensation on every counter after a failure, so count-min-hh
 // caps it at residual-share * phi / 2^(k + 1) after k compensated failures (theorem2-count-min.md, "Residual cap"):
 // the residuals of any number of failures add at most residual-share * phi (phi / 256 by default). A phi far above

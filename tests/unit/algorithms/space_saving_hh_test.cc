@@ -319,6 +319,32 @@ TEST(SpaceSavingHh, BackupRestoreContinueEqualsAnUninterruptedRun) {
   }
 }
 
+// A per-failure Theta of 2^63 or more once gave a negative loss bound (undefined cast; INT64_MIN on x86), recorded as
+// a negative compensation that the next snapshot's reader refused: `afstream run --hh.algorithm space-saving
+// --ft.theta 1e20 --fail.count 2` ended with "space-saving-hh: negative compensation". Now it saturates.
+TEST(SpaceSavingHh, HugeThetaSaturatesTheCompensation) {
+  const auto items = zipf_items(9, Weights::Packet, 3000);
+  const Params p = ss_params(Weights::Packet, 1e12, 100);
+  SpaceSavingHeavyHitters op(p);
+  NullEmitter out;
+  for (const Item& it : items) op.process(it, out);
+  op.mark_backed_up();
+  RecoveryInfo measured = recovery({2.5e19}, {250}, 1500);
+  measured.missing_by_failure = {std::uint64_t{0}};
+  measured.residual_by_failure = {0};
+  op.on_recovered(measured);
+  EXPECT_EQ(op.compensation(), 0);
+  op.on_recovered(recovery({2.5e19, 1.25e19}, {250, 125}, 1500));
+  EXPECT_EQ(op.compensation(), RecoveryInfo::kLossBoundCap);
+  op.on_recovered(recovery({2.5e19, 1.25e19, 6e18}, {250, 125, 60}, 1500));
+  EXPECT_EQ(op.compensation(), RecoveryInfo::kLossBoundCap);
+  const auto snap = full_of(op);
+  SpaceSavingHeavyHitters restored(p);
+  ByteReader r(snap);
+  EXPECT_NO_THROW(restored.restore_full(r));
+  EXPECT_EQ(restored.compensation(), RecoveryInfo::kLossBoundCap);
+}
+
 TEST(SpaceSavingHh, CompensationAddsFloorThetaPlusLTimesMaxWeightOncePerFailure) {
   const auto items = zipf_items(9, Weights::Packet, 3000);
   const Params p = ss_params(Weights::Packet, 1e12, 100);
