@@ -698,6 +698,7 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.in_flight_max = vm["net.in-flight-max"].as<std::uint64_t>();
   c.queue_items = vm["net.queue-items"].as<std::size_t>();
   validate_transport(c);
+  if (c.queue_items < c.batch_items) throw ConfigError("net.queue-items: expected >= net.batch-items");
   c.microbatch_interval = parse_duration(vm["ft.microbatch-interval"].as<std::string>(), "ft.microbatch-interval");
   if (c.microbatch_interval.count() == 0) throw ConfigError("ft.microbatch-interval: expected > 0");
   c.microbatch_items = vm["ft.microbatch-items"].as<std::uint64_t>();
