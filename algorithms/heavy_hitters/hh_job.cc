@@ -131,10 +131,8 @@ class HeavyHittersJob final : public Job {
     Params cm;
     cm.set("width", width).set("depth", depth).set("phi", phi_).set("seed", seed * 7919 + 1);
     cm.set("max-weight", alpha).set("divergence-block", vm["hh.divergence-block"].as<std::uint64_t>());
-    // NaN would reach the operator as the text "nan", which Params does not read as a number.
-    if (const double share = vm["hh.residual-share"].as<double>(); std::isnan(share)) {
-      throw ConfigError("hh.residual-share: expected a share of phi in (0, 0.25], got nan");
-    }
+    // Here, not only in the operator's validate: NaN would reach it as the text "nan", which Params does not read.
+    check_residual_share(vm["hh.residual-share"].as<double>());
     cm.set("residual-share", vm["hh.residual-share"].as<double>());
     // Theorem 2 after failures: keys are watched from phi minus the most that failures can take from one copy's
     // counters, so a heavy key whose crossing item was lost is still found (proofs/theorem2-count-min.md, CM-R';

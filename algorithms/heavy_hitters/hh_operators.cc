@@ -135,15 +135,18 @@ CountMinHeavyHitters::CountMinHeavyHitters(const Params& p)
   validate(p);
 }
 
+void check_residual_share(double share) {
+  if (!(share > 0 && share <= 0.25)) {
+    throw ConfigError("hh.residual-share: expected a share of phi in (0, 0.25], got " + readable_text(share));
+  }
+}
+
 void CountMinHeavyHitters::validate(const Params& p) {
   (void)block_for(p, make_hash(p).width());  // the sketch's shape
   const double phi = p.get_double("phi", 1000);
   if (!(phi > 0)) throw ConfigError("hh.phi: expected a count > 0, got " + readable_text(phi));
   if (p.get_double("watch-margin", 0) < 0) throw ConfigError("watch-margin: expected >= 0");
-  // At most a quarter: the watch margin behind replayable sources (count_min_watch_margin, phi / 4) must cover it.
-  if (const double share = p.get_double("residual-share", kResidualShare); !(share > 0 && share <= 0.25)) {
-    throw ConfigError("hh.residual-share: expected a share of phi in (0, 0.25], got " + readable_text(share));
-  }
+  check_residual_share(p.get_double("residual-share", kResidualShare));
   const auto max_weight = p.get_int("max-weight", 1);
   if (max_weight < 1) throw ConfigError("max-weight: expected >= 1, got " + std::to_string(max_weight));
 }

@@ -97,6 +97,9 @@ inline constexpr std::uint64_t kCountMinDivergenceBlock = 1;
 // runtime asks, are not affected; on 1e7 items it costs the heavy-hitter job about 4 points of approx's throughput
 // (81% -> 77% of none, 1.5 times the backup bytes), which --hh.residual-share 0.25 gives back.
 inline constexpr double kResidualShare = 1.0 / 256;
+// ConfigError naming hh.residual-share unless share is in (0, 0.25] (NaN included): the watch margin behind
+// replayable sources (count_min_watch_margin, phi / 4) must cover it.
+void check_residual_share(double share);
 
 // Parameters: width and depth (or epsilon and delta), seed, phi (report keys whose count exceeds phi), max-weight
 // (the largest item value: alpha, and the per-item term of the compensation), watch-margin (keys are watched from

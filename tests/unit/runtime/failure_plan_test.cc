@@ -63,7 +63,9 @@ TEST(FailurePlan, WorkerListsAndDomains) {
   EXPECT_NE(testing::error_message<ConfigError>([&] { parse_worker_list("rack3", 3, domains); }).find("rack3"),
             std::string::npos);
   // A domain naming a missing worker: the domain is named, not fail.target.
-  EXPECT_EQ(testing::error_message<ConfigError>([] { parse_worker_list("bad", 3, {{"bad", "1,7"}}); }),
+  EXPECT_EQ(testing::error_message<ConfigError>([] {
+              parse_worker_list("bad", 3, {{"bad", "1,7"}});
+            }),
             "fail.domain bad=1,7: no worker 7 (workers are 0..2)");
 }
 
