@@ -2,16 +2,22 @@
 // the dataset, held-out split and learner configuration they name.
 #include "ml/learn_options.h"
 
+#include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "afstream/core/errors.h"
 #include "afstream/core/number_text.h"
 #include "afstream/core/out_file.h"
 #include "afstream/runtime/job.h"
 #include "ml/learner_operator.h"
+#include "ml/metrics.h"
 #include "ml/writers.h"
 
 namespace afs::ml {
@@ -73,7 +79,7 @@ std::vector<std::pair<std::string, std::string>> unused_data_options(const po::v
   return unused;
 }
 
-TrainingData training_data_from(const po::variables_map& vm) {
+TrainingData training_data_from(const po::variables_map& vm, bool every_example) {
   const auto holdout = vm["learn.holdout"].as<std::uint64_t>();
   if (holdout < 1) throw ConfigError("learn.holdout: expected >= 1 held-out examples");
   const auto data = vm["learn.data"].as<std::string>();
@@ -160,6 +166,10 @@ TrainingData training_data_from(const po::variables_map& vm) {
     throw ConfigError(std::string("learn.") + e.what());
   }
   if (data == "file") {
+    if (every_example && t.data->size() <= holdout) {
+      t.holdout_end = t.data->size();
+      return t;
+    }
     if (t.data->size() <= holdout) {
       // Skipped lines said, with the first: a wide first line fixes a CSV's column count, and every right line after
       // it was skipped (the error spoke of the one example left).
@@ -242,9 +252,124 @@ void write_model(const std::string& path, const Eigen::VectorXd& w) {
   f.precision(std::numeric_limits<double>::max_digits10);
   f << "index,weight\n";
   for (Eigen::Index i = 0; i < w.size(); ++i) {
-    if (w[i] != 0) f << i << ',' << w[i] << '\n';
+    if (w[i] != 0 || i + 1 == w.size()) f << i << ',' << w[i] << '\n';
   }
   close_checked(f, path);
+}
+
+ModelFile read_model(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError("cannot read model file '" + path + "'");
+  ModelFile m;
+  std::string line;
+  std::uint64_t n = 0;
+  const auto bad = [&](const std::string& what) {
+    return InputError(path + ":" + std::to_string(n) + ": " + what + " (a model file is the line index,weight, then " +
+                      "one line index,weight per weight, indices increasing: a run's model.csv)");
+  };
+  while (std::getline(f, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (n == 1) {
+      if (line != "index,weight") throw bad("expected the header 'index,weight', got '" + line.substr(0, 80) + "'");
+      continue;
+    }
+    const auto comma = line.find(',');
+    if (comma == std::string::npos || line.find(',', comma + 1) != std::string::npos) {
+      throw bad("expected 'index,weight', got '" + line.substr(0, 80) + "'");
+    }
+    const std::string_view is(line.data(), comma);
+    std::uint64_t index = 0;
+    const auto [p, ec] = std::from_chars(is.data(), is.data() + is.size(), index);
+    if (is.empty() || ec != std::errc() || p != is.data() + is.size()) {
+      throw bad("index '" + std::string(is.substr(0, 40)) + "' is not a whole number >= 0");
+    }
+    if (!m.weights.empty() && index <= m.weights.back().first) {
+      throw bad("index " + std::to_string(index) + " after " + std::to_string(m.weights.back().first) +
+                ": expected indices increasing");
+    }
+    const std::string ws = line.substr(comma + 1);
+    char* end = nullptr;
+    errno = 0;
+    const double weight = std::strtod(ws.c_str(), &end);
+    if (ws.empty() || end != ws.c_str() + ws.size() || !std::isfinite(weight) ||
+        std::isspace(static_cast<unsigned char>(ws.front()))) {
+      throw bad("weight '" + ws.substr(0, 40) + "' is not a finite number");
+    }
+    m.weights.emplace_back(index, weight);
+  }
+  if (f.bad()) throw InputError("cannot read model file '" + path + "'");
+  if (n == 0) throw InputError(path + ": empty (a model file starts with the line index,weight)");
+  m.size = m.weights.empty() ? 0 : m.weights.back().first + 1;
+  return m;
+}
+
+namespace {
+
+// "K x (d + 1) = N weights" / "d + 1 = N weights": a learner's shape, for messages.
+std::string shape_text(int outputs, std::uint64_t features) {
+  const std::string per = "(" + std::to_string(features) + " features + a bias)";
+  const std::uint64_t n = static_cast<std::uint64_t>(outputs) * (features + 1);
+  return (outputs > 1 ? std::to_string(outputs) + " outputs x " + per : per) + " = " + std::to_string(n) + " weights";
+}
+
+}  // namespace
+
+ModelEvaluation evaluate_model(const po::variables_map& vm, const std::string& model_path, bool all_examples) {
+  TrainingData t;
+  try {
+    t = training_data_from(vm, all_examples);
+  } catch (const ConfigError& e) {
+    // A test file no longer than learn.holdout: it is all held out, which eval.split all scores.
+    if (std::string_view(e.what()).starts_with("learn.holdout:") && vm["learn.data"].as<std::string>() == "file") {
+      throw ConfigError(std::string(e.what()) + " (afstream eval --eval.split all scores every example of a file)");
+    }
+    throw;
+  }
+  const ModelFile model = read_model(model_path);
+  LearnerConfig c = t.learner;
+  const std::uint64_t k = static_cast<std::uint64_t>(outputs(c));
+  const std::uint64_t expected = weight_count(c);
+  // A test file read with its own indices (libsvm, learn.hash-bits 0) may not reach the model's last features.
+  const bool own_indices =
+      t.from_file() && vm["learn.format"].as<std::string>() == "libsvm" && vm["learn.hash-bits"].as<int>() == 0;
+  if (model.size != expected) {
+    const bool wider = own_indices && model.size > expected && model.size % k == 0 &&
+                       model.size / k - 1 <= (std::uint64_t{1} << 31);  // LearnerConfig's largest num_features
+    if (!wider) {
+      const std::string model_shape = model.size % k == 0 && model.size > 0
+                                          ? shape_text(static_cast<int>(k), model.size / k - 1)
+                                          : std::to_string(model.size) + " weights";
+      throw ConfigError("eval.model: " + model_path + " holds a model of " + model_shape + ", the data give " +
+                        shape_text(static_cast<int>(k), c.num_features) +
+                        ": evaluate with the options it was trained with (learn.task, learn.data or the file's "
+                        "columns, learn.features, learn.hash-bits, learn.classes: a run's config.ini holds them)");
+    }
+    c.num_features = model.size / k - 1;
+  }
+  Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(model.size));
+  for (const auto& [i, v] : model.weights) w[static_cast<Eigen::Index>(i)] = v;
+  const std::uint64_t begin = all_examples ? 0 : t.items;
+  const HoldoutResult h = evaluate(c, w, *t.data, begin, t.holdout_end);
+  double l1 = std::numeric_limits<double>::quiet_NaN();
+  if (const auto truth = true_model(t.params); truth && truth->size() == w.size()) l1 = l1_change(w, *truth);
+  const std::string data = t.from_file() ? vm["learn.file"].as<std::string>()
+                                         : "the generated " + vm["learn.data"].as<std::string>() + " data (seed " +
+                                               std::to_string(vm["seed"].as<std::uint64_t>()) + ")";
+  ModelEvaluation e;
+  e.examples = (all_examples ? "all " + std::to_string(h.examples) + " examples of "
+                             : "the " + std::to_string(h.examples) + " held-out examples of ") +
+               data;
+  e.scores = {{"examples", static_cast<double>(h.examples)},
+              {"loss", h.average_loss},
+              {"accuracy", is_classification(c.task) ? h.accuracy : std::numeric_limits<double>::quiet_NaN()},
+              {"l1_to_true", l1}};
+  return e;
+}
+
+ModelEvaluation TrainingDataJob::evaluate_model(const po::variables_map& vm, const std::string& model_path,
+                                                bool all_examples) {
+  return ml::evaluate_model(vm, model_path, all_examples);
 }
 
 }  // namespace afs::ml

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "afstream/core/params.h"
 #include "afstream/runtime/job.h"
@@ -44,7 +46,8 @@ struct TrainingData {
 // Validates the options of add_learner_options and add_data_options (ConfigError naming the option), loads or
 // generates the data (a file once per process, dataset_from's cache; InputError naming file and line for a malformed
 // line under learn.on-error fail) and configures the learner for its shape (features and classes from the file).
-TrainingData training_data_from(const boost::program_options::variables_map& vm);
+// For every_example (afstream eval --eval.split all) a file may be all held-out examples: items is then 0.
+TrainingData training_data_from(const boost::program_options::variables_map& vm, bool every_example = false);
 // The data options these options leave without effect, with why (Job::unused_options of the learn and ps jobs):
 // learn.hash-bits but for kdd, vw and libsvm data; learn.features and learn.noise but for the logistic, linear and
 // multiclass generators; learn.format and learn.on-error but for a file.
@@ -81,12 +84,34 @@ class TrainingDataJob : public Job {
       const boost::program_options::variables_map& vm) const override {
     return unused_data_options(vm);
   }
+  bool evaluates_models() const override { return true; }
+  ModelEvaluation evaluate_model(const boost::program_options::variables_map& vm, const std::string& model_path,
+                                 bool all_examples) override;  // ml::evaluate_model
 };
 
 // When lines were skipped (learn.on-error skip): writes how many and the first one's message ("file:line: what")
 // to path (skipped.txt in a run directory), so that nothing is dropped without a trace. Nothing otherwise.
 void write_skipped(const std::string& path, const ReadStats& read);
-// Writes `index,weight` for the nonzero weights, full precision (model.csv in a run directory).
+// Writes `index,weight` for the nonzero weights, full precision, and always the last weight (the last output's bias),
+// so that the last row's index + 1 is the model's size (model.csv in a run directory; read_model reads it).
 void write_model(const std::string& path, const Eigen::VectorXd& w);
+
+// A model file as write_model writes it: its rows, and its size (the last row's index + 1, or 0 for no rows).
+struct ModelFile {
+  std::vector<std::pair<std::uint64_t, double>> weights;  // index, weight, in file order
+  std::uint64_t size = 0;
+};
+// Reads an `index,weight` file: the header, then one row per weight with indices increasing and finite weights.
+// InputError naming the file and line of a malformed row (or "cannot read" the file).
+ModelFile read_model(const std::string& path);
+
+// `afstream eval` for the learn and ps jobs: the model in model_path (a run's model.csv) scored on the data these
+// options name, as the run scores its held-out examples (metrics.h evaluate): on those held-out examples, or on every
+// example of the data with all_examples. The model's size must be the data's weight count (weight_count of the
+// learner they configure), except that sparse data whose indices are taken as they are (libsvm, learn.hash-bits 0)
+// may have fewer features than the model (a test file in which the last features do not occur): ConfigError naming
+// eval.model and both shapes otherwise.
+ModelEvaluation evaluate_model(const boost::program_options::variables_map& vm, const std::string& model_path,
+                               bool all_examples);
 
 }  // namespace afs::ml

@@ -169,6 +169,8 @@ void usage() {
          "  list                             jobs, operators and sources\n"
          "  gen --job NAME --out FILE        write the input a run of the job would generate, as a file it\n"
          "                                   reads back (heavy-hitters and distinct: items; learn, ps: examples)\n"
+         "  eval --eval.run DIR [options]    score the model a learn or ps run wrote on its held-out examples,\n"
+         "                                   or on a test file (--learn.file F --eval.split all)\n"
          "  backup-server [options]          serve a backup store (RocksDB or memory) to workers over ZeroMQ\n"
          "  keygen --out DIR [--name NAME]   write a CURVE keypair (NAME.key, NAME.pub) for jobs across hosts\n"
          "  --version                        the source revision this binary was built from\n\n"
@@ -182,6 +184,7 @@ int cmd_list(int argc) {
     const auto job = make();
     std::cout << "  " << name << "  " << job->description() << "\n";
     if (job->writes_input()) std::cout << "      afstream gen writes its input as a file it reads back\n";
+    if (job->evaluates_models()) std::cout << "      afstream eval scores the model it writes (model.csv)\n";
     const auto defaults = job->run_defaults();
     if (defaults.empty()) continue;
     std::cout << "      run defaults:";
@@ -1063,6 +1066,100 @@ int cmd_gen(int argc, const char* const* argv) {
   return 0;
 }
 
+// `afstream eval`: a model a run wrote (the learners' model.csv), scored on data (Job::evaluate_model). --eval.run DIR
+// stands for the run's job file and model: --config DIR/config.ini --eval.model DIR/model.csv.
+int cmd_eval(int argc, const char* const* argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  std::string run_dir;
+  bool has_config = false;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--config" || a.rfind("--config=", 0) == 0) has_config = true;
+    if (a == "--eval.run" && i + 1 < args.size()) run_dir = args[i + 1];
+    if (a.rfind("--eval.run=", 0) == 0) run_dir = a.substr(11);
+  }
+  if (!run_dir.empty()) {
+    if (has_config) {
+      throw ConfigError("eval.run: stands for --config " + run_dir +
+                        "/config.ini (and the run's model.csv): give --eval.run or --config, not both");
+    }
+    const std::string config = (fs::path(run_dir) / "config.ini").string();
+    if (!fs::is_regular_file(config)) {
+      throw ConfigError("eval.run: " + run_dir + " is not a run directory (it has no config.ini)");
+    }
+    args.insert(args.end(), {"--config", config});
+  }
+  std::vector<const char*> argv2;
+  for (const auto& a : args) argv2.push_back(a.c_str());
+  const int argc2 = static_cast<int>(argv2.size());
+  auto job = job_named(find_job_name(argc2, argv2.data()));
+  po::options_description eval_desc("eval options");
+  eval_desc.add_options()("eval.run", po::value<std::string>()->default_value(""),
+                          "a run directory: its config.ini as the job file (the command line's options win) and its "
+                          "model.csv as eval.model")(
+      "eval.model", po::value<std::string>()->default_value(""),
+      "the model file (index,weight lines, as a run's model.csv); default: eval.run's model.csv")(
+      "eval.split", po::value<std::string>()->default_value("holdout"),
+      "holdout (the held-out examples a run with these options scores: a file's last learn.holdout) | all (every "
+      "example of the data: a test file)");
+  po::options_description accepted;
+  accepted.add(eval_desc).add(afs::cli::controller_options());
+  po::variables_map vm;
+  const auto opts = afs::cli::parse_run(argc2, argv2.data(), job.get(), vm, &accepted);
+  std::string evaluators;
+  for (const auto& [n, make] : jobs()) {
+    if (make()->evaluates_models()) evaluators += (evaluators.empty() ? "" : ", ") + n;
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: afstream eval --eval.run DIR [--learn.* data options] [--eval.split holdout|all]\n"
+                 "       afstream eval --job NAME --eval.model FILE [the job's options] [--config FILE]\n"
+                 "Scores a trained model (jobs: "
+              << evaluators
+              << ") on data, as a run scores its held-out examples, and prints the scores as CSV (examples, "
+                 "loss, accuracy: the prediction rate, nan for regression; l1_to_true: the L1 distance to the true "
+                 "model of generated dense data, else nan). The data are the ones the options name: with --eval.run "
+                 "the run's own (its held-out examples, the same scores as its learn.csv) unless data options are "
+                 "given, such as --learn.data file --learn.file TEST --learn.format libsvm --eval.split all. The "
+                 "model's shape (task, features, classes) must be the data's: options that change it are the ones "
+                 "it was trained with.\n\n"
+              << eval_desc << "\n";
+    if (job) {
+      po::options_description jo(job->name() + " options");
+      job->add_options(jo);
+      std::cout << jo << "\n";
+    }
+    return 0;
+  }
+  if (!job)
+    throw ConfigError("job: missing --job or --eval.run (afstream eval scores the models of: " + evaluators + ")");
+  if (!job->evaluates_models()) {
+    throw ConfigError("job: " + job->name() +
+                      " writes no model that afstream eval could score (it scores those of: " + evaluators + ")");
+  }
+  if (!opts.out_dir.empty()) throw ConfigError("out: afstream eval prints its scores (redirect them to a file)");
+  std::string model = vm["eval.model"].as<std::string>();
+  if (model.empty() && !run_dir.empty()) model = (fs::path(run_dir) / "model.csv").string();
+  if (model.empty()) throw ConfigError("eval.model: missing (the model file to score; or --eval.run DIR)");
+  const std::string split = vm["eval.split"].as<std::string>();
+  if (split != "holdout" && split != "all") {
+    throw ConfigError("eval.split: expected holdout or all, got '" + split + "'");
+  }
+  const afs::ModelEvaluation e = job->evaluate_model(vm, model, split == "all");
+  // --quiet of eval's own command line (a run's config.ini holds the run's).
+  const bool quiet =
+      std::any_of(args.begin() + 1, args.end(), [](const std::string& a) { return a == "--quiet" || a == "-q"; });
+  if (!quiet) std::cerr << "afstream eval: " << model << " on " << e.examples << "\n";
+  std::string header;
+  std::ostringstream values;
+  values.precision(10);
+  for (const auto& [name, value] : e.scores) {
+    header += (header.empty() ? "" : ",") + name;
+    values << (values.tellp() > 0 ? "," : "") << value;
+  }
+  std::cout << header << "\n" << values.str() << "\n";
+  return 0;
+}
+
 // `afstream keygen`: a CURVE keypair as two files (afstream/net/curve.h). The public key goes to stdout.
 int cmd_keygen(int argc, const char* const* argv) {
   po::variables_map vm;
@@ -1149,8 +1246,9 @@ int main(int argc, char** argv) {
     if (cmd == "worker") return cmd_worker(argc - 1, argv + 1);
     if (cmd == "keygen") return cmd_keygen(argc - 1, argv + 1);
     if (cmd == "gen") return cmd_gen(argc - 1, argv + 1);
+    if (cmd == "eval") return cmd_eval(argc - 1, argv + 1);
     throw ConfigError("unknown command '" + cmd +
-                      "' (expected run, controller, worker, list, gen, backup-server, keygen or --version)");
+                      "' (expected run, controller, worker, list, gen, eval, backup-server, keygen or --version)");
   } catch (const std::bad_alloc&) {
     std::cerr
         << "afstream: error: out of memory (std::bad_alloc): the job asked for more memory than this process "

@@ -33,6 +33,13 @@ using GenProgress = std::function<void(std::uint64_t written, std::uint64_t tota
 // Named metric values (precision, recall, are, ...) for the summary row.
 using Scores = std::vector<std::pair<std::string, double>>;
 
+// What `afstream eval` measured (Job::evaluate_model): the examples it scored, in words ("the 10000 held-out examples
+// of the generated higgs data"), and the scores (examples, loss, accuracy, ...).
+struct ModelEvaluation {
+  std::string examples;
+  Scores scores;
+};
+
 class Job {
  public:
   virtual ~Job() = default;
@@ -70,6 +77,17 @@ class Job {
   virtual void check_input(const boost::program_options::variables_map& vm, const std::string& format) {
     (void)vm, (void)format;
     throw ConfigError("job: " + name() + " reads no input file to write");
+  }
+  // Whether evaluate_model scores a model this job writes (`afstream eval`: the learners' model.csv).
+  virtual bool evaluates_models() const { return false; }
+  // `afstream eval`: the model in model_path scored on the data these options name (their held-out examples, or
+  // every example with all_examples). ConfigError naming the option for options or a model that do not fit, InputError
+  // naming file and line for a malformed model or data file. Only when evaluates_models(); this default throws
+  // ConfigError.
+  virtual ModelEvaluation evaluate_model(const boost::program_options::variables_map& vm, const std::string& model_path,
+                                         bool all_examples) {
+    (void)vm, (void)model_path, (void)all_examples;
+    throw ConfigError("job: " + name() + " writes no model to evaluate");
   }
   // `afstream gen`, after check_input: writes the input these options name, what the job would generate for a run
   // with them, to out (`path` names it, in errors and in the returned options), in a format the job reads back.

@@ -1,0 +1,143 @@
+// Integration tests of `afstream eval` as a user runs it (the real binary in a child process): a learn or ps run's
+// model scored again on the run's held-out examples gives the run's own held-out scores; a test file is scored on
+// every example; a model and data of different shapes, a malformed model file and a job without a model are refused
+// with one line naming what was wrong.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "tests/run_output.h"
+#include "tests/temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using afs::testing::slurp;
+using afs::testing::TempDir;
+using Result = afs::testing::ProgramResult;
+
+Result run(const std::string& args, const fs::path& scratch) {
+  return afs::testing::run_program(AFS_BINARY, args, scratch);
+}
+
+// A header line and one row of numbers (learn.csv, or what eval prints) as column -> value.
+std::map<std::string, double> csv_row(const std::string& text) {
+  std::istringstream in(text);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  const auto h = afs::testing::split_csv(header), v = afs::testing::split_csv(row);
+  std::map<std::string, double> m;
+  for (std::size_t i = 0; i < h.size() && i < v.size(); ++i) {
+    char* end = nullptr;
+    const double x = std::strtod(v[i].c_str(), &end);
+    if (!v[i].empty() && *end == '\0') m[h[i]] = x;
+  }
+  return m;
+}
+
+// learn.csv writes 6 significant digits.
+void expect_close(double a, double b, const std::string& what) {
+  EXPECT_NEAR(a, b, 5e-6 * std::max(1.0, std::abs(b))) << what;
+}
+
+// The held-out scores eval gives a run's model on the run's own options are the run's (learn and ps jobs).
+TEST(EvalCli, ARunsModelScoresItsHeldOutExamplesAsTheRunDid) {
+  for (const std::string job : {"learn", "ps"}) {
+    TempDir scratch, dir;
+    auto r = run("run --job " + job + " --items 20000 --seed 5 --runtime threads --quiet --out " + dir.path().string(),
+                 scratch.path());
+    ASSERT_EQ(r.status, 0) << job << ": " << r.err;
+    r = run("eval --eval.run " + dir.path().string(), scratch.path());
+    ASSERT_EQ(r.status, 0) << job << ": " << r.err;
+    const auto got = csv_row(r.out), want = csv_row(slurp(dir.path() / "learn.csv"));
+    ASSERT_EQ(got.size(), 4u) << r.out;
+    EXPECT_EQ(got.at("examples"), want.at("holdout_examples")) << job;
+    expect_close(got.at("loss"), want.at("holdout_loss"), job + " loss");
+    expect_close(got.at("accuracy"), want.at("holdout_accuracy"), job + " accuracy");
+    expect_close(got.at("l1_to_true"), want.at("l1_to_true"), job + " l1_to_true");
+  }
+}
+
+// A model trained on a LIBSVM file, scored on a test file of some of its lines: every example with eval.split all
+// (the test file's features are fewer than the model's), the held-out split refused with the hint.
+TEST(EvalCli, ATestFileIsScoredOnEveryExample) {
+  TempDir scratch, dir, data;
+  const fs::path file = data.path() / "kdd.svm", test = data.path() / "test.svm";
+  auto r =
+      run("gen --job learn --learn.data kdd --items 6000 --learn.holdout 2000 --seed 2 --quiet --out " + file.string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("run --job learn --learn.data file --learn.file " + file.string() +
+              " --learn.format libsvm --learn.holdout 2000 --learn.hash-bits 0 --runtime threads --quiet --out " +
+              dir.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  {
+    std::istringstream in(slurp(file));
+    std::ofstream out(test);
+    std::string line;
+    for (int n = 0; n < 1500 && std::getline(in, line); ++n) out << line << '\n';
+  }
+  r = run("eval --eval.run " + dir.path().string() + " --learn.file " + test.string() + " --eval.split all",
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto got = csv_row(r.out);
+  EXPECT_EQ(got.at("examples"), 1500);
+  EXPECT_GT(got.at("accuracy"), 0.5);
+  EXPECT_TRUE(std::isfinite(got.at("loss")));
+  EXPECT_NE(r.err.find("on all 1500 examples of " + test.string()), std::string::npos) << r.err;
+  // The whole file as test data: the training lines' scores beside the held-out ones (2000 of 8000).
+  r = run("eval --eval.run " + dir.path().string() + " --eval.split all", scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(csv_row(r.out).at("examples"), 8000);
+  r = run("eval --eval.run " + dir.path().string() + " --learn.file " + test.string(), scratch.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("learn.holdout:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--eval.split all"), std::string::npos) << r.err;
+}
+
+TEST(EvalCli, ModelsThatDoNotFitAndBadModelFilesAreRefusedNamingWhy) {
+  TempDir scratch, dir;
+  auto r =
+      run("run --job learn --learn.data multiclass --learn.task softmax --items 3000 --runtime threads --quiet "
+          "--out " +
+              dir.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto refused = [&](const std::string& args, const std::string& expected) {
+    const auto res = run(args, scratch.path());
+    EXPECT_EQ(res.status, 2) << args;
+    EXPECT_NE(res.err.find(expected), std::string::npos) << args << ": " << res.err;
+    EXPECT_EQ(res.out, "") << args;
+  };
+  // Another shape: more classes, other features.
+  refused("eval --eval.run " + dir.path().string() + " --learn.classes 5", "eval.model: ");
+  refused("eval --eval.run " + dir.path().string() + " --learn.features 20",
+          "4 outputs x (28 features + a bias) = 116 weights, the data give 4 outputs x (20 features + a bias)");
+  refused("eval --job heavy-hitters", "job: heavy-hitters writes no model");
+  refused("eval --job learn", "eval.model: missing");
+  refused("eval --eval.run " + (dir.path() / "nothing").string(), "is not a run directory");
+  refused("eval --eval.run " + dir.path().string() + " --eval.split some", "eval.split: expected holdout or all");
+  refused("eval --eval.run " + dir.path().string() + " --config " + (dir.path() / "config.ini").string(),
+          "give --eval.run or --config, not both");
+  const fs::path model = dir.path() / "model.csv";
+  const auto with_model = [&](const std::string& text, const std::string& expected) {
+    std::ofstream(model) << text;
+    refused("eval --eval.run " + dir.path().string(), expected);
+  };
+  with_model("", "model.csv: empty");
+  with_model("weight,index\n", "model.csv:1: expected the header 'index,weight'");
+  with_model("index,weight\n0,1\n0,2\n", "model.csv:3: index 0 after 0: expected indices increasing");
+  with_model("index,weight\n0,1\n-1,2\n", "model.csv:3: index '-1' is not a whole number");
+  with_model("index,weight\n0,1\n2,inf\n", "model.csv:3: weight 'inf' is not a finite number");
+  with_model("index,weight\n0,1,2\n", "model.csv:2: expected 'index,weight'");
+}
+
+}  // namespace
