@@ -214,16 +214,18 @@ TEST(Recovery, FailurePointsReachedTogetherAreEachAFailureOfARestoredIncarnation
 // its input). With no state backup (Theta far above anything the sketches reach, and phi above every key, so no
 // report forces one), a recovery behind the replayable source processes again everything the killed workers had
 // processed: repeated_items is at least the point. It is back where it was (caught_up_ms) only once it has processed
-// them again: after the first of them came from upstream, and after the time they take.
+// them again: after the first of them came from upstream, and after the time they take. (The point is a quarter of
+// the input: the run's thread polls the plan every 0.5 ms, but on a loaded host it was once late enough at half of
+// 400,000 items for a worker to reach the end of its input first, and restore the backup it takes there.)
 TEST(Recovery, FailurePointsAreInputProcessedAndRepeatedWorkIsMeasured) {
   HhSetup s;
-  s.items = 400000;
+  s.items = 800000;
   s.phi = 1e12;
   s.depth = 64;  // slow sketches: the source runs ahead
   RunConfig cfg;
   cfg.mode = FtMode::Approx;
   cfg.bounds = {1e15, 1e6, 1e3};
-  const std::uint64_t point = s.items / 2;
+  const std::uint64_t point = s.items / 4;
   cfg.failures = {{point, {1, 2}, std::nullopt}};  // both count-min workers (0: source, 3: sink)
   const auto run = run_hh(s, cfg);
   ASSERT_EQ(run.result.failures.size(), 2u);
