@@ -34,6 +34,8 @@ ROUNDS=${ROUNDS:-10}
 RUNTIME=${RUNTIME:-threads}
 JOBS=${JOBS:-"hh nexmark"}
 APPEND=${APPEND:-0}
+require_rounds ROUNDS
+[ -z "${ITEMS:-}" ] || require_counts ITEMS
 
 # The score column of each job in summary.csv (by name, so that new columns cannot shift it).
 score_of() {

@@ -45,6 +45,8 @@ points() {
   awk -v k="$1" 'BEGIN { for (i = 0; i < k; i++) printf "%s%.4f", (i ? "," : ""), (k == 1 ? 0.1 : 0.1 + 0.8 * i / (k - 1)) }'
 }
 
+# shellcheck disable=SC2086
+preflight --job learn --runtime "$RUNTIME" ${EXTRA_ARGS:-}
 for d in $DATASETS; do
   case "$d" in higgs | kdd) ;; *) echo "convergence.sh: unknown dataset '$d' (expected higgs or kdd)" >&2; exit 2 ;; esac
 done

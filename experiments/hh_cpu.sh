@@ -19,6 +19,7 @@ else
   OUT=${OUT:-$ROOT/experiments/results/hh-$ALGORITHM}
 fi
 require_counts ROUNDS ITEMS
+require_rounds ROUNDS
 case "$ALGORITHM" in count-min | space-saving) ;; *) echo "hh_cpu.sh: ALGORITHM='$ALGORITHM' (count-min or space-saving)" >&2; exit 2 ;; esac
 mkdir -p "$OUT/runs"
 echo "mode,round,wall_s,user_s,sys_s" >"$OUT/cpu.csv"

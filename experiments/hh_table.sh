@@ -21,7 +21,9 @@ else
   OUT=${OUT:-$ROOT/experiments/results/hh-$ALGORITHM}
 fi
 require_counts ROUNDS ITEMS
+require_rounds ROUNDS
 case "$ALGORITHM" in count-min | space-saving) ;; *) echo "hh_table.sh: ALGORITHM='$ALGORITHM' (count-min or space-saving)" >&2; exit 2 ;; esac
+preflight --runtime "$RUNTIME" --job heavy-hitters --hh.algorithm "$ALGORITHM" --items "$ITEMS" --hh.skew "$SKEW"
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv" "$OUT/rows.tmp"  # rows.tmp: an interrupted run's rows

@@ -27,6 +27,7 @@ HERE=$ROOT/experiments
 # shellcheck source=experiments/job_specs.sh
 source "$HERE/job_specs.sh"
 
+require_counts ITEMS LEARN_ITEMS TEXT_BYTES
 if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
   bash "$HERE/../.ci/install-deps" valgrind
 fi

@@ -32,6 +32,8 @@ source "$ROOT/experiments/job_specs.sh"
 
 # Unknown job or configuration names, and settings that are not counts, fail before anything runs or is removed.
 require_counts ROUNDS ITEMS FAILS TEXT_BYTES
+require_rounds ROUNDS
+preflight --runtime "$RUNTIME" --job heavy-hitters
 for job in $JOBS; do
   spec=$(job_spec "$job") || exit 2
   case "${spec%%|*}" in *,*) echo "jobs_table.sh: the label of '$job' has a comma (it is a CSV field)" >&2; exit 2 ;; esac

@@ -45,6 +45,9 @@ mode_args() {
     *) echo "modes_table.sh: unknown mode '$1'" >&2; exit 2 ;;
   esac
 }
+require_counts ROUNDS HH_ITEMS TEXT_BYTES FAILS
+require_rounds ROUNDS
+preflight --job heavy-hitters --runtime "$RUNTIME"
 for j in $JOBS; do job_args "$j" >/dev/null; done
 for m in $MODES; do mode_args "$m" >/dev/null; done
 

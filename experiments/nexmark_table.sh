@@ -16,6 +16,8 @@ EVENTS=${EVENTS:-10000000}
 RUNTIME=${RUNTIME:-threads}
 OUT=${OUT:-$ROOT/experiments/results/nexmark}
 require_counts ROUNDS EVENTS
+require_rounds ROUNDS
+preflight --runtime "$RUNTIME" --job nexmark-hot-items --items "$EVENTS"
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv" "$OUT/rows.tmp"

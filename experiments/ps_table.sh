@@ -34,6 +34,9 @@ mode_args() {
 }
 for m in $MODES; do mode_args "$m" >/dev/null; done
 require_counts ROUNDS ITEMS STALENESS
+require_rounds ROUNDS
+# shellcheck disable=SC2086
+preflight --job ps --items "$ITEMS" --runtime "$RUNTIME" $EXTRA
 case " $EXTRA " in *" --learn.staleness"*)
   echo "ps_table.sh: set STALENESS=N instead of --learn.staleness in EXTRA (the table labels SSP with it)" >&2; exit 2 ;;
 esac

@@ -31,6 +31,9 @@ width_of() {
   esac
 }
 require_counts ROUNDS ITEMS FAILS
+require_rounds ROUNDS
+# shellcheck disable=SC2086
+preflight --job heavy-hitters --runtime processes --fail.target "$TARGET" ${EXTRA_ARGS:-}
 for size in $SIZES; do width_of "$size" >/dev/null; done
 for store in $STORES; do
   case "$store" in memory | rocksdb) ;; *) echo "recovery_table.sh: unknown store '$store' (memory or rocksdb)" >&2; exit 2 ;; esac

@@ -28,6 +28,22 @@ require_counts() {
       { echo "$script_name: $v='${!v}' is not a count (-h for usage)" >&2; exit 2; }
   done
 }
+# require_rounds VAR...: each named setting must be a whole number of at least 1 (ROUNDS=0 ran nothing, then replaced
+# the committed summary with an empty one before the table failed).
+require_rounds() {
+  local v
+  for v in "$@"; do
+    [[ ${!v} =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] ||
+      { echo "$script_name: $v='${!v}' must be a whole number of at least 1 (-h for usage)" >&2; exit 2; }
+  done
+}
+# preflight ARGS...: afstream run ARGS --help must accept them (known job, options and runtime), so that a mistyped
+# RUNTIME, JOB or extra option is refused before the script removes anything, not by its first run.
+preflight() {
+  local err
+  err=$("$AFS" run "$@" --help 2>&1 >/dev/null) ||
+    { echo "$script_name: afstream refuses these settings: ${err##*$'\n'}" >&2; exit 2; }
+}
 # binary_revision [RUNS]: the source revision of the binary that made a table: the git_revision of a meta.json under
 # the run directory RUNS if there is one, else what the binary AFS says (afstream --version), else the repository's
 # HEAD, said so. Read when the table is written, after the runs: the tree may have moved meanwhile, the binary not.

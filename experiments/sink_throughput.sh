@@ -14,6 +14,7 @@ ROUNDS=${ROUNDS:-3}
 ITEMS=${ITEMS:-2000000}
 OUT=${OUT:-$ROOT/experiments/results/sink}
 require_counts ROUNDS ITEMS
+require_rounds ROUNDS
 mkdir -p "$OUT"
 RUNS=$(mktemp -d /tmp/afs-sink-bench.XXXXXX)
 trap 'rm -rf "$RUNS"' EXIT

@@ -17,6 +17,8 @@ TEXT_BYTES=${TEXT_BYTES:-150000000}
 TEXT_DIR=${TEXT_DIR:-${TMPDIR:-/tmp}/afstream-text-bench-$TEXT_BYTES}
 OUT=${OUT:-$ROOT/experiments/results/text}
 require_counts ROUNDS TEXT_BYTES
+require_rounds ROUNDS
+preflight --job wordcount --runtime "$RUNTIME"
 mkdir -p "$OUT"
 rm -f "$OUT"/rows-*.csv
 COMMON="--runtime $RUNTIME --text.synthetic-bytes $TEXT_BYTES --text.synthetic-files 32 --text.synthetic-dir $TEXT_DIR --quiet"

@@ -18,6 +18,9 @@ JOB=${JOB:-heavy-hitters}
 JOB_ARGS=${JOB_ARGS:-}
 OUT=${OUT:-$ROOT/experiments/results/throughput}
 require_counts ROUNDS ITEMS
+require_rounds ROUNDS
+# shellcheck disable=SC2086
+preflight --job "$JOB" $JOB_ARGS --items "$ITEMS"
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
 rm -rf "$RUNS" "$OUT/summary.csv"
