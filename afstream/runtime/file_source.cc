@@ -26,11 +26,10 @@ std::string_view trim(std::string_view s) {
 
 namespace {
 
-// Parses text (a whole file) line by line; `path` names it in errors.
-FileItems parse(std::string_view text, const std::string& path, bool skip_bad) {
-  FileItems r;
-  r.items.reserve(text.size() / 16);
-  std::uint64_t lineno = 0;
+// Calls f(item, line number, line) for every item of text (a whole file), in order; `path` names it in errors.
+template <typename F>
+std::uint64_t for_each_item(std::string_view text, const std::string& path, bool skip_bad, F&& f) {
+  std::uint64_t lineno = 0, skipped = 0, index = 0;
   while (!text.empty()) {
     const auto nl = text.find('\n');
     const std::string_view line = text.substr(0, nl);
@@ -44,7 +43,7 @@ FileItems parse(std::string_view text, const std::string& path, bool skip_bad) {
       value = trim(s.substr(comma + 1));
     }
     Item it;
-    it.time = static_cast<std::int64_t>(r.items.size());
+    it.time = static_cast<std::int64_t>(index);
     it.value = 1;
     bool ok = !key.empty();
     if (ok && !value.empty()) {
@@ -56,13 +55,24 @@ FileItems parse(std::string_view text, const std::string& path, bool skip_bad) {
         throw InputError(path + ":" + std::to_string(lineno) + ": expected 'key' or 'key,integer value', got '" +
                          std::string(s.substr(0, 80)) + "'");
       }
-      ++r.skipped;
+      ++skipped;
       continue;
     }
     auto [p, ec] = std::from_chars(key.data(), key.data() + key.size(), it.key);
     if (ec != std::errc() || p != key.data() + key.size()) it.key = XXH3_64bits(key.data(), key.size());
-    r.items.push_back(it);
+    ++index;
+    if (!f(it, lineno, s)) break;
   }
+  return skipped;
+}
+
+FileItems parse(std::string_view text, const std::string& path, bool skip_bad) {
+  FileItems r;
+  r.items.reserve(text.size() / 16);
+  r.skipped = for_each_item(text, path, skip_bad, [&](const Item& it, std::uint64_t, std::string_view) {
+    r.items.push_back(it);
+    return true;
+  });
   return r;
 }
 
@@ -84,6 +94,18 @@ std::vector<Item> FileSource::read_all(const std::string& path, bool skip_bad, s
 }
 
 std::shared_ptr<const FileItems> FileSource::load(const std::string& path, bool skip_bad) {
+  // Every source instance, every worker process and every recovery reads the file again: a pipe (a FIFO, a process
+  // substitution like <(zcat items.gz), /dev/stdin) gives its lines once, and the others read nothing, or wait
+  // forever for a writer; a directory reads as no lines.
+  std::error_code type_error;
+  const auto type = std::filesystem::status(path, type_error).type();
+  if (!type_error && type != std::filesystem::file_type::regular) {
+    const char* what = type == std::filesystem::file_type::directory ? "a directory"
+                       : type == std::filesystem::file_type::fifo    ? "a pipe"
+                                                                     : "a special file";
+    throw InputError("input file '" + path + "' is " + what +
+                     ", not a regular file: every worker and every recovery reads it again; write it to a file first");
+  }
   // What identifies a parse: the path, the policy, and the file as it is now (size and modification time).
   std::error_code size_error, time_error;
   const auto size = std::filesystem::file_size(path, size_error);
@@ -119,6 +141,18 @@ FileSource::FileSource(const Params& p, const InstanceInfo& at) {
   const auto n = all_->items.size();
   begin_ = n * static_cast<std::size_t>(at.index) / static_cast<std::size_t>(at.parallelism);
   end_ = n * static_cast<std::size_t>(at.index + 1) / static_cast<std::size_t>(at.parallelism);
+}
+
+std::pair<std::uint64_t, std::string> FileSource::line_of(const std::string& path, bool skip_bad, std::uint64_t index) {
+  const auto text = slurp_file(path);
+  std::uint64_t n = 0;
+  std::pair<std::uint64_t, std::string> found{0, ""};
+  for_each_item(text, path, skip_bad, [&](const Item&, std::uint64_t lineno, std::string_view line) {
+    if (n++ != index) return true;
+    found = {lineno, std::string(line.substr(0, 80))};
+    return false;
+  });
+  return found;
 }
 
 void FileSource::write(std::ostream& out, std::span<const Item> items, const std::string& name) {

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "afstream/core/operator.h"
@@ -38,6 +39,10 @@ class FileSource final : public Source {
   // each reading the file again (a 5e6-line file took about 0.5 s a read, which every recovery of a source paid).
   // The last few files are kept. Thread-safe.
   static std::shared_ptr<const FileItems> load(const std::string& path, bool skip_bad);
+  // Where the index-th item of load(path, skip_bad) is: its line number (1-based; 0 if there is no such item) and
+  // the line (its first 80 bytes, trimmed), so that a job refusing an item can name the file and line. Reads the
+  // file again: for error messages.
+  static std::pair<std::uint64_t, std::string> line_of(const std::string& path, bool skip_bad, std::uint64_t index);
   // Writes items as this source reads them: a "key,value" line each (keys as unsigned integers), so that read_all
   // gives back their keys and values (`afstream gen`). Throws InputError naming `name` if the stream fails.
   static void write(std::ostream& out, std::span<const Item> items, const std::string& name);

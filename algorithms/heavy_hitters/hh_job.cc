@@ -77,11 +77,20 @@ class HeavyHittersJob final : public Job {
       if (all.empty()) throw InputError("hh.input: no items in '" + input_ + "'");
       items_ = all.size();
       std::int64_t sum = 0;  // every count, and the exact weights, are int64: their total must fit
-      for (const auto& it : all) {
-        if (it.value < 1) throw InputError("hh.input: item values must be >= 1 (key " + std::to_string(it.key) + ")");
+      // The file and line of the i-th item, for the errors below (the items keep no line numbers).
+      const auto where = [&](std::size_t i) {
+        const auto [line, text] = FileSource::line_of(input_, on_error_ == "skip", i);
+        return input_ + ":" + std::to_string(line) + ": '" + text + "'";
+      };
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        const auto& it = all[i];
+        if (it.value < 1) {
+          throw InputError("hh.input: " + where(i) + ": item values must be >= 1 (weights), got " +
+                           std::to_string(it.value));
+        }
         if (__builtin_add_overflow(sum, it.value, &sum)) {
-          throw InputError("hh.input: the item values add up to more than 2^63 - 1 (at key " + std::to_string(it.key) +
-                           "); the counts would overflow");
+          throw InputError("hh.input: the item values add up to more than 2^63 - 1 at " + where(i) +
+                           "; the counts would overflow");
         }
         file_max_weight = std::max(file_max_weight, it.value);
         file_total += static_cast<double>(it.value);

@@ -671,6 +671,22 @@ TEST(Cli, HeavyHittersRefusesAFileWhoseWeightsOverflow) {
     EXPECT_NE(r.status, 0) << algorithm << ": " << r.out;
     EXPECT_EQ(lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find("hh.input: the item values add up to more than 2^63 - 1"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(input.string() + ":2: '1,5000000000000000000'"), std::string::npos) << r.err;
+  }
+}
+
+// A weight below 1 is refused naming the file, the line and the line's key as written (it named only the key's
+// 64-bit hash: "item values must be >= 1 (key 6294355645245719615)").
+TEST(Cli, HeavyHittersNamesTheFileAndLineOfAWeightBelowOne) {
+  TempDir d;
+  const auto input = d.path() / "neg.csv";
+  std::ofstream(input) << "# weights\napple,5\nbanana,-3\n";
+  for (const std::string policy : {"fail", "skip"}) {
+    const auto r = run("run --job heavy-hitters --runtime threads --quiet --hh.on-error " + policy + " --hh.input " +
+                       input.string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(input.string() + ":3: 'banana,-3': item values must be >= 1"), std::string::npos) << r.err;
   }
 }
 

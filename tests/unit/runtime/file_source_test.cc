@@ -5,12 +5,14 @@
 #include "afstream/runtime/file_source.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "afstream/core/errors.h"
@@ -124,6 +126,42 @@ TEST(FileSource, OneParseIsSharedWhileTheFileStaysAsItWas) {
   // A source built now reads the new lines.
   FileSource s(Params().set("path", path), {0, 1});
   EXPECT_EQ(s.size(), 4u);
+}
+
+// A pipe gives its lines once, but every source instance, worker process and recovery reads the input again: a
+// process substitution (<(zcat items.gz)) ran the heavy-hitters job on no items and reported precision and recall 1,
+// and a FIFO with no writer hung the run. Refused, naming the path, as is a directory (read as "no items").
+TEST(FileSource, APipeOrADirectoryIsRefusedNamingIt) {
+  testing::TempDir dir;
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const std::string lines = "1\n2\n";
+  ASSERT_EQ(::write(fds[1], lines.data(), lines.size()), static_cast<ssize_t>(lines.size()));
+  ::close(fds[1]);
+  const auto pipe_path = "/proc/self/fd/" + std::to_string(fds[0]);
+  try {
+    (void)FileSource::load(pipe_path, false);
+    ADD_FAILURE() << "a pipe must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'" + pipe_path + "' is a pipe"), std::string::npos) << e.what();
+  }
+  ::close(fds[0]);
+  try {
+    (void)FileSource::load(dir.path().string(), false);
+    ADD_FAILURE() << "a directory must be refused";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FileSource, LineOfNamesTheLineOfAnItem) {
+  testing::TempDir dir;
+  const auto path = write_file(dir.path() / "in.txt", "# comment\n1,2\n\nbad,\napple,-3\nx,y\n7\n");
+  // Skipping malformed lines ("x,y"), the items are 1, bad (value 1), apple, 7.
+  EXPECT_EQ(FileSource::line_of(path, true, 0), std::make_pair(std::uint64_t{2}, std::string("1,2")));
+  EXPECT_EQ(FileSource::line_of(path, true, 2), std::make_pair(std::uint64_t{5}, std::string("apple,-3")));
+  EXPECT_EQ(FileSource::line_of(path, true, 3), std::make_pair(std::uint64_t{7}, std::string("7")));
+  EXPECT_EQ(FileSource::line_of(path, true, 4).first, 0u);
 }
 
 }  // namespace
