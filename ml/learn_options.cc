@@ -43,6 +43,9 @@ void add_data_options(po::options_description& o) {
       "learn.format", po::value<std::string>()->default_value("csv"),
       "csv (label first) | libsvm | vw | idx (learn.file the images, learn.labels-file the labels)")(
       "learn.labels-file", po::value<std::string>()->default_value(""), "idx: the labels file")(
+      "learn.csv-header", po::value<bool>()->default_value(false), "csv: the first line is a header (skipped)")(
+      "learn.label-column", po::value<int>()->default_value(0),
+      "csv: the label's column, 0-based (-1: the last); the others are the features in order")(
       "learn.on-error", po::value<std::string>()->default_value("fail"),
       "malformed file lines: fail (the error names file and line) | skip (and count them: skipped_lines)")(
       "learn.features", po::value<int>()->default_value(28), "features of the logistic/linear/multiclass data")(
@@ -70,6 +73,9 @@ std::vector<std::pair<std::string, std::string>> unused_data_options(const po::v
   }
   if (!file) {
     for (const char* key : {"learn.format", "learn.on-error"}) unused.emplace_back(key, "learn.data file only");
+  }
+  if (!file || format != "csv") {
+    for (const char* key : {"learn.csv-header", "learn.label-column"}) unused.emplace_back(key, "csv files only");
   }
   // learn.classes sizes the multiclass generator's and a file's classes (a file with another task refuses it); the
   // binary and real-valued generators have none.
@@ -143,7 +149,9 @@ TrainingData training_data_from(const po::variables_map& vm, bool every_example)
         .set("format", vm["learn.format"].as<std::string>())
         .set("labels-file", vm["learn.labels-file"].as<std::string>())
         .set("on-error", vm["learn.on-error"].as<std::string>())
-        .set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()));
+        .set("hash-bits", static_cast<std::int64_t>(vm["learn.hash-bits"].as<int>()))
+        .set("header", vm["learn.csv-header"].as<bool>() ? "true" : "false")
+        .set("label-column", static_cast<std::int64_t>(vm["learn.label-column"].as<int>()));
     if (classes != 0) t.params.set("classes", static_cast<std::int64_t>(classes));
   } else {
     t.items = vm["items"].as<std::uint64_t>();

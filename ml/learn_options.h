@@ -22,8 +22,8 @@ namespace afs::ml {
 
 // Declares learn.task, learn.optimizer, learn.eta0 and learn.l2.
 void add_learner_options(boost::program_options::options_description& o);
-// Declares learn.data, learn.file, learn.format, learn.labels-file, learn.on-error, learn.features,
-// learn.classes, learn.noise, learn.hash-bits and learn.holdout.
+// Declares learn.data, learn.file, learn.format, learn.labels-file, learn.csv-header, learn.label-column,
+// learn.on-error, learn.features, learn.classes, learn.noise, learn.hash-bits and learn.holdout.
 void add_data_options(boost::program_options::options_description& o);
 
 // The training data and held-out split the options name, and the learner configured for it.
@@ -50,7 +50,8 @@ struct TrainingData {
 TrainingData training_data_from(const boost::program_options::variables_map& vm, bool every_example = false);
 // The data options these options leave without effect, with why (Job::unused_options of the learn and ps jobs):
 // learn.hash-bits but for kdd, vw and libsvm data; learn.features and learn.noise but for the logistic, linear and
-// multiclass generators; learn.format and learn.on-error but for a file.
+// multiclass generators; learn.format and learn.on-error but for a file; learn.csv-header and learn.label-column but
+// for a CSV file.
 std::vector<std::pair<std::string, std::string>> unused_data_options(const boost::program_options::variables_map& vm);
 
 // `afstream gen` for the learn and ps jobs: writes the generated dataset the options name, training examples then the

@@ -48,7 +48,20 @@ std::vector<std::string_view> split_ws(std::string_view s) {
   return out;
 }
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+// A field as written, in quotes, with control bytes as \xNN: a NUL byte of a binary file ended the message there.
+std::string quoted(std::string_view s) {
+  std::string q = "'";
+  for (const char c : s) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      q += {'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
 
 // A finite number filling the whole token, or a LineError naming `what`.
 double number(std::string_view tok, const char* what) {
@@ -161,8 +174,8 @@ ReadResult parse_csv(std::istream& in, const std::string& name, const CsvOptions
       if (fields.size() < 2) throw LineError("a CSV line needs a label and at least one feature column");
       const long lc = opts.label_column < 0 ? static_cast<long>(fields.size()) + opts.label_column : opts.label_column;
       if (lc < 0 || lc >= static_cast<long>(fields.size())) {
-        throw ConfigError("csv label_column " + std::to_string(opts.label_column) + " is outside the " +
-                          std::to_string(fields.size()) + " columns of " + name);
+        throw ConfigError("label-column: " + std::to_string(opts.label_column) + " is outside the " +
+                          std::to_string(fields.size()) + " columns of " + name + " (0 the first, -1 the last)");
       }
     }
     if (fields.size() != width) {

@@ -225,6 +225,41 @@ TEST(LearnCli, LearnsFromACsvFile) {
   EXPECT_GT(row.at("holdout_accuracy"), 0.95);
 }
 
+// A CSV file with a header line and its label in the last column (learn.csv-header, learn.label-column -1) trains
+// the model the plain file (label first, no header) trains; a label column outside the file is named.
+TEST(LearnCli, ACsvHeaderAndALabelColumnAreTakenAsGiven) {
+  TempDir scratch, plain, headed;
+  const auto a = scratch.path() / "plain.csv", b = scratch.path() / "headed.csv";
+  {
+    std::ofstream fa(a), fb(b);
+    fb << "x1,x2,label\n";
+    std::mt19937_64 rng(4);
+    std::normal_distribution<double> n01;
+    for (int i = 0; i < 3000; ++i) {
+      const double x1 = n01(rng), x2 = n01(rng);
+      const int y = x1 - 2 * x2 > 0 ? 1 : 0;
+      fa << y << ',' << x1 << ',' << x2 << '\n';
+      fb << x1 << ',' << x2 << ',' << y << '\n';
+    }
+  }
+  const std::string common = "run --job learn --runtime threads --learn.data file --learn.holdout 500 --quiet ";
+  auto r = run(common + "--learn.file " + a.string() + " --out " + plain.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run(common + "--learn.file " + b.string() + " --learn.csv-header true --learn.label-column -1 --out " +
+              headed.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(plain.path() / "learn.csv"), slurp(headed.path() / "learn.csv"));
+  EXPECT_EQ(slurp(plain.path() / "model.csv"), slurp(headed.path() / "model.csv"));
+  r = run(common + "--learn.file " + a.string() + " --learn.label-column 3", scratch.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("learn.label-column: 3 is outside the 3 columns of " + a.string()), std::string::npos) << r.err;
+  // Without the header option the header is a malformed line, named.
+  r = run(common + "--learn.file " + b.string() + " --learn.label-column -1", scratch.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find(b.string() + ":1:"), std::string::npos) << r.err;
+}
+
 TEST(LearnCli, BadOptionsNameTheOption) {
   TempDir scratch;
   for (const auto& [args, name] :

@@ -158,6 +158,9 @@ TEST_F(Readers, LibsvmNamesEveryMalformedLine) {
   expect_line_error(write("l4.svm", "1 1:abc\n"), 1, "feature value 'abc'", read);
   expect_line_error(write("l5.svm", "yes 1:1\n"), 1, "label 'yes'", read);
   expect_line_error(write("l6.svm", "1 x:1\n"), 1, "index 'x'", read);
+  // A NUL byte (a binary file) is shown as \x00: it ended the message there.
+  expect_line_error(write("l8.svm", std::string("1 1:1\0z more\n", 13)), 1,
+                    "feature value '1\\x00z' is not a finite number", read);
   const ReadResult r = read_libsvm(write("l7.svm", "1 1:1\n1 0:1\n-1 2:2\n1 2\n"), {.on_error = OnError::kSkip});
   EXPECT_EQ(r.data.size(), 2u);
   EXPECT_EQ(r.stats.skipped, 2u);
