@@ -38,14 +38,16 @@ std::uint64_t for_each_item(std::string_view text, const std::string& path, bool
     const std::string_view s = trim(line);
     if (s.empty() || s.front() == '#') continue;
     std::string_view key = s, value;
-    if (auto comma = s.find(','); comma != std::string_view::npos) {
+    const auto comma = s.find(',');
+    if (comma != std::string_view::npos) {
       key = trim(s.substr(0, comma));
       value = trim(s.substr(comma + 1));
     }
     Item it;
     it.time = static_cast<std::int64_t>(index);
     it.value = 1;
-    bool ok = !key.empty();
+    // A comma with no value after it ("k,") is malformed, not a weight of 1.
+    bool ok = !key.empty() && (comma == std::string_view::npos || !value.empty());
     if (ok && !value.empty()) {
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), it.value);
       ok = ec == std::errc() && p == value.data() + value.size();

@@ -54,7 +54,7 @@ TEST(FileSource, LinesMeanKeysAndValues) {
 
 TEST(FileSource, AMalformedLineIsNamedOrSkippedAndCounted) {
   testing::TempDir dir;
-  const auto path = write_file(dir.path() / "bad.txt", "1,2\n,5\n3,x\n4\n");
+  const auto path = write_file(dir.path() / "bad.txt", "1,2\n,5\n3,x\n4\n5,\n");
   try {
     (void)FileSource::read_all(path, false);
     FAIL() << "a malformed line must be an error";
@@ -65,7 +65,7 @@ TEST(FileSource, AMalformedLineIsNamedOrSkippedAndCounted) {
   }
   std::uint64_t skipped = 0;
   const auto items = FileSource::read_all(path, true, &skipped);
-  EXPECT_EQ(skipped, 2u);
+  EXPECT_EQ(skipped, 3u);  // ",5", "3,x" and "5," (a comma and no value: not a weight of 1)
   ASSERT_EQ(items.size(), 2u);
   EXPECT_EQ(items[1].key, 4u);
   EXPECT_THROW((void)FileSource::read_all((dir.path() / "missing.txt").string(), false), InputError);
@@ -157,11 +157,11 @@ TEST(FileSource, APipeOrADirectoryIsRefusedNamingIt) {
 TEST(FileSource, LineOfNamesTheLineOfAnItem) {
   testing::TempDir dir;
   const auto path = write_file(dir.path() / "in.txt", "# comment\n1,2\n\nbad,\napple,-3\nx,y\n7\n");
-  // Skipping malformed lines ("x,y"), the items are 1, bad (value 1), apple, 7.
+  // Skipping malformed lines ("bad,", "x,y"), the items are 1, apple, 7.
   EXPECT_EQ(FileSource::line_of(path, true, 0), std::make_pair(std::uint64_t{2}, std::string("1,2")));
-  EXPECT_EQ(FileSource::line_of(path, true, 2), std::make_pair(std::uint64_t{5}, std::string("apple,-3")));
-  EXPECT_EQ(FileSource::line_of(path, true, 3), std::make_pair(std::uint64_t{7}, std::string("7")));
-  EXPECT_EQ(FileSource::line_of(path, true, 4).first, 0u);
+  EXPECT_EQ(FileSource::line_of(path, true, 1), std::make_pair(std::uint64_t{5}, std::string("apple,-3")));
+  EXPECT_EQ(FileSource::line_of(path, true, 2), std::make_pair(std::uint64_t{7}, std::string("7")));
+  EXPECT_EQ(FileSource::line_of(path, true, 3).first, 0u);
 }
 
 }  // namespace
