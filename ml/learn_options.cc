@@ -267,7 +267,7 @@ void write_model(const std::string& path, const Eigen::VectorXd& w) {
 
 ModelFile read_model(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError("cannot read model file '" + path + "'");
+  if (!f) throw InputError("eval.model: cannot read the model file '" + path + "'");
   ModelFile m;
   std::string line;
   std::uint64_t n = 0;
@@ -306,7 +306,7 @@ ModelFile read_model(const std::string& path) {
     }
     m.weights.emplace_back(index, weight);
   }
-  if (f.bad()) throw InputError("cannot read model file '" + path + "'");
+  if (f.bad()) throw InputError("eval.model: cannot read the model file '" + path + "'");
   if (n == 0) throw InputError(path + ": empty (a model file starts with the line index,weight)");
   m.size = m.weights.empty() ? 0 : m.weights.back().first + 1;
   return m;
@@ -324,17 +324,18 @@ std::string shape_text(int outputs, std::uint64_t features) {
 }  // namespace
 
 ModelEvaluation evaluate_model(const po::variables_map& vm, const std::string& model_path, bool all_examples) {
+  // The model first: reading it costs little, loading the data may take long.
+  const ModelFile model = read_model(model_path);
   TrainingData t;
   try {
     t = training_data_from(vm, all_examples);
   } catch (const ConfigError& e) {
     // A test file no longer than learn.holdout: it is all held out, which eval.split all scores.
-    if (std::string_view(e.what()).starts_with("learn.holdout:") && vm["learn.data"].as<std::string>() == "file") {
+    if (!all_examples && std::string_view(e.what()).find("leave none of the") != std::string_view::npos) {
       throw ConfigError(std::string(e.what()) + " (afstream eval --eval.split all scores every example of a file)");
     }
     throw;
   }
-  const ModelFile model = read_model(model_path);
   LearnerConfig c = t.learner;
   const std::uint64_t k = static_cast<std::uint64_t>(outputs(c));
   const std::uint64_t expected = weight_count(c);
@@ -343,7 +344,16 @@ ModelEvaluation evaluate_model(const po::variables_map& vm, const std::string& m
       t.from_file() && vm["learn.format"].as<std::string>() == "libsvm" && vm["learn.hash-bits"].as<int>() == 0;
   if (model.size != expected) {
     const bool wider = own_indices && model.size > expected && model.size % k == 0 &&
-                       model.size / k - 1 <= (std::uint64_t{1} << 31);  // LearnerConfig's largest num_features
+                       model.size / k - 1 <= kMaxRawLibsvmIndex;  // the most features such data has
+    // The data's classes (learn.classes 0: the test file's largest class id + 1) may be fewer than the model's, and a
+    // size alone then cannot tell classes from features: 3 x (9 + 1) weights read as 2 x (14 + 1). Given, they can.
+    if (wider && k > 1 && vm["learn.classes"].as<int>() == 0) {
+      throw ConfigError("learn.classes: " + model_path + " holds " + std::to_string(model.size) +
+                        " weights, more than the data's " + shape_text(static_cast<int>(k), c.num_features) +
+                        ", and its classes cannot be told from its features: give --learn.classes, the classes it "
+                        "was trained with (LIBSVM data read with its own indices may lack the model's last "
+                        "features, and its last classes)");
+    }
     if (!wider) {
       const std::string model_shape = model.size % k == 0 && model.size > 0
                                           ? shape_text(static_cast<int>(k), model.size / k - 1)
@@ -351,7 +361,7 @@ ModelEvaluation evaluate_model(const po::variables_map& vm, const std::string& m
       throw ConfigError("eval.model: " + model_path + " holds a model of " + model_shape + ", the data give " +
                         shape_text(static_cast<int>(k), c.num_features) +
                         ": evaluate with the options it was trained with (learn.task, learn.data or the file's "
-                        "columns, learn.features, learn.hash-bits, learn.classes: a run's config.ini holds them)");
+                        "columns, learn.features, learn.hash-bits, learn.classes)");
     }
     c.num_features = model.size / k - 1;
   }

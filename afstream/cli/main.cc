@@ -1072,11 +1072,20 @@ int cmd_eval(int argc, const char* const* argv) {
   std::vector<std::string> args(argv, argv + argc);
   std::string run_dir;
   bool has_config = false;
+  // (Boost takes an unambiguous start of an option's name for it, as --eval.ru or --conf: so is it taken here.)
+  const auto names = [](const std::string& a, const std::string& option, std::size_t shortest) {
+    const std::string name = a.substr(0, a.find('='));
+    return name.size() >= shortest && option.rfind(name, 0) == 0;
+  };
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--config" || a.rfind("--config=", 0) == 0) has_config = true;
-    if (a == "--eval.run" && i + 1 < args.size()) run_dir = args[i + 1];
-    if (a.rfind("--eval.run=", 0) == 0) run_dir = a.substr(11);
+    if (names(a, "--config", 4)) has_config = true;
+    if (!names(a, "--eval.run", 8)) continue;
+    if (a.find('=') != std::string::npos) {
+      run_dir = a.substr(a.find('=') + 1);
+    } else if (i + 1 < args.size()) {
+      run_dir = args[i + 1];
+    }
   }
   if (!run_dir.empty()) {
     if (has_config) {
@@ -1144,6 +1153,7 @@ int cmd_eval(int argc, const char* const* argv) {
   if (split != "holdout" && split != "all") {
     throw ConfigError("eval.split: expected holdout or all, got '" + split + "'");
   }
+  for (const auto& o : opts.unused_by_job) std::cerr << "afstream eval: note: " << o << "\n";
   const afs::ModelEvaluation e = job->evaluate_model(vm, model, split == "all");
   // --quiet of eval's own command line (a run's config.ini holds the run's).
   const bool quiet =

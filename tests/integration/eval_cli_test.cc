@@ -103,6 +103,42 @@ TEST(EvalCli, ATestFileIsScoredOnEveryExample) {
   EXPECT_NE(r.err.find("--eval.split all"), std::string::npos) << r.err;
 }
 
+// A softmax model trained on a LIBSVM file with its own indices and its classes from the file (learn.classes 0),
+// scored on a test file that lacks its last class: 3 classes x (9 features + a bias) = 30 weights are not read as
+// 2 classes x (14 features + a bias), which gave another model's scores; with --learn.classes 3 they are scored.
+TEST(EvalCli, ATestFileWithFewerClassesIsNotReadAsMoreFeatures) {
+  TempDir scratch, dir, data;
+  const fs::path file = data.path() / "mc.svm", test = data.path() / "test.svm";
+  auto r =
+      run("gen --job learn --learn.data multiclass --learn.task softmax --learn.features 9 --learn.classes 3 "
+          "--items 3000 --learn.holdout 1000 --gen.format libsvm --quiet --out " +
+              file.string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("run --job learn --learn.data file --learn.file " + file.string() +
+              " --learn.format libsvm --learn.hash-bits 0 --learn.task softmax --learn.holdout 1000 --runtime threads"
+              " --quiet --out " +
+              dir.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  {
+    std::istringstream in(slurp(file));
+    std::ofstream out(test);
+    for (std::string line; std::getline(in, line);) {
+      if (line.starts_with("0 ") || line.starts_with("1 ")) out << line << '\n';
+    }
+  }
+  r = run("eval --eval.run " + dir.path().string() + " --learn.file " + test.string() + " --eval.split all",
+          scratch.path());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.err.find("learn.classes: "), std::string::npos) << r.err;
+  r = run("eval --eval.run " + dir.path().string() + " --learn.file " + test.string() +
+              " --eval.split all --learn.classes 3",
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GT(csv_row(r.out).at("accuracy"), 0.85) << r.out;
+}
+
 TEST(EvalCli, ModelsThatDoNotFitAndBadModelFilesAreRefusedNamingWhy) {
   TempDir scratch, dir;
   auto r =
@@ -117,6 +153,12 @@ TEST(EvalCli, ModelsThatDoNotFitAndBadModelFilesAreRefusedNamingWhy) {
     EXPECT_NE(res.err.find(expected), std::string::npos) << args << ": " << res.err;
     EXPECT_EQ(res.out, "") << args;
   };
+  // An option's name shortened as Boost takes it (--eval.ru); a data option that changes nothing is noted.
+  {
+    const auto res = run("eval --eval.ru " + dir.path().string() + " --learn.format libsvm", scratch.path());
+    EXPECT_EQ(res.status, 0) << res.err;
+    EXPECT_NE(res.err.find("note: --learn.format has no effect"), std::string::npos) << res.err;
+  }
   // Another shape: more classes, other features.
   refused("eval --eval.run " + dir.path().string() + " --learn.classes 5", "eval.model: ");
   refused("eval --eval.run " + dir.path().string() + " --learn.features 20",

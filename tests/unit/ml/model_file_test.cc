@@ -80,7 +80,7 @@ TEST(ModelFile, MalformedRowsAreRefusedNamingFileAndLine) {
     (void)read_model((dir.path() / "missing.csv").string());
     ADD_FAILURE() << "a missing file was read";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot read model file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("eval.model: cannot read the model file"), std::string::npos) << e.what();
   }
 }
 
