@@ -428,6 +428,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     std::cerr << name << ": note: " << o << " has no effect in ft.mode " << afs::to_string(cfg.mode) << "\n";
   }
   for (const auto& o : opts.unused_by_job) std::cerr << name << ": note: " << o << "\n";
+  for (const auto& o : job->cautions()) std::cerr << name << ": note: " << o << "\n";
   for (const auto& o : opts.unused_by_runtime) std::cerr << name << ": note: " << o << "\n";
   const auto effective = afs::cli::effective_config(vm);
   // The run directory first: an --out that cannot be one is one line, before the configuration is printed.

@@ -68,6 +68,10 @@ class Job {
     (void)vm;
     return {};
   }
+  // After topology(): cautions about the options it was built from that are valid but weaken what the job promises
+  // (a Space-Saving capacity too small for its guarantee at this phi), one sentence each naming the option; the
+  // command-line layer prints them as notes before the run.
+  virtual std::vector<std::string> cautions() const { return {}; }
   // Whether write_input writes this job's input (`afstream gen`).
   virtual bool writes_input() const { return false; }
   // `afstream gen`, before it opens anything: throws what write_input would refuse these options and this format

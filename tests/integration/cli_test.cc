@@ -524,6 +524,22 @@ TEST(Cli, NexmarkHotItemsBadOptionsNameTheOption) {
 // The heavy-hitters job with Space-Saving (--hh.algorithm space-saving) on worker processes, with SIGKILLs of all
 // workers: recall 1, and every reported count at or above the key's exact weight (proofs/space-saving.md, Theorem
 // SS). Bad choices name their option.
+// A Space-Saving capacity too small for its guarantee at this phi (proofs/space-saving.md (3): keys above N / k) is
+// run, with a note naming hh.capacity and the capacity that guarantees the heavy hitters (it ran silently with recall
+// 0.34-0.65); the default capacity gets none.
+TEST(Cli, ASpaceSavingCapacityTooSmallForPhiIsNoted) {
+  auto r =
+      run("run --job heavy-hitters --hh.algorithm space-saving --hh.capacity 100 --items 100000 --runtime threads "
+          "--quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("note: hh.capacity: Space-Saving monitors 100 keys per instance"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hh.capacity 1000 (the total weight / phi) or more guarantees them"), std::string::npos)
+      << r.err;
+  r = run("run --job heavy-hitters --hh.algorithm space-saving --items 100000 --runtime threads --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("note: hh.capacity"), std::string::npos) << r.err;
+}
+
 TEST(Cli, SpaceSavingJobReportsEveryHeavyHitterWithFailures) {
   TempDir d;
   const auto r =
