@@ -501,6 +501,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
       popts.remote_workers = c.remote_workers;
       popts.backup_server = c.backup_server;
       popts.register_timeout = std::chrono::milliseconds(c.register_timeout_ms);
+      popts.job_config = afs::cli::job_config(vm);
       // The job's options as given (on the command line or in a job file), so that a worker on another host needs
       // no copy of the job file. Not the CURVE key files: each host has its own (the workers started here get the
       // controller's, popts.curve_args).
@@ -793,6 +794,7 @@ int run_worker(int argc, const char* const* argv) {
   }
   auto wopts = afs::cli::parse_worker(vm);
   wopts.curve = opts.curve.config;
+  wopts.job_config = afs::cli::job_config(vm);
   // Killed by the controller's failure plan (a worker on another host): die as a SIGKILLed process does.
   wopts.on_killed = [] { ::raise(SIGKILL); };
   // Said at once: a peer refused here sends nothing, and the job would stall without a word.

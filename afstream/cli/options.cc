@@ -1055,6 +1055,23 @@ std::vector<std::string> effective_args(const po::variables_map& vm, const std::
   return out;
 }
 
+std::string job_config(const po::variables_map& vm) {
+  static const char* const kNotTheJobs[] = {"worker.", "controller.", "net.curve-", "process.", "fail.",
+                                            "run.",    "quiet",       "runtime",    "out",      "config"};
+  std::istringstream all(effective_config(vm));
+  std::string out;
+  for (std::string line; std::getline(all, line);) {
+    if (line.empty() || line.front() == '#') continue;
+    const auto key = line.substr(0, line.find(" = "));
+    const bool skip = std::any_of(std::begin(kNotTheJobs), std::end(kNotTheJobs), [&](const char* p) {
+      const std::string prefix = p;
+      return prefix.back() == '.' || prefix.back() == '-' ? key.rfind(prefix, 0) == 0 : key == prefix;
+    });
+    if (!skip) out += line + '\n';
+  }
+  return out;
+}
+
 std::string effective_config(const po::variables_map& vm) {
   // What each key holds, as a job file reads it back (`run --config`): numbers exact, a list one line an element, an
   // alias's value under its primary name (the primary's default otherwise showed, and both keys were then refused).

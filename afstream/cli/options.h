@@ -138,4 +138,10 @@ KeygenArgs parse_keygen(int argc, const char* const* argv, boost::program_option
 // key = value lines of every option that has a value, for printing and for <out>/config.ini.
 std::string effective_config(const boost::program_options::variables_map& vm);
 
+// The lines of effective_config that make the job what it is (the job, its own options, items, seed, ft.*, net.*),
+// the same in a controller and in every worker of its job: not the controller's, the worker's, the failure plan's,
+// the process runtime's or the CURVE options, which differ between processes of one job. A worker says it in its
+// hello, and its controller refuses one that differs (a worker started by hand with --job and other options).
+std::string job_config(const boost::program_options::variables_map& vm);
+
 }  // namespace afs::cli

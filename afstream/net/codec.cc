@@ -317,7 +317,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   auto r = state_
                ->envelope(64 + blob_words(report.final_state.size()) + blob_words(report.data_endpoint.size() + 1) +
                               blob_words(report.ack_endpoint.size() + 1) + blob_words(report.curve_key.size() + 1) +
-                              blob_words(report.error.size() + 1),
+                              blob_words(report.error.size() + 1) + blob_words(report.job_config.size() + 1),
                           sender, epoch)
                .initWorkerReport();
   r.setKind(static_cast<wire::WorkerReport::Kind>(static_cast<std::uint16_t>(report.kind)));
@@ -374,6 +374,7 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   if (!report.ack_endpoint.empty()) r.setAckEndpoint(as_text(report.ack_endpoint));
   if (!report.curve_key.empty()) r.setCurveKey(as_text(report.curve_key));
   if (!report.error.empty()) r.setError(as_text(report.error));
+  if (!report.job_config.empty()) r.setJobConfig(as_text(report.job_config));
   return state_->finish();
 }
 
@@ -933,6 +934,7 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   m.ack_endpoint = from_text(r.getAckEndpoint());
   m.curve_key = from_text(r.getCurveKey());
   m.error = from_text(r.getError());
+  m.job_config = from_text(r.getJobConfig());
   return m;
 }
 

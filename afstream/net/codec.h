@@ -306,8 +306,9 @@ struct WorkerReportMsg {
   RecoveryReportMsg recovery;
   std::string data_endpoint;  // hello: the endpoints this incarnation bound (where its peers reach it)
   std::string ack_endpoint;
-  std::string curve_key;  // hello: the CURVE public key (Z85) its sockets serve with; "": CURVE off
-  std::string error;      // failed: the error it stops on
+  std::string curve_key;   // hello: the CURVE public key (Z85) its sockets serve with; "": CURVE off
+  std::string error;       // failed: the error it stops on
+  std::string job_config;  // hello: the job's options in force ("key = value" lines); "": not said
   friend bool operator==(const WorkerReportMsg&, const WorkerReportMsg&) = default;
 };
 

@@ -222,6 +222,9 @@ struct WorkerReport {
   ackEndpoint @5 :Text;                # hello: where it receives acknowledgements
   curveKey @6 :Text;                   # hello: the CURVE public key its data and ack sockets serve with (Z85; "": none)
   error @7 :Text;                      # failed: the error it stops on
+  jobConfig @8 :Text;                  # hello: the job's options in force in this process ("key = value" lines, the
+                                       # job's and the run's that shape the job), which its controller checks
+                                       # against its own ("": not said)
 
   enum Kind {
     unset @0;     # never sent; a decoder rejects it

@@ -40,6 +40,39 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The first option in which two job configurations ("key = value" lines) differ, the job itself first, as
+// "KEY = A there, B here" (or "KEY: not set there, B here").
+std::string job_config_difference(const std::string& there, const std::string& here) {
+  auto parse = [](const std::string& text) {
+    std::map<std::string, std::string> m;
+    std::size_t at = 0;
+    while (at < text.size()) {
+      auto end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      const auto line = text.substr(at, end - at);
+      at = end + 1;
+      const auto eq = line.find(" = ");
+      if (eq == std::string::npos) continue;
+      auto& value = m[line.substr(0, eq)];  // a list option: one line an element
+      value += (value.empty() ? "" : ",") + line.substr(eq + 3);
+    }
+    return m;
+  };
+  const auto a = parse(there), b = parse(here);
+  if (a.count("job") && b.count("job") && a.at("job") != b.at("job")) {
+    return "job = " + a.at("job") + " there, " + b.at("job") + " here";
+  }
+  for (const auto& [k, v] : b) {
+    const auto it = a.find(k);
+    if (it == a.end()) return k + ": not set there, " + v + " here";
+    if (it->second != v) return k + " = " + it->second + " there, " + v + " here";
+  }
+  for (const auto& [k, v] : a) {
+    if (!b.count(k)) return k + " = " + v + " there, not set here";
+  }
+  return "its options differ";
+}
+
 // Bytes in the regular files under dir (0 if it cannot be read). Files a running RocksDB deletes between listing
 // and measuring are skipped.
 std::uint64_t directory_bytes(const std::string& dir) {
@@ -879,6 +912,15 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         // printed on its own host only, and the run waited for a registration that never came.
         throw RuntimeError("controller: " + std::string(s.remote ? "remote " : "") + "worker " +
                            std::to_string(msg.sender) + " stopped on an error: " + r->error);
+      }
+      if (r->kind == net::ReportKind::kHello && !im.options.job_config.empty() && !r->job_config.empty() &&
+          r->job_config != im.options.job_config) {
+        // A worker started by hand with --job (not registered: it did not get the job from here) and another job or
+        // other job options: its results would be wrong, or the run would never end, without a word.
+        throw RuntimeError(
+            "controller: " + std::string(s.remote ? "remote " : "") + "worker " + std::to_string(msg.sender) +
+            " runs another job than this controller's: " + job_config_difference(r->job_config, im.options.job_config) +
+            " (start it without --job: it then takes the job's options from the controller)");
       }
       if (r->kind == net::ReportKind::kHello && !s.up) {
         s.up = true;

@@ -106,6 +106,10 @@ struct ProcessClusterOptions {
   std::string backup_server;
   // Workers started by hand (`afstream worker` with no --job, on any host), which register; needs a tcp bind.
   std::vector<int> remote_workers;
+  // The job's options in force here (afs::cli::job_config: "key = value" lines). A worker's hello says its own; one
+  // that differs (a worker started by hand with --job and other job options, or another job) ends the run with an
+  // error naming the first option that differs. "": not checked.
+  std::string job_config;
   // A remote worker that has not registered this long after the start, or after its last failure: RuntimeError.
   std::chrono::milliseconds register_timeout{std::chrono::minutes(5)};
   // Called once the sockets are bound and the backup server listens, before any worker is started.

@@ -262,6 +262,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
           hello.data_endpoint = bound.data;
           hello.ack_endpoint = bound.acks;
           hello.curve_key = bound.key;
+          hello.job_config = options.job_config;
           send(hello);
           hello_sent = true;
         }

@@ -66,6 +66,9 @@ struct WorkerProcessOptions {
   // CURVE: a client whose key is not in net.curve-authorized was refused by this worker's sockets (each key once),
   // called from the directory's thread. Unset: only counted (WorkerStatus.unauthorizedConnections).
   std::function<void(const ZapRefusal&)> on_refused;
+  // The job's options in force in this process ("key = value" lines), said in the hello so that the controller can
+  // refuse a worker started by hand with another job or other job options. "": not said.
+  std::string job_config;
 };
 
 // ConfigError if CURVE is on (options.curve) and a tcp:// server it must reach (controller, backup server) has no

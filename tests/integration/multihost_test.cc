@@ -559,6 +559,51 @@ TEST(MultiHostLoopback, SecondProcessRegisteringAsTheSameWorkerReplacesTheFirst)
   EXPECT_EQ(summary(job.out()).at("recall"), "1");
 }
 
+// A worker started by hand with --job and every --worker.* endpoint (not registering: "as a controller starts one")
+// runs the options it was given. With the controller's job options it takes part as a registered worker does; with
+// others (a sketch of another size, or another job) it used to be let in without a word: the run ended "successfully"
+// with a precision of 0.0001, or, with another job, hung at 100% until killed. Its hello now says its job's options,
+// and the controller ends the run with one error naming the first option that differs.
+void run_with_a_hand_started_job_worker(const std::vector<std::string>& worker2_job, int expected_controller_status,
+                                        const std::string& expected_error) {
+  TempDir t;
+  AcrossHosts job(kLoopback, kLoopback, t.path());
+  ASSERT_NO_FATAL_FAILURE(job.start_controller(kShortJob));
+  const auto directory = wait_for(job.log("controller"), "directory on (tcp://[0-9.]+:[0-9]+)", 30s);
+  const auto store = wait_for(job.log("controller"), "backup server on (tcp://[0-9.]+:[0-9]+)", 30s);
+  ASSERT_FALSE(directory.empty() || store.empty()) << job.logs();
+  const pid_t w1 = job.start_worker(1, "w1", false);
+  std::vector<std::string> extra = worker2_job;
+  extra.insert(extra.end(), {"--worker.directory", directory, "--worker.store", store});
+  const pid_t w2 = job.start_worker(2, "w2", false, extra);
+  ASSERT_EQ(job.wait_controller(), expected_controller_status) << job.logs();
+  if (expected_controller_status == 0) {
+    EXPECT_EQ(job.wait(w1), 0) << job.logs();
+    EXPECT_EQ(job.wait(w2), 0) << job.logs();
+    EXPECT_EQ(summary(job.out()).at("recall"), "1");
+    return;
+  }
+  const auto text = slurp(job.log("controller"));
+  EXPECT_NE(text.find("afstream: error: controller: remote worker 2 runs another job than this controller's: " +
+                      expected_error),
+            std::string::npos)
+      << text;
+}
+
+TEST(MultiHostLoopback, AWorkerStartedByHandWithTheJobsOptionsTakesPart) {
+  run_with_a_hand_started_job_worker(job_args(kShortJob), 0, "");
+}
+
+TEST(MultiHostLoopback, AWorkerStartedByHandWithOtherJobOptionsEndsTheRunNamingTheOption) {
+  auto other = job_args(kShortJob);
+  other.insert(other.end(), {"--hh.width", "200"});
+  run_with_a_hand_started_job_worker(other, 2, "hh.width = 200 there, ");
+}
+
+TEST(MultiHostLoopback, AWorkerStartedByHandWithAnotherJobEndsTheRunNamingIt) {
+  run_with_a_hand_started_job_worker({"--job", "learn", "--quiet"}, 2, "job = learn there, heavy-hitters here");
+}
+
 TEST(MultiHostNamespaces, WorkersOnAnotherHostGiveTheThreadRuntimesResults) {
   NamespacePair hosts;
   if (!hosts.skip_reason().empty()) GTEST_SKIP() << hosts.skip_reason();
@@ -634,7 +679,9 @@ TEST(MultiHostBadInput, OneClearLineNamingTheOption) {
        {"worker.fork-server: a fork server is not a standby"}},
       // A request it cannot read: one line naming it (the request arrives on its stdin).
       {"worker " + job + " --worker.fork-server --worker.bind tcp://127.0.0.1 --worker.controller " + nobody +
-           " --worker.directory " + nobody + " --worker.store " + nobody + " < " + garbage.string(),
+           " --worker.directory " + nobody + " --worker.store " + nobody + " < " + garbage.string() +
+           " 3>/dev/null",  // its reply descriptor, as its controller gives it (closed: it took the controller for
+                            // gone)
        {"fork server: malformed request 'two words' (expected WORKER EPOCH FAILURES)"}},
       {"worker " + job +
            " --worker.id 1 --worker.store-reads-copies --worker.bind tcp://127.0.0.1 "

@@ -690,9 +690,10 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
                          {},
                          {},
                          {},
+                         {},
                          {}};
   WorkerReportMsg hello{
-      ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}, {}, {}};
+      ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}, {}, {}, {}};
   WorkerReportMsg finished{ReportKind::kFinished,
                            {},
                            std::vector<std::uint8_t>(10000, 0x5a),
@@ -700,11 +701,13 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
                            {},
                            {},
                            {},
+                           {},
                            {}};
   WorkerReportMsg announcing = hello;
   announcing.data_endpoint = "tcp://10.200.0.2:41234";
   announcing.ack_endpoint = "tcp://10.200.0.2:41235";
-  announcing.curve_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";  // with CURVE on tcp
+  announcing.curve_key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";                 // with CURVE on tcp
+  announcing.job_config = "hh.width = 8000\nitems = 400000\njob = heavy-hitters\n";  // checked by the controller
   WorkerReportMsg registering;
   registering.kind = ReportKind::kRegister;
   WorkerReportMsg standing_by;
