@@ -159,7 +159,7 @@ class HeavyHittersJob final : public Job {
       // Its guarantee (proofs/space-saving.md (3)): every key above N / k of an instance's weight N is monitored. A
       // phi below that, which the job accepts, may miss heavy hitters without any failure (recall 0.34-0.65 at
       // capacity 100 on 1e6 Zipf items).
-      const double k = capacity > 0 ? static_cast<double>(capacity) : std::ceil(1 / eps);
+      const double k = eps > 0 ? std::ceil(1 / eps) : static_cast<double>(capacity);  // as space-saving-hh sizes it
       const double guaranteed = total / (par * k);
       if (phi_ < guaranteed) {
         cautions_.push_back("hh.capacity: Space-Saving monitors " + readable_text(k) +
