@@ -33,6 +33,23 @@ inline std::vector<std::string> split_csv(const std::string& line) {
   return cols;
 }
 
+// A header line and one row (learn.csv, summary.csv, what afstream eval prints) as column -> value, the numeric
+// columns only.
+inline std::map<std::string, double> csv_numbers(const std::string& text) {
+  std::istringstream in(text);
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  const auto h = split_csv(header), v = split_csv(row);
+  std::map<std::string, double> m;
+  for (std::size_t i = 0; i < h.size() && i < v.size(); ++i) {
+    char* end = nullptr;
+    const double x = std::strtod(v[i].c_str(), &end);
+    if (!v[i].empty() && *end == '\0') m[h[i]] = x;
+  }
+  return m;
+}
+
 // The index of column `name` in a CSV header row; header.size() if it is not there.
 inline std::size_t column_of(const std::vector<std::string>& header, const std::string& name) {
   return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin());

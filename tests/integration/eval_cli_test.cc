@@ -26,21 +26,7 @@ Result run(const std::string& args, const fs::path& scratch) {
   return afs::testing::run_program(AFS_BINARY, args, scratch);
 }
 
-// A header line and one row of numbers (learn.csv, or what eval prints) as column -> value.
-std::map<std::string, double> csv_row(const std::string& text) {
-  std::istringstream in(text);
-  std::string header, row;
-  std::getline(in, header);
-  std::getline(in, row);
-  const auto h = afs::testing::split_csv(header), v = afs::testing::split_csv(row);
-  std::map<std::string, double> m;
-  for (std::size_t i = 0; i < h.size() && i < v.size(); ++i) {
-    char* end = nullptr;
-    const double x = std::strtod(v[i].c_str(), &end);
-    if (!v[i].empty() && *end == '\0') m[h[i]] = x;
-  }
-  return m;
-}
+using afs::testing::csv_numbers;
 
 // learn.csv writes 6 significant digits.
 void expect_close(double a, double b, const std::string& what) {
@@ -56,7 +42,7 @@ TEST(EvalCli, ARunsModelScoresItsHeldOutExamplesAsTheRunDid) {
     ASSERT_EQ(r.status, 0) << job << ": " << r.err;
     r = run("eval --eval.run " + dir.path().string(), scratch.path());
     ASSERT_EQ(r.status, 0) << job << ": " << r.err;
-    const auto got = csv_row(r.out), want = csv_row(slurp(dir.path() / "learn.csv"));
+    const auto got = csv_numbers(r.out), want = csv_numbers(slurp(dir.path() / "learn.csv"));
     ASSERT_EQ(got.size(), 4u) << r.out;
     EXPECT_EQ(got.at("examples"), want.at("holdout_examples")) << job;
     expect_close(got.at("loss"), want.at("holdout_loss"), job + " loss");
@@ -88,7 +74,7 @@ TEST(EvalCli, ATestFileIsScoredOnEveryExample) {
   r = run("eval --eval.run " + dir.path().string() + " --learn.file " + test.string() + " --eval.split all",
           scratch.path());
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto got = csv_row(r.out);
+  const auto got = csv_numbers(r.out);
   EXPECT_EQ(got.at("examples"), 1500);
   EXPECT_GT(got.at("accuracy"), 0.5);
   EXPECT_TRUE(std::isfinite(got.at("loss")));
@@ -96,7 +82,7 @@ TEST(EvalCli, ATestFileIsScoredOnEveryExample) {
   // The whole file as test data: the training lines' scores beside the held-out ones (2000 of 8000).
   r = run("eval --eval.run " + dir.path().string() + " --eval.split all", scratch.path());
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(csv_row(r.out).at("examples"), 8000);
+  EXPECT_EQ(csv_numbers(r.out).at("examples"), 8000);
   r = run("eval --eval.run " + dir.path().string() + " --learn.file " + test.string(), scratch.path());
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("learn.holdout:"), std::string::npos) << r.err;
@@ -136,7 +122,7 @@ TEST(EvalCli, ATestFileWithFewerClassesIsNotReadAsMoreFeatures) {
               " --eval.split all --learn.classes 3",
           scratch.path());
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_GT(csv_row(r.out).at("accuracy"), 0.85) << r.out;
+  EXPECT_GT(csv_numbers(r.out).at("accuracy"), 0.85) << r.out;
 }
 
 TEST(EvalCli, ModelsThatDoNotFitAndBadModelFilesAreRefusedNamingWhy) {

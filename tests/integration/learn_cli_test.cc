@@ -33,20 +33,7 @@ Result run(const std::string& args, const fs::path& scratch) {
 }
 
 // The first row of a one-row CSV file (learn.csv, summary.csv) as column -> value (numeric columns).
-std::map<std::string, double> csv_row(const fs::path& file) {
-  std::istringstream in(slurp(file));
-  std::string header, row;
-  std::getline(in, header);
-  std::getline(in, row);
-  const auto h = afs::testing::split_csv(header), v = afs::testing::split_csv(row);
-  std::map<std::string, double> m;
-  for (std::size_t i = 0; i < h.size() && i < v.size(); ++i) {
-    char* end = nullptr;
-    const double x = std::strtod(v[i].c_str(), &end);
-    if (!v[i].empty() && *end == '\0') m[h[i]] = x;
-  }
-  return m;
-}
+std::map<std::string, double> csv_row(const fs::path& file) { return afs::testing::csv_numbers(slurp(file)); }
 
 // learn.csv's row as column -> value.
 std::map<std::string, double> learn_row(const fs::path& dir) { return csv_row(dir / "learn.csv"); }
