@@ -206,6 +206,13 @@ void PsWorkerOperator::on_feedback(std::span<const Item> items, Emitter&) {
       const auto s = static_cast<std::size_t>(it.key & 0xffffffffu);
       if (s < shard_clock_.size()) shard_clock_[s] = std::max(shard_clock_[s], it.value);
     } else if (it.key < n) {
+      // A weight of a shard clock older than one this worker already has from that shard comes from a restored
+      // server that has not caught up yet (its clock rolled back to its backup): taking it would set the cache back
+      // to older parameters than the clock this worker's consistency check counts on (BSP's determinism in the exact
+      // modes, SSP's staleness bound). The server sends it again when it changes at a later clock, with the whole
+      // shard every refresh-every clocks, or when a blocked worker asks.
+      const auto s = shard_of(it.key, config_.servers);
+      if (it.time < shard_clock_[s]) continue;
       const double v = std::bit_cast<double>(it.value);
       if (cache_.get(it.key) != v) cache_.set(it.key, v);
     }
