@@ -1205,6 +1205,37 @@ void keep_large_blocks_in_the_heap() {
 
 // What to look at when an error comes from a limit of this process (ZeroMQ, RocksDB and fork say only "Too many open
 // files" or "Resource temporarily unavailable").
+// For "unrecognised option '--NAME'": the jobs that have such an option, when it is not this command's job's
+// (`--learn.workers` is the ps job's, `--learn.parallelism` the learn job's): " (an option of the ps job; this run's
+// job is learn)". "" otherwise.
+std::string option_hint(const std::string& what, int argc, const char* const* argv) {
+  static const std::string head = "unrecognised option '--";
+  const auto at = what.find(head);
+  if (at == std::string::npos) return "";
+  const auto end = what.find('\'', at + head.size());
+  if (end == std::string::npos) return "";
+  const std::string name = what.substr(at + head.size(), end - at - head.size());
+  std::string current;
+  try {
+    current = find_job_name(argc - 1, argv + 1);
+  } catch (...) {
+  }
+  std::vector<std::string> owners;
+  for (const auto& [job_name, make] : jobs()) {
+    if (job_name == current) continue;
+    po::options_description o;
+    make()->add_options(o);
+    if (o.find_nothrow(name, false) != nullptr) owners.push_back(job_name);
+  }
+  if (owners.empty()) return "";
+  std::string list;
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == owners.size() ? " and " : ", ") + owners[i];
+  }
+  return " (an option of the " + list + (owners.size() > 1 ? " jobs" : " job") +
+         (current.empty() ? std::string(")") : "; this command's job is " + current + ")");
+}
+
 std::string limit_hint(const std::string& what) {
   const auto limit = [](int resource) {
     rlimit l{};
@@ -1269,7 +1300,7 @@ int main(int argc, char** argv) {
            "distinct.keys: the Zipf generators' tables take about 20 bytes a key) or input files need it\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "afstream: error: " << e.what() << limit_hint(e.what()) << "\n";
+    std::cerr << "afstream: error: " << e.what() << limit_hint(e.what()) << option_hint(e.what(), argc, argv) << "\n";
     return 2;
   }
 }

@@ -780,6 +780,20 @@ TEST(Cli, ShortRunsWriteMetricsAndABadOutIsOneLine) {
   EXPECT_NE(r.err.find("out: cannot create directory"), std::string::npos) << r.err;
 }
 
+// An option of another job is named as such (it was "unrecognised option" alone: --learn.parallelism is the learn
+// job's, the ps job's workers are --learn.workers).
+TEST(Cli, AnotherJobsOptionIsNamedAsItsOption) {
+  auto r = run("run --job ps --learn.parallelism 3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unrecognised option '--learn.parallelism' (an option of the learn job; this command's job is "
+                       "ps)"),
+            std::string::npos)
+      << r.err;
+  r = run("run --job heavy-hitters --bogus.option 3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unrecognised option '--bogus.option'\n"), std::string::npos) << r.err;
+}
+
 // A job's options that its other options leave without effect, given on the command line, are noted (they were
 // silently ignored: --hh.capacity 5 --hh.epsilon 0.5 ran Space-Saving with 2 counters); a rerun from config.ini,
 // which holds every option, notes none of them.
