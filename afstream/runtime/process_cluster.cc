@@ -518,6 +518,18 @@ struct ProcessCluster::Impl {
     s.signalled_at = Clock::now();
   }
 
+  // Removes the ipc:// socket files that incarnation `epoch` of local worker w bound (PeerDirectory::bind_endpoint's
+  // names, under the run's directory). A process killed by SIGKILL leaves them behind and each restart binds new
+  // ones: the run's directory gained two files per failed worker until the run ended (1,415 after 140 failures of
+  // 5 workers). The replaced incarnation is fenced off; its successor binds under its own epoch and announces that.
+  void remove_sockets(int w, std::uint32_t epoch) const {
+    if (tcp) return;  // tcp:// endpoints leave no files
+    for (const char* kind : {"-data", "-acks"}) {
+      const std::string path = dir + "/w" + std::to_string(w) + "-e" + std::to_string(epoch) + kind;
+      ::unlink(path.c_str());
+    }
+  }
+
   // A worker failed (killed by the plan, exited, or silent): reap it and start its next incarnation (a remote one:
   // await its registration).
   void fail(int w, std::uint64_t at_items, bool kill_it, RunResult& result, double detect_ms = 0) {
@@ -552,6 +564,7 @@ struct ProcessCluster::Impl {
     s.data_endpoint.clear();
     s.ack_endpoint.clear();
     s.curve_key.clear();
+    if (!s.remote) remove_sockets(w, s.epoch);
     ++s.epoch;
     // A remote worker is killed through the directory: the incarnation it replaces sees itself killed and raises
     // SIGKILL on itself (WorkerProcessOptions::on_killed).
