@@ -485,7 +485,19 @@ TEST(ProcessRuntime, AKilledControllerTakesWhatItStartedWithIt) {
   // A hang-up of the server is not its controller's death: it stops, the controller starts it again, and the run's
   // directories stay (a version that took SIGHUP for that death removed them under a nohup'd controller).
   ::kill(r.server, SIGHUP);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Until the restarted server is listening (its signal handlers are set before that line): killed before, the
+  // controller had not started it again (under ThreadSanitizer, 300 ms after the SIGHUP), or it died of the parent
+  // death signal's default action, and nothing removed the run's directories. Scaled (AFS_TEST_TIME_SCALE).
+  const auto listening = [&] {
+    const auto log = slurp(t.path() / "run.log");
+    std::size_t n = 0;
+    for (auto at = log.find("listening on"); at != std::string::npos; at = log.find("listening on", at + 1)) ++n;
+    return n;
+  };
+  for (int i = 0; i < 50 * scaled_seconds(10) && listening() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(listening(), 2u) << "the backup server was not started again: " << slurp(t.path() / "run.log");
   for (const auto& d : r.dirs) EXPECT_TRUE(fs::exists(d)) << d << " removed on a SIGHUP to the server";
   r.started = children_of(r.run);  // the server's next incarnation among them
   ::kill(r.run, SIGKILL);
@@ -616,8 +628,12 @@ TEST(ProcessRuntime, AWorkerThatKeepsCrashingEndsTheRun) {
   TempDir t;
   // Under AddressSanitizer (the asan preset) the workers must die of the SIGSEGV sent to them, not have ASan report
   // it and exit 1: the controller counts deaths by signal.
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  ::setenv("ASAN_OPTIONS", (std::string(asan ? asan : "") + (asan && *asan ? ":" : "") + "handle_segv=0").c_str(), 1);
+  // Likewise under ThreadSanitizer (the tsan preset): its handler printed "ThreadSanitizer:DEADLYSIGNAL" and the
+  // worker exited 66, which ended the run as an error before the fifth crash.
+  for (const char* var : {"ASAN_OPTIONS", "TSAN_OPTIONS"}) {
+    const char* opts = std::getenv(var);
+    ::setenv(var, (std::string(opts ? opts : "") + (opts && *opts ? ":" : "") + "handle_segv=0").c_str(), 1);
+  }
   const std::string args =
       "--job heavy-hitters --items 200000000 --hh.keys 20000 --seed 5 --quiet --runtime processes "
       "--process.fork-server=false --out " +
