@@ -2,11 +2,8 @@
 // the dataset, held-out split and learner configuration they name.
 #include "ml/learn_options.h"
 
-#include <cctype>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -297,14 +294,9 @@ ModelFile read_model(const std::string& path) {
                 ": expected indices increasing");
     }
     const std::string ws = line.substr(comma + 1);
-    char* end = nullptr;
-    errno = 0;
-    const double weight = std::strtod(ws.c_str(), &end);
-    if (ws.empty() || end != ws.c_str() + ws.size() || !std::isfinite(weight) ||
-        std::isspace(static_cast<unsigned char>(ws.front()))) {
-      throw bad("weight '" + ws.substr(0, 40) + "' is not a finite number");
-    }
-    m.weights.emplace_back(index, weight);
+    const auto weight = parse_finite(ws);
+    if (!weight) throw bad("weight '" + ws.substr(0, 40) + "' is not a finite number");
+    m.weights.emplace_back(index, *weight);
   }
   if (f.bad()) throw InputError("eval.model: cannot read the model file '" + path + "'");
   if (n == 0) throw InputError(path + ": empty (a model file starts with the line index,weight)");

@@ -23,6 +23,21 @@ void InMemoryDataset::example(std::uint64_t n, Example& out) const {
   out = examples_[n];
 }
 
+std::optional<double> parse_finite(std::string_view tok) {
+  // One sign: from_chars takes a '-' but not a '+', and "+-1" is no number.
+  if (tok.size() > 1 && tok.front() == '+' && tok[1] != '-') tok.remove_prefix(1);
+  double v = 0;
+  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+  if (ec == std::errc::result_out_of_range && p == tok.data() + tok.size()) {
+    // Out of range either way: too large is refused below, too small (1e-400) is the nearest double, as strtod
+    // reads it (from_chars leaves v alone).
+    v = std::strtod(std::string(tok).c_str(), nullptr);
+    if (std::isfinite(v)) ec = std::errc();
+  }
+  if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 namespace {
 
 // A problem with one line; turned into "name:line: message" by LineLoop.
@@ -65,21 +80,9 @@ std::string quoted(std::string_view s) {
 
 // A finite number filling the whole token, or a LineError naming `what`.
 double number(std::string_view tok, const char* what) {
-  const std::string_view whole = tok;
-  // One sign: from_chars takes a '-' but not a '+', and "+-1" is no number.
-  if (tok.size() > 1 && tok.front() == '+' && tok[1] != '-') tok.remove_prefix(1);
-  double v = 0;
-  auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-  if (ec == std::errc::result_out_of_range && p == tok.data() + tok.size()) {
-    // Out of range either way: too large is refused below, too small (1e-400) is the nearest double, as strtod
-    // reads it (from_chars leaves v alone).
-    v = std::strtod(std::string(tok).c_str(), nullptr);
-    if (std::isfinite(v)) ec = std::errc();
-  }
-  if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size() || !std::isfinite(v)) {
-    throw LineError(std::string(what) + " " + quoted(whole) + " is not a finite number");
-  }
-  return v;
+  const auto v = parse_finite(tok);
+  if (!v) throw LineError(std::string(what) + " " + quoted(tok) + " is not a finite number");
+  return *v;
 }
 
 double parse_label(std::string_view tok, LabelKind kind, bool one_based_classes) {

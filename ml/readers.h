@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <istream>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ml/dataset.h"
@@ -27,6 +29,10 @@ struct ReadResult {
   InMemoryDataset data;
   ReadStats stats;
 };
+
+// A finite number filling the whole of tok (one sign, '+' taken; a value too small for a double is the nearest one,
+// as strtod reads it), or nullopt: how every reader here, and read_model, read a number.
+std::optional<double> parse_finite(std::string_view tok);
 
 // CSV: one example per line, numeric fields; the label is column label_column (0-based; -1 = the last column), the
 // other columns are the dense features in order. Malformed: a non-numeric or empty field, a column count different

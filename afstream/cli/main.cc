@@ -137,6 +137,13 @@ std::unique_ptr<afs::Job> job_named(const std::string& name) {
   return it->second();
 }
 
+// The job's own options, as --help lists them ("NAME options").
+po::options_description job_options(const afs::Job& job) {
+  po::options_description jo(job.name() + " options");
+  job.add_options(jo);
+  return jo;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -383,11 +390,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   if (vm.count("help")) {
     auto desc = afs::cli::run_options();
     if (controller) desc.add(controller_desc);
-    if (job) {
-      po::options_description jo(job->name() + " options");
-      job->add_options(jo);
-      desc.add(jo);
-    }
+    if (job) desc.add(job_options(*job));
     std::cout << "usage: " << name << " --job NAME [options]\n\n";
     if (controller) std::cout << "The controller always runs worker processes: leave --runtime out.\n\n";
     // The defaults below are the general ones; a job's own replace them (Job::run_defaults, apply_run_defaults).
@@ -983,11 +986,7 @@ int cmd_gen(int argc, const char* const* argv) {
                  "options of afstream run (ft.*, fail.*, ...) are accepted and change nothing, so a run's command "
                  "line or its config.ini serves as it is.\n\n"
               << gen_desc << "\n";
-    if (job) {
-      po::options_description jo(job->name() + " options");
-      job->add_options(jo);
-      std::cout << jo << "\n";
-    }
+    if (job) std::cout << job_options(*job) << "\n";
     return 0;
   }
   if (!job) throw ConfigError("job: missing --job (afstream gen writes the input of: " + writers + ")");
@@ -1135,11 +1134,7 @@ int cmd_eval(int argc, const char* const* argv) {
                  "model's shape (task, features, classes) must be the data's: options that change it are the ones "
                  "it was trained with.\n\n"
               << eval_desc << "\n";
-    if (job) {
-      po::options_description jo(job->name() + " options");
-      job->add_options(jo);
-      std::cout << jo << "\n";
-    }
+    if (job) std::cout << job_options(*job) << "\n";
     return 0;
   }
   if (!job)
@@ -1203,11 +1198,9 @@ void keep_large_blocks_in_the_heap() {
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
-// What to look at when an error comes from a limit of this process (ZeroMQ, RocksDB and fork say only "Too many open
-// files" or "Resource temporarily unavailable").
 // For "unrecognised option '--NAME'": the jobs that have such an option, when it is not this command's job's
-// (`--learn.workers` is the ps job's, `--learn.parallelism` the learn job's): " (an option of the ps job; this run's
-// job is learn)". "" otherwise.
+// (`--learn.workers` is the ps job's, `--learn.parallelism` the learn job's): " (an option of the ps job; this
+// command's job is learn)". "" otherwise.
 std::string option_hint(const std::string& what, int argc, const char* const* argv) {
   static const std::string head = "unrecognised option '--";
   const auto at = what.find(head);
@@ -1236,6 +1229,8 @@ std::string option_hint(const std::string& what, int argc, const char* const* ar
          (current.empty() ? std::string(")") : "; this command's job is " + current + ")");
 }
 
+// What to look at when an error comes from a limit of this process (ZeroMQ, RocksDB and fork say only "Too many open
+// files" or "Resource temporarily unavailable").
 std::string limit_hint(const std::string& what) {
   const auto limit = [](int resource) {
     rlimit l{};

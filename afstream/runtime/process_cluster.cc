@@ -232,7 +232,9 @@ struct ProcessCluster::Impl {
     return item_points ? std::min(options.heartbeat, kPlanStatusEvery) : options.heartbeat;
   }
 
-  std::string endpoint(const char* name) const { return "ipc://" + dir + "/" + name; }
+  std::string endpoint(const char* name) const { return ipc_prefix() + name; }
+  // The local workers' directory bind (--worker.prefix): their sockets are files under the run's directory.
+  std::string ipc_prefix() const { return "ipc://" + dir + "/"; }
 
   // `afstream worker` with the job's options, where to bind and whom to reach, and `own` (which worker, or standby).
   std::vector<std::string> worker_process_args(const std::vector<std::string>& own) const {
@@ -240,7 +242,7 @@ struct ProcessCluster::Impl {
     args.insert(args.end(), options.worker_args.begin(), options.worker_args.end());
     args.insert(args.end(), own.begin(), own.end());
     const std::vector<std::string> where{tcp ? "--worker.bind" : "--worker.prefix",
-                                         tcp ? "tcp://" + tcp->host : "ipc://" + dir + "/",
+                                         tcp ? "tcp://" + tcp->host : ipc_prefix(),
                                          "--worker.controller",
                                          bound.reports,
                                          "--worker.directory",
@@ -524,8 +526,8 @@ struct ProcessCluster::Impl {
   // 5 workers). The replaced incarnation is fenced off; its successor binds under its own epoch and announces that.
   void remove_sockets(int w, std::uint32_t epoch) const {
     if (tcp) return;  // tcp:// endpoints leave no files
-    for (const char* kind : {"-data", "-acks"}) {
-      const std::string path = dir + "/w" + std::to_string(w) + "-e" + std::to_string(epoch) + kind;
+    for (const bool acks : {false, true}) {
+      const std::string path = PeerDirectory::bind_endpoint(ipc_prefix(), w, epoch, acks).substr(6);  // "ipc://"
       ::unlink(path.c_str());
     }
   }

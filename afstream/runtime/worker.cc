@@ -59,9 +59,9 @@ PeerDirectory::PeerDirectory(std::string bind, int workers)
 
 bool PeerDirectory::binds_tcp() const { return net::is_tcp(bind_); }
 
-std::string PeerDirectory::bind_endpoint(int worker, std::uint32_t epoch, bool acks) const {
-  if (binds_tcp()) return bind_;  // tcp://IP:* (any free port), one per socket
-  return bind_ + "w" + std::to_string(worker) + "-e" + std::to_string(epoch) + (acks ? "-acks" : "-data");
+std::string PeerDirectory::bind_endpoint(const std::string& bind, int worker, std::uint32_t epoch, bool acks) {
+  if (net::is_tcp(bind)) return bind;  // tcp://IP:* (any free port), one per socket
+  return bind + "w" + std::to_string(worker) + "-e" + std::to_string(epoch) + (acks ? "-acks" : "-data");
 }
 
 std::string PeerDirectory::endpoint(int worker, std::uint32_t epoch, bool acks) const {

@@ -66,7 +66,11 @@ class PeerDirectory {
  public:
   PeerDirectory(std::string bind, int workers);
   // Where worker `worker`, incarnation `epoch`, binds its data (acks false) or acknowledgement socket.
-  std::string bind_endpoint(int worker, std::uint32_t epoch, bool acks) const;
+  std::string bind_endpoint(int worker, std::uint32_t epoch, bool acks) const {
+    return bind_endpoint(bind_, worker, epoch, acks);
+  }
+  // The same under a directory bind `bind` (for a controller that removes a replaced incarnation's ipc:// files).
+  static std::string bind_endpoint(const std::string& bind, int worker, std::uint32_t epoch, bool acks);
   bool binds_tcp() const;
   // Where to reach incarnation `epoch` of `worker`: the endpoint it bound, or "" unless that is its current,
   // announced incarnation.
