@@ -111,6 +111,13 @@ class Operator {
   // stop_tracking()), so that mode none costs nothing for backups (DESIGN 3). Called at most once, before the first
   // item. Default: nothing.
   virtual void stop_tracking() {}
+  // The runtime will compare divergence() with theta only at its backups and recoveries, never after an item (behind
+  // replayable sources with a remote store, where its cost rule paces the backups and a failure loses nothing
+  // whatever the drift: Proposition S). An operator may then measure its divergence by a pass over its state when
+  // asked instead of keeping it up to date at every update (count-min-hh: BlockTrackedArray::measure_at_backups).
+  // divergence(), the deltas and partial deltas keep their contracts. Called at most once, before the first item,
+  // never with stop_tracking(). Default: nothing.
+  virtual void measure_divergence_at_backups() {}
   // True when a process() call that emits nothing never moves divergence() by more than alpha() (a tracked
   // container whose metric obeys the triangle inequality, fed at most alpha per item). The runtime then compares
   // divergence() with theta only once the items since the last comparison could have used up the room left:

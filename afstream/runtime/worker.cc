@@ -246,6 +246,9 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   replay_overhead_max_ = ctx_.config.replay_overhead_max > 0 ? ctx_.config.replay_overhead_max
                          : never_wait_for_store_             ? kRemoteReplayOverheadMax
                                                              : 0;
+  // The cost rule alone paces the state backups there (after_update_checked): divergence() is read at backups and
+  // recoveries only, so the operator may measure it then instead of at every update.
+  if (op_ && never_wait_for_store_) op_->measure_divergence_at_backups();
   if (inputs_replayable_ && replay_overhead_max_ > 0) {
     // Adaptive (adapt_replay_interval): it starts at the smallest interval and grows once backups are measured.
     // The in-process cluster keeps a worker's counters across incarnations: only this one's writes count.
@@ -1424,7 +1427,9 @@ void Worker::after_update_checked() {
       // waits for the store only if that is used up first. The state never drifts more than theta (plus the item
       // in process, counted in l) from the last confirmed backup (proofs/general-bounds.md, rule R-state).
       const double theta = schedule_.current().theta;
-      const double d = op_->divergence();
+      // (Not read behind replayable sources with a remote store: the backup is due there whatever the divergence,
+      // and one measured at backups costs a pass over the state.)
+      const double d = never_wait_for_store_ ? 0 : op_->divergence();
       const double trigger = theta * (1 - ctx_.config.state_headroom);
       if (d <= trigger && alpha_bounds_drift_) {
         const double room = pending_state_ticket_ && !never_wait_for_store_

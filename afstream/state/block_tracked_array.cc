@@ -91,7 +91,7 @@ void BlockTrackedArray<T>::set(std::size_t i, T v) {
     }
   }
   data_[i] = v;
-  if (!untracked_) grow(i >> shift_, m);
+  if (!plain_) grow(i >> shift_, m);
 }
 
 template <typename T>
@@ -171,7 +171,7 @@ void BlockTrackedArray<T>::add_to_all(T delta) {
     }
   }
   for (std::size_t i = 0; i < n_; ++i) data_[i] += delta;
-  if (untracked_) return;
+  if (plain_) return;
   for (std::size_t b = 0; b < blocks(); ++b) grow(b, magnitude(delta));
 }
 
@@ -179,6 +179,10 @@ template <typename T>
 std::size_t BlockTrackedArray<T>::dirty_count() const {
   if (untracked_) return n_;
   std::size_t n = 0;
+  if (plain_) {  // measured at backups
+    for (std::size_t i = 0; i < n_; ++i) n += differs(i) ? 1 : 0;
+    return n;
+  }
   for_each_moved_block([&](std::uint32_t b) { for_each_changed(b, [&](std::uint32_t) { ++n; }); });
   return n;
 }
@@ -189,7 +193,7 @@ void BlockTrackedArray<T>::stop_tracking() {
     for (std::size_t i = 0; i < n_; ++i) data_[i] = unpack(data_[i]);
     packed_ = false;
   }
-  untracked_ = true;  // the values alone from now on
+  plain_ = untracked_ = true;  // the values alone from now on
   base_ = std::vector<T>();
   bounds_ = std::vector<Bound>();
   crossed_ = std::vector<std::uint32_t>();
@@ -197,8 +201,85 @@ void BlockTrackedArray<T>::stop_tracking() {
 }
 
 template <typename T>
+void BlockTrackedArray<T>::measure_at_backups() {
+  if (plain_) return;  // untracked already, or measured
+  if (packed_) {
+    for (std::size_t i = 0; i < n_; ++i) data_[i] = unpack(data_[i]);
+    packed_ = false;
+  }
+  plain_ = true;
+  base_ = data_;  // before the first change: the state as it stands counts as backed up
+  bounds_ = std::vector<Bound>();
+  crossed_.assign(n_ + 1, 0);  // a backup's list of the slots it writes (list_measured)
+  high_ = 0;
+  ncrossed_ = 0;
+  watch_ = 0;
+}
+
+template <typename T>
+std::size_t BlockTrackedArray<T>::list_measured(Mag keep, bool whole, Mag& left) {
+  const T* const v = data_.data();
+  const T* const b = base_.data();
+  std::uint32_t* const out = crossed_.data();
+  std::size_t k = 0;
+  Mag most = 0;
+  // Without a branch per slot (about a tenth of Count-Min's counters pass the job's residual between its backups):
+  // every index is stored, and the count moves past it only for a listed slot.
+  for (std::size_t i = 0; i < n_; ++i) {
+    const Mag d = detail::abs_diff(v[i], b[i]);
+    bool past;
+    if constexpr (std::is_same_v<T, double>) {
+      const bool same = std::bit_cast<std::uint64_t>(v[i]) == std::bit_cast<std::uint64_t>(b[i]);
+      past = !same && (whole || !(d <= keep));  // a NaN distance is past any residual
+      if (!same && !past) most = std::max(most, d);
+    } else {
+      past = d > keep;  // whole: keep is 0
+      most = std::max(most, past ? Mag{0} : d);
+    }
+    out[k] = static_cast<std::uint32_t>(i);
+    k += past ? 1 : 0;
+  }
+  left = most;
+  return k;
+}
+
+template <typename T>
+void BlockTrackedArray<T>::write_measured(ByteWriter& w, Mag keep, bool whole, Mag& left) {
+  const std::size_t k = list_measured(keep, whole, left);
+  const std::uint32_t* const listed = crossed_.data();
+  detail::write_array_delta<T>(w, view(), k, [&](auto&& f) {
+    for (std::size_t j = 0; j < k; ++j) {
+      const std::uint32_t i = listed[j];
+      f(i);
+      base_[i] = data_[i];
+    }
+  });
+}
+
+template <typename T>
+double BlockTrackedArray<T>::measured_divergence() const {
+  Mag most = 0;
+  for (std::size_t i = 0; i < n_; ++i) {
+    if constexpr (std::is_same_v<T, double>) {
+      if (!differs(i)) continue;  // the same bits (a NaN written as it is, or infinities) are no distance
+    }
+    const Mag d = detail::abs_diff(data_[i], base_[i]);
+    if constexpr (std::is_same_v<T, double>) {
+      if (!(d <= most)) most = d == d ? d : std::numeric_limits<Mag>::infinity();
+    } else {
+      most = std::max(most, d);
+    }
+  }
+  return static_cast<double>(most);
+}
+
+template <typename T>
 void BlockTrackedArray<T>::mark_backed_up() {
   if (untracked_) return;
+  if (plain_) {  // measured at backups
+    std::copy(data_.begin(), data_.end(), base_.begin());
+    return;
+  }
   for_each_moved_block([&](std::uint32_t b) {
     if (!per_slot()) for_each_changed(b, [&](std::uint32_t i) { base_[i] = value(i); });
     set_bound(b, 0);
@@ -209,6 +290,11 @@ void BlockTrackedArray<T>::mark_backed_up() {
 
 template <typename T>
 double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual) {
+  if (plain_ && !untracked_ && !(residual > 0)) {  // measured at backups: a whole delta
+    Mag left = 0;
+    write_measured(w, 0, true, left);
+    return 0;
+  }
   if (untracked_ || !(residual > 0)) {
     write_delta(w);
     mark_backed_up();
@@ -222,6 +308,11 @@ double BlockTrackedArray<T>::backup_partial_delta(ByteWriter& w, double residual
   const Mag keep = std::is_same_v<T, double>                     ? static_cast<Mag>(residual)
                    : residual >= static_cast<double>(kSaturated) ? kSaturated - 1
                                                                  : static_cast<Mag>(residual);
+  if (plain_) {  // measured at backups: the slots farther than the residual, found by a pass
+    Mag left = 0;
+    write_measured(w, keep, false, left);
+    return static_cast<double>(left);
+  }
   // The blocks to look at: those whose bound passed the residual watched since the previous partial delta (listed
   // as they crossed it); every other block is within that residual. A smaller residual than that one: every block
   // past it, found by a pass over the bounds.
@@ -284,9 +375,11 @@ void BlockTrackedArray<T>::write_full(ByteWriter& w) const {
 
 template <typename T>
 void BlockTrackedArray<T>::write_delta(ByteWriter& w) const {
-  if (untracked_) {  // every slot
-    detail::write_array_delta<T>(w, view(), n_, [&](auto&& f) {
-      for (std::uint32_t i = 0; i < n_; ++i) f(i);
+  if (plain_) {  // untracked: every slot; measured at backups: those that differ, found by a pass
+    detail::write_array_delta<T>(w, view(), dirty_count(), [&](auto&& f) {
+      for (std::uint32_t i = 0; i < n_; ++i) {
+        if (untracked_ || differs(i)) f(i);
+      }
     });
     return;
   }
@@ -308,7 +401,8 @@ std::vector<T> BlockTrackedArray<T>::read_full_values(ByteReader& r) const {
 template <typename T>
 void BlockTrackedArray<T>::apply_full(std::vector<T>&& values) {
   assert(values.size() == n_);
-  if (untracked_) {
+  if (plain_) {
+    if (!untracked_) base_ = values;  // measured at backups
     data_.swap(values);
     return;
   }
@@ -362,7 +456,7 @@ void BlockTrackedArray<T>::apply_delta(const Delta& d) {
     } else {
       data_[i] = d.values[k];
     }
-    if (!untracked_ && !per_slot()) base_[i] = d.values[k];
+    if (!plain_ && !per_slot()) base_[i] = d.values[k];
   }
   mark_backed_up();  // slots changed before the delta and not in it
 }

@@ -86,7 +86,7 @@ class BlockTrackedArray {
       return;
     }
     data_[i] += delta;
-    if (!untracked_) grow(i >> shift_, magnitude(delta));
+    if (!plain_) grow(i >> shift_, magnitude(delta));
   }
   // v_i = v. O(1).
   void set(std::size_t i, T v);
@@ -98,7 +98,7 @@ class BlockTrackedArray {
   T add_each(std::span<const std::uint32_t> slots, T delta) {
     T* const v = data_.data();
     T least = std::numeric_limits<T>::max();
-    if (untracked_) {
+    if (plain_) {
       for (const std::uint32_t i : slots) least = std::min(least, v[i] += delta);
       return least;
     }
@@ -142,9 +142,11 @@ class BlockTrackedArray {
   std::vector<T> values() const;
 
   // An upper bound of max_i |v_i - b_i| (see the class comment); after a partial delta, at least the value it
-  // returned until the next whole backup. O(1). Infinite once untracked (not known).
+  // returned until the next whole backup. O(1). Infinite once untracked (not known). Measured at backups: exactly
+  // max_i |v_i - b_i|, in O(n).
   double divergence() const {
-    return untracked_ ? std::numeric_limits<double>::infinity() : static_cast<double>(high_);
+    if (plain_) return untracked_ ? std::numeric_limits<double>::infinity() : measured_divergence();
+    return static_cast<double>(high_);
   }
   // The slots the next write_delta writes: those that differ from the backed-up copy. O(n / block + moved blocks).
   std::size_t dirty_count() const;
@@ -153,6 +155,14 @@ class BlockTrackedArray {
   // divergence() is infinite, every delta (partial ones too) holds every slot, and mark_backed_up() changes nothing.
   void stop_tracking();
   bool tracking() const { return !untracked_; }
+  // For good, before the first change (as stop_tracking): the caller reads divergence() only at its backups and
+  // recoveries, not after every update (Operator::measure_divergence_at_backups: the runtime's cost rule paces the
+  // backups). Updates then only write the value, as untracked; the backed-up copy is kept in full, and divergence(),
+  // dirty_count(), write_delta and backup_partial_delta compare every slot with it: O(n) each, and exact (the
+  // divergence is max_i |v_i - b_i|, a partial delta writes exactly the slots farther than the residual). Same
+  // payloads. Memory: 2n * sizeof(T).
+  void measure_at_backups();
+  bool measured_at_backups() const { return plain_ && !untracked_; }
   // The current state is now the backed-up state: divergence() becomes 0.
   void mark_backed_up();
   // A partial delta (Operator::backup_partial_delta, proofs/general-bounds.md §3.6): in write_delta's format, slots
@@ -342,7 +352,16 @@ class BlockTrackedArray {
   bool per_slot() const { return std::is_same_v<T, std::int64_t> && shift_ == 0; }
   // Slot i's distance from its backed-up value as a backup measures it: the slot's bound for blocks of one (>= the
   // distance), else |v_i - b_i|.
-  Mag distance_of(std::size_t i) const { return per_slot() ? bound(i) : detail::abs_diff(value(i), base_[i]); }
+  Mag distance_of(std::size_t i) const {
+    return per_slot() && !plain_ ? bound(i) : detail::abs_diff(value(i), base_[i]);
+  }
+  // Measured at backups: max_i |v_i - b_i| by a pass (a NaN distance counts as infinite).
+  double measured_divergence() const;
+  // Measured at backups: lists in crossed_ the slots farther than keep from the backed-up copy (whole: every slot
+  // that differs from it, bit for bit), returns how many, and sets left to the largest distance of the others.
+  std::size_t list_measured(Mag keep, bool whole, Mag& left);
+  // Measured at backups: a delta of list_measured's slots, which become backed up.
+  void write_measured(ByteWriter& w, Mag keep, bool whole, Mag& left);
   // f(block) for every block whose bound is not 0: from the list while it holds them all (watch_ 0), else a pass.
   template <typename F>
   void for_each_moved_block(F&& f) const;
@@ -362,6 +381,9 @@ class BlockTrackedArray {
   std::vector<std::uint32_t> crossed_;
   std::size_t ncrossed_ = 0;
   unsigned shift_;  // log2(block)
+  // plain_: updates write the values alone (no bounds, no list). Either untracked_ (no backups at all: base_ is
+  // empty) or measured at backups (base_ holds every backed-up value; measure_at_backups).
+  bool plain_ = false;
   bool untracked_ = false;
   bool packed_ = false;  // the packed layout (int64 blocks of one while tracking): bounds_ is empty
   Mag reach_ = 0;        // packed_: >= max_i |v_i|

@@ -129,6 +129,8 @@ class CountMinHeavyHitters final : public Operator {
     return reported_since_backup_ ? std::numeric_limits<double>::infinity() : counters_.divergence();
   }
   void stop_tracking() override { counters_.stop_tracking(); }  // mode none: no backups, no bookkeeping for them
+  // The counters' divergence measured by a pass at each backup instead of a bound per counter kept at every update.
+  void measure_divergence_at_backups() override { counters_.measure_at_backups(); }
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;

@@ -175,7 +175,8 @@ BENCHMARK(BM_SpaceSavingHhProcess)->Arg(0)->Arg(700);
 
 // A none and an approx operator taking turns on the same blocks of 4,096 packet items, each block timed on its own
 // (experiments/bench/turns.h: the host's noise, a shared 2-core VM, then falls on both alike); after each of
-// approx's items, backup(approx) once its divergence passes trigger. Counters: approx_over_none, the ratio of their
+// approx's items, backup(approx) once its divergence passes trigger (a trigger below 0: after every item, divergence()
+// not read). Counters: approx_over_none, the ratio of their
 // total times; none_ns and approx_ns per item.
 template <typename Op, typename Backup>
 void approx_over_none(benchmark::State& state, Op& none, Op& approx, double trigger, Backup&& backup) {
@@ -194,7 +195,7 @@ void approx_over_none(benchmark::State& state, Op& none, Op& approx, double trig
         [&] {
           for (std::size_t i = first; i < first + kBlock; ++i) {
             approx.process(items[i & (kPacketItems - 1)], out);
-            if (approx.divergence() > trigger) backup(approx);
+            if (trigger < 0 || approx.divergence() > trigger) backup(approx);
           }
         });
     first += kBlock;
@@ -277,27 +278,36 @@ BENCHMARK(BM_CountMinHhApproxOverNone)->Arg(1)->Arg(8);
 // remote store's worker behind its sources backs up by the cost rule alone (afstream/runtime/README.md), every ~30,000
 // items in the heavy-hitter job, long after the divergence passed the trigger. Arguments: items between backups, and
 // the residual of each partial delta (the job's: half the trigger of 5e4; 0: whole deltas, after which every counter
-// that moves is listed at its first move).
+// that moves is listed at its first move); third, 1: the counters measured at backups (what the worker asks of its
+// operator there: Operator::measure_divergence_at_backups; no bound per counter, a pass over them at each delta), 0:
+// tracked; fourth: the width (the heavy-hitter job's 8,000; NEXMark hot items' 65,536).
 void BM_CountMinHhPacedDeltasOverNone(benchmark::State& state) {
   afs::Params p;
-  p.set("width", 8000)
+  p.set("width", static_cast<std::uint64_t>(state.range(3)))
       .set("depth", 4)
       .set("phi", 1e12)
       .set("max-weight", afs::hh::max_weight(afs::hh::Weights::Packet));
   afs::hh::CountMinHeavyHitters none(p), approx(p);
   none.stop_tracking();
+  if (state.range(2) == 1) approx.measure_divergence_at_backups();
   const auto every = static_cast<std::uint64_t>(state.range(0));
   const auto residual = static_cast<double>(state.range(1));
   std::uint64_t items = 0;
   afs::ByteWriter w;
-  // The trigger -1 calls backup after every item; it writes a delta every `every` of them.
+  // The trigger -1 calls backup after every item (divergence() not read, as the worker's cost rule does not); it
+  // writes a delta every `every` of them.
   approx_over_none(state, none, approx, -1, [&](afs::hh::CountMinHeavyHitters& op) {
     if (++items % every != 0) return;
     w.buffer().clear();
     op.backup_partial_delta(w, residual);
   });
 }
-BENCHMARK(BM_CountMinHhPacedDeltasOverNone)->ArgsProduct({{4096, 32768}, {0, 25000}});
+BENCHMARK(BM_CountMinHhPacedDeltasOverNone)
+    ->ArgsProduct({{4096, 32768}, {0, 25000}, {0, 1}, {8000}})
+    ->Args({32768, 25000, 0, 65536})
+    ->Args({32768, 25000, 1, 65536})
+    ->Args({100000, 25000, 0, 65536})
+    ->Args({100000, 25000, 1, 65536});
 
 void BM_CountMinEstimate(benchmark::State& state) {
   CountMin cm = make_sketch(state);

@@ -117,6 +117,32 @@ TEST(CountMinHhConformance, PacketWeights) {
   }
 }
 
+// Measured at backups (the runtime behind replayable sources with a remote store,
+// Operator::measure_divergence_at_backups): the divergence is exact whatever the divergence block, and every check
+// of the kit holds as in the tracked layout.
+TEST(CountMinHhConformance, MeasuredAtBackups) {
+  for (const auto weights : {Weights::Unit, Weights::Packet}) {
+    const auto items = zipf_items(weights == Weights::Unit ? 3 : 5, weights);
+    const double phi = phi_for(items);
+    ASSERT_GE(keys_above(exact_of(items), phi), 5u);
+    for (const std::uint64_t block : {1, 8}) {
+      SCOPED_TRACE(::testing::Message() << "divergence-block " << block << " unit weights "
+                                        << (weights == Weights::Unit));
+      Params p = cm_params(weights, phi);
+      p.set("divergence-block", block);
+      const testing::OperatorMaker make = [&] {
+        auto op = std::make_unique<CountMinHeavyHitters>(p);
+        op->measure_divergence_at_backups();
+        return op;
+      };
+      testing::ConformanceOptions o;
+      o.seed = 17;
+      o.backup_every_max = 100;
+      EXPECT_TRUE(testing::OperatorConforms(make, items, o));
+    }
+  }
+}
+
 TEST(CountMinHeavyHitters, DivergenceBlockMustBeAPowerOfTwoAndDividesTheWidth) {
   Params p = cm_params(Weights::Unit, 1e12, 100);
   p.set("divergence-block", 6);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -582,6 +583,186 @@ TEST(BlockTrackedArray, UntrackedHoldsTheSameValuesAndWritesFullCopies) {
   reader.apply_delta(r);
   const std::vector<std::int64_t> values = tracked.values();
   EXPECT_TRUE(std::equal(reader.values().begin(), reader.values().end(), values.begin(), values.end()));
+}
+
+// Measured at backups (measure_at_backups): the same values as a tracked array fed the same changes, divergence()
+// exactly the brute-force distance to what the store holds, a partial delta writes exactly the slots farther than
+// the residual (and returns the largest distance left), and the store's state plus the next delta is the current
+// state bit for bit.
+// |a - b| as the container measures it (a double difference in double, an int64 one exactly).
+template <typename T>
+double slot_distance(T a, T b) {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    const __int128 d = static_cast<__int128>(a) - b;
+    return static_cast<double>(d < 0 ? -d : d);
+  } else {
+    return std::fabs(a - b);
+  }
+}
+
+template <typename T>
+double measured_truth(const std::vector<T>& a, const std::vector<T>& b) {
+  double most = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, slot_distance(a[i], b[i]));
+  return most;
+}
+
+template <typename T>
+void check_measured_run(std::size_t n, std::size_t block, bool one_way, std::uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << "n " << n << " block " << block << " one_way " << one_way << " seed " << seed);
+  std::mt19937_64 rng(seed);
+  BlockTrackedArray<T> a(n, block), tracked(n, block);
+  a.measure_at_backups();
+  ASSERT_TRUE(a.measured_at_backups());
+  ASSERT_TRUE(a.tracking());
+  ASSERT_FALSE(tracked.measured_at_backups());
+  std::vector<T> stored(n);
+  for (int step = 0; step < 2000; ++step) {
+    const T d = random_change<T>(rng, one_way);
+    if (rng() % 4 == 0) {  // one item's slots in one call, as Count-Min updates its rows
+      std::vector<std::uint32_t> slots;
+      for (int k = 0; k < 3; ++k) slots.push_back(static_cast<std::uint32_t>(rng() % n));
+      ASSERT_EQ(a.add_each(slots, d), tracked.add_each(slots, d));
+    } else if (rng() % 5 == 0 && !one_way) {
+      const std::size_t i = rng() % n;
+      a.set(i, static_cast<T>(a[i] + d));
+      tracked.set(i, static_cast<T>(tracked[i] + d));
+    } else {
+      const std::size_t i = rng() % n;
+      a.add(i, d);
+      tracked.add(i, d);
+    }
+    ASSERT_EQ(a.distance(tracked), 0) << "step " << step;
+    ASSERT_EQ(a.divergence(), measured_truth(a.values(), stored)) << "step " << step;
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < n; ++i) differing += a[i] != stored[i] ? 1 : 0;
+    ASSERT_EQ(a.dirty_count(), differing);
+    switch (rng() % 61) {
+      case 0: {  // whole delta
+        ByteWriter w;
+        a.write_delta(w);
+        a.mark_backed_up();
+        const auto bytes = w.take();
+        std::size_t entries = 0;
+        {
+          TrackedArray<T> reader(n, Metric::MaxAbs);
+          ByteReader r(bytes);
+          entries = reader.read_delta(r).indices.size();
+        }
+        EXPECT_EQ(entries, differing) << "a whole delta writes the slots that differ, no more";
+        apply_payload(stored, bytes, false);
+        ASSERT_EQ(measured_truth(a.values(), stored), 0);
+        ASSERT_EQ(a.divergence(), 0);
+        break;
+      }
+      case 1:
+      case 2:
+      case 3: {  // partial delta
+        const double residual = std::uniform_real_distribution<double>(0, 3000)(rng);
+        const double keep = std::is_same_v<T, double> ? residual : std::floor(residual);
+        std::vector<std::uint32_t> past;
+        double left_expected = 0;
+        const std::vector<T> now = a.values();
+        for (std::size_t i = 0; i < n; ++i) {
+          const double dist = slot_distance(now[i], stored[i]);
+          if (dist > keep) {
+            past.push_back(static_cast<std::uint32_t>(i));
+          } else {
+            left_expected = std::max(left_expected, dist);
+          }
+        }
+        ByteWriter w;
+        const double left = a.backup_partial_delta(w, residual);
+        const auto bytes = w.take();
+        std::vector<std::uint32_t> written;
+        {
+          TrackedArray<T> reader(n, Metric::MaxAbs);
+          ByteReader r(bytes);
+          const auto delta = reader.read_delta(r);
+          written.assign(delta.indices.begin(), delta.indices.end());
+        }
+        std::sort(written.begin(), written.end());
+        EXPECT_EQ(written, past) << "residual " << residual;
+        apply_payload(stored, bytes, false);
+        ASSERT_EQ(left, left_expected);
+        ASSERT_LE(left, residual);
+        ASSERT_EQ(a.divergence(), measured_truth(a.values(), stored));
+        break;
+      }
+      case 4: {  // a partial delta given no residual: whole
+        ByteWriter w;
+        ASSERT_EQ(a.backup_partial_delta(w, 0), 0);
+        apply_payload(stored, w.take(), false);
+        ASSERT_EQ(a.dirty_count(), 0u);
+        ASSERT_EQ(a.divergence(), 0);
+        break;
+      }
+      case 5: {  // full backup, then restored into a fresh array measured at backups
+        ByteWriter w;
+        a.write_full(w);
+        EXPECT_EQ(full_bytes(a), full_bytes(tracked)) << "the same payloads as the tracked layout";
+        a.mark_backed_up();
+        const auto bytes = w.take();
+        apply_payload(stored, bytes, true);
+        BlockTrackedArray<T> restored(n, block);
+        restored.measure_at_backups();
+        ByteReader r(bytes);
+        restored.read_full(r);
+        ASSERT_EQ(restored.distance(a), 0);
+        ASSERT_EQ(restored.divergence(), 0);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  ByteWriter w;
+  a.write_delta(w);
+  apply_payload(stored, w.take(), false);
+  const std::vector<T> values = a.values();
+  if constexpr (std::is_same_v<T, double>) {
+    EXPECT_EQ(0, std::memcmp(stored.data(), values.data(), n * sizeof(T)));
+  } else {
+    EXPECT_EQ(stored, values);
+  }
+}
+
+TEST(BlockTrackedArray, MeasuredAtBackupsIsExactAndWritesWhatATrackedArrayWouldHold) {
+  for (const std::size_t block : {1, 8}) {
+    for (const std::size_t n : {1, 7, 300}) {
+      for (const bool one_way : {true, false}) {
+        for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+          check_measured_run<std::int64_t>(n, block, one_way, seed);
+          check_measured_run<double>(n, block, one_way, seed + 10);
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockTrackedArray, MeasuredAtBackupsAppliesDeltasAndCountsNanAsInfinite) {
+  BlockTrackedArray<std::int64_t> a(16, 1), source(16, 1);
+  a.measure_at_backups();
+  source.add(3, 40);
+  source.add(9, 2);
+  const auto delta = delta_bytes(source);
+  ByteReader r(delta);
+  a.apply_delta(r);
+  EXPECT_EQ(a[3], 40);
+  EXPECT_EQ(a.divergence(), 0) << "an applied delta is the backed-up state";
+  a.add(3, 5);
+  EXPECT_EQ(a.divergence(), 5);
+  BlockTrackedArray<double> b(4, 1);
+  b.measure_at_backups();
+  b.add(2, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_TRUE(std::isinf(b.divergence()));
+  ByteWriter w;
+  EXPECT_TRUE(std::isnan(b.backup_partial_delta(w, 1)) == false);
+  EXPECT_EQ(b.divergence(), 0) << "a NaN slot is past any residual: written";
+  // stop_tracking after it: untracked, as ever.
+  a.stop_tracking();
+  EXPECT_FALSE(a.tracking());
+  EXPECT_TRUE(std::isinf(a.divergence()));
 }
 
 TEST(BlockTrackedArray, NanAndSaturationStayUpperBounds) {
