@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,10 +20,30 @@
 namespace afs::testing {
 namespace {
 
+// Every sketch counter of `run` is at or above the failure-free one and at most the copy's compensation above it
+// (Lemma CM2: C <= C' <= C + E_k entrywise).
+void expect_counters_within_compensation(const HhSetup& s, const HhRun& run, const HhRun& reference,
+                                         const std::string& at) {
+  ASSERT_EQ(run.states.size(), reference.states.size()) << at;
+  const std::size_t counters = s.width * s.depth;  // then the reported keys, which the compensation may add to
+  for (std::size_t w = 0; w < run.states.size(); ++w) {
+    ASSERT_GE(run.states[w].size(), counters) << at;
+    ASSERT_GE(reference.states[w].size(), counters) << at;
+    for (std::size_t i = 0; i < counters; ++i) {
+      ASSERT_GE(run.states[w][i], reference.states[w][i]) << at << " copy " << w << " counter " << i;
+      ASSERT_LE(run.states[w][i], reference.states[w][i] + run.compensation[w]) << at << " copy " << w;
+    }
+  }
+}
+
 // Behind a relay the sketches' upstream forgets what they acknowledged, so their failures lose items for good and
 // the compensation (the measured loss, or the bound) is what keeps recall at 1. There only the sketches fail (see
-// sketch_failures).
+// sketch_failures). Lemma CM2 in full, against a failure-free run: every counter ends within [C, C + E_k], and E_k,
+// each copy's total compensation, is at most the sum of its failures' floor(theta_j) + l_j * alpha, below
+// Theta + alpha L / n (Corollary P'); recall and min_margin alone cannot see a compensation that is too large.
 TEST(HeavyHittersProperty, RecallIsOneAfterCompensation) {
+  std::int64_t compensated = 0;
+  std::size_t needed = 0;  // counters that would be below the failure-free ones without the compensation
   for (int seed = 1; seed <= 12; ++seed) {
     std::mt19937_64 rng(seed * 101);
     HhSetup s;
@@ -32,23 +53,50 @@ TEST(HeavyHittersProperty, RecallIsOneAfterCompensation) {
     s.phi = 1500;
     s.weights = seed % 2 ? "unit" : "packet";
     if (s.weights == "packet") s.phi *= 770;
+    RunConfig none;
+    none.mode = FtMode::None;
+    const auto reference = run_hh(s, none);
     RunConfig cfg;
     cfg.mode = FtMode::Approx;
     cfg.bounds = s.weights == "packet" ? UserBounds{2e4, 20, 100} : UserBounds{200, 50, 100};
     cfg.batch_items = 256;
+    const auto t = hh_topology(s);
+    const int first = t.first_worker(t.stage_index("hh"));
     if (s.relay) {
-      const auto t = hh_topology(s);
-      cfg.failures = sketch_failures(rng, 2 + seed % 6, s.items, t.first_worker(t.stage_index("hh")), s.parallelism);
+      cfg.failures = sketch_failures(rng, 2 + seed % 6, s.items, first, s.parallelism);
     } else {
       cfg.failures = random_failures(rng, 2 + seed % 6, s.items, 4);
     }
     const auto run = run_hh(s, cfg);
+    const std::string at = "seed " + std::to_string(seed);
     EXPECT_FALSE(run.result.failures.empty());
     EXPECT_EQ(run.score.recall, 1.0) << "seed " << seed << ": " << run.score.true_positives << " of "
                                      << run.score.true_heavy;
     EXPECT_GE(run.min_margin, 0) << "seed " << seed << ": an estimate fell below the exact weight";
     EXPECT_GT(run.score.true_heavy, 5u);
+    // Lemma CM2's E_k per copy, from its failure records (the thresholds in force at each failure).
+    const auto alpha = static_cast<std::int64_t>(hh::max_weight(hh::parse_weights(s.weights)));
+    std::vector<std::int64_t> bound(static_cast<std::size_t>(s.parallelism), 0);
+    for (const auto& r : run.result.failures) {
+      if (r.worker < first || r.worker >= first + s.parallelism) continue;
+      bound[static_cast<std::size_t>(r.worker - first)] +=
+          static_cast<std::int64_t>(std::floor(r.theta)) + static_cast<std::int64_t>(r.l) * alpha;
+    }
+    for (std::size_t w = 0; w < bound.size(); ++w) {
+      compensated += run.compensation[w];
+      EXPECT_GE(run.compensation[w], 0) << at << " copy " << w;
+      EXPECT_LE(run.compensation[w], bound[w]) << at << " copy " << w;
+      EXPECT_LT(static_cast<double>(run.compensation[w]),
+                cfg.bounds.theta + static_cast<double>(alpha) * cfg.bounds.l / s.parallelism)
+          << at << " copy " << w;
+      for (std::size_t i = 0; i < s.width * s.depth; ++i) {
+        needed += run.states[w][i] - run.compensation[w] < reference.states[w][i] ? 1 : 0;
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_counters_within_compensation(s, run, reference, at));
   }
+  EXPECT_GT(compensated, 0) << "no schedule lost anything: the test would not see a missing compensation";
+  EXPECT_GT(needed, 0u) << "no counter needed the compensation: the test would not see a missing one";
 }
 
 // The sink killed at the end of the stream, when the sketches' final reports arrive, at a Theta far above the stream
@@ -113,22 +161,6 @@ TEST(HeavyHittersProperty, BehindTheSourceAQuarterOfPhiIsEnoughToWatch) {
     for (const auto c : run.compensation) compensated = compensated || c > 0;
   }
   EXPECT_TRUE(compensated) << "no restored partial backup left anything unwritten: the residual path is untested";
-}
-
-// Every sketch counter of `run` is at or above the failure-free one and at most the copy's compensation above it
-// (behind a replayable source nothing is missing; only what restored partial backups left unwritten is added back).
-void expect_counters_within_compensation(const HhSetup& s, const HhRun& run, const HhRun& reference,
-                                         const std::string& at) {
-  ASSERT_EQ(run.states.size(), reference.states.size()) << at;
-  const std::size_t counters = s.width * s.depth;  // then the reported keys, which the compensation may add to
-  for (std::size_t w = 0; w < run.states.size(); ++w) {
-    ASSERT_GE(run.states[w].size(), counters) << at;
-    ASSERT_GE(reference.states[w].size(), counters) << at;
-    for (std::size_t i = 0; i < counters; ++i) {
-      ASSERT_GE(run.states[w][i], reference.states[w][i]) << at << " copy " << w << " counter " << i;
-      ASSERT_LE(run.states[w][i], reference.states[w][i] + run.compensation[w]) << at << " copy " << w;
-    }
-  }
 }
 
 // A replayable source goes back to what each sketch's backups covered, so a recovered sketch sees every item again:
