@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -544,6 +545,19 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   if (job) {
     po::options_description jo(job->name() + " options");
     job->add_options(jo);
+    // A job option with the name of a run option (or one the job declares twice) made Boost refuse only a command
+    // line that gave it ("option '--seed' is ambiguous"), or cast it to the wrong type ("boost::bad_any_cast"), and
+    // passed silently otherwise: refuse the job itself, naming the option.
+    std::set<std::string> own;
+    for (const auto& o : jo.options()) {
+      const auto& name = o->long_name();
+      const bool run_option = desc.find_nothrow(name, false) != nullptr;
+      if (run_option || !own.insert(name).second) {
+        throw ConfigError("job " + job->name() + " declares option '" + name + "', which " +
+                          (run_option ? "is a run option" : "it declares twice") +
+                          ": give the job's options a prefix of their own (" + job->name() + ".NAME)");
+      }
+    }
     desc.add(jo);
   }
   try {

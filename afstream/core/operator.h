@@ -97,6 +97,10 @@ class Operator {
   // The most the next item can add to divergence(). Constant, unless alpha_may_shrink().
   virtual double alpha() const = 0;
   virtual double beta() const = 0;
+  // True for an operator with no state at all (StatelessOperator): the runtime then skips what protects a state (ack
+  // mode's checkpoints, a relay's numbering after a recovery). Not inferred from alpha() == 0, which a stateful
+  // operator may report (a parameter server whose step size is 0): its state is still backed up. Default false.
+  virtual bool stateless() const { return false; }
   // True if alpha() may shrink as the state evolves (an SGD learner's step size decays: eta_t * clip). It never grows
   // except when restore_full / apply_delta take the state back; the runtime reads it again after every restore and
   // every few thousand items, so that a theta below the first alpha comes within the Theta rule's reach, and a
@@ -203,6 +207,7 @@ class StatelessOperator : public Operator {
  public:
   double alpha() const override { return 0; }
   double beta() const override { return 1; }
+  bool stateless() const final { return true; }
   double divergence() const override { return 0; }
   void snapshot_full(ByteWriter&) const override {}
   void snapshot_delta(ByteWriter&) const override {}

@@ -172,7 +172,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     op_waits_ = op_->waits_for_feedback();
     // beta() 0: process() never emits (a learner, a sink: they emit at finish, which waits for the numbering).
     silent_process_ = op_->beta() == 0 && !op_waits_;
-    stateless_op_ = op_->alpha() == 0;  // no item moves its state (StatelessOperator)
+    stateless_op_ = op_->stateless();  // no state at all (StatelessOperator; not alpha 0, see Operator::stateless)
     op_spec_ = OperatorSpec{stage_.kind, stage_.params, at.index, at.parallelism};
   }
   if (op_) schedule_ = threshold_schedule_of(*ctx.topology, ctx.config, id, op_.get());
@@ -238,7 +238,7 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   // its input positions; without it a restart took everything since its start again (a relay in the copy job on
   // threads: 5 failures, 5 million duplicates, 17-43 s instead of 1). Its backups are empty: every
   // ft.exact-state-every items.
-  if (inputs_replayable_ && replay_items_max_ == 0 && stateless_op_) {
+  if (inputs_replayable_ && replay_items_max_ == 0 && (stateless_op_ || op_alpha_ == 0)) {
     replay_items_max_ = ctx_.config.exact_state_every;
   }
   // Behind replayable sources with a remote store, the cost rule always chooses when to back up (at 1% unless set):

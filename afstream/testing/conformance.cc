@@ -228,7 +228,11 @@ class Kit {
         fail("(a) divergence: after " + at_item(items_, i) + ": divergence() = " + num(div) +
              (o_.exact_divergence ? " but " : " is below ") + "distance(backup copy) = " + num(dist) +
              (last_backup < 0 ? std::string(" (no backup yet)")
-                              : " (last backup after item " + std::to_string(last_backup) + ")"));
+                              : " (last backup after item " + std::to_string(last_backup) + ")") +
+             (o_.exact_divergence && div > dist
+                  ? "; if divergence() is an upper bound by design (a high-water mark that changes cancelling out "
+                    "do not lower), set ConformanceOptions::exact_divergence = false"
+                  : ""));
       }
       if (i + 1 == next) {
         backup_point(*op, *backup, *chain, i);

@@ -1,0 +1,62 @@
+// afstream/cli/options.cc: a job whose add_options declares a run option's name (or one of its own twice) is refused,
+// whether or not the command line gives it (before: refused only when given, as "ambiguous", or a bad_any_cast).
+#include "afstream/cli/options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "afstream/core/errors.h"
+#include "afstream/runtime/job.h"
+
+namespace afs {
+namespace {
+
+namespace po = boost::program_options;
+
+class ClashJob final : public Job {
+ public:
+  explicit ClashJob(std::string option) : option_(std::move(option)) {}
+  std::string name() const override { return "clash"; }
+  std::string description() const override { return "declares one option"; }
+  void add_options(po::options_description& o) const override {
+    o.add_options()("clash.k", po::value<int>()->default_value(1), "k");
+    o.add_options()(option_.c_str(), po::value<std::string>()->default_value("x"), "the clashing one");
+  }
+  Topology topology(const po::variables_map&, const RunConfig&) override { return {}; }
+  std::uint64_t total_items() const override { return 0; }
+  Scores evaluate(Cluster&, const Topology&, const std::string&) override { return {}; }
+  std::vector<std::string> score_names() const override { return {}; }
+
+ private:
+  std::string option_;
+};
+
+std::string parse_error(const std::string& option) {
+  ClashJob job(option);
+  const char* argv[] = {"run", "--job", "clash"};
+  po::variables_map vm;
+  try {
+    (void)cli::parse_run(3, argv, &job, vm);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(JobOptions, ARunOptionsNameIsRefusedWithoutBeingGiven) {
+  for (const std::string option : {"seed", "items", "ft.theta", "ft.state-divergence-max", "out"}) {
+    const auto e = parse_error(option);
+    EXPECT_NE(e.find("declares option '" + option + "', which is a run option"), std::string::npos)
+        << option << ": " << e;
+  }
+}
+
+TEST(JobOptions, AnOptionDeclaredTwiceIsRefused) {
+  EXPECT_NE(parse_error("clash.k").find("'clash.k', which it declares twice"), std::string::npos);
+}
+
+TEST(JobOptions, DistinctNamesParse) { EXPECT_EQ(parse_error("clash.other"), ""); }
+
+}  // namespace
+}  // namespace afs
