@@ -45,7 +45,9 @@ namespace afs {
 // beside 256 KB of counters), the backed-up copy in a third; see experiments/results/count-min-bounds for what this
 // layout saved against 64-bit bounds interleaved with the values. Memory: 2n*sizeof(T) + (n / block) * 4 bytes for
 // int64 (8 for double). Sizes are limited to 2^32 - 2 slots. Untracked (stop_tracking(), mode none): the values
-// alone, an update only writes the value and every delta holds every slot.
+// alone, an update only writes the value and every delta holds every slot. Measured at backups (measure_at_backups(),
+// for a caller that reads the divergence only when it backs up): the values and a full backed-up copy, no bounds; an
+// update only writes the value, and the divergence and deltas come from a pass over both (exact).
 // int64 blocks of one slot (Count-Min's default) keep no backed-up copy: a slot's bound is then
 // its own distance from the backed-up value, exactly for one-way counters (else an upper bound), and the backups
 // decide what to write from it instead of reading a cold copy, which cost Count-Min's operator a tenth of approx's
