@@ -93,6 +93,9 @@ Interval interval_from(const JoinMoments& m, double p, Aggregate aggregate, doub
     half =
         m.samples > lost ? half * std::sqrt(m.samples / (m.samples - lost)) : std::numeric_limits<double>::infinity();
   }
+  // No sampled pair below rate 1: the estimate is 0 with a variance estimate of 0, yet no sample bounds the join from
+  // above (a rate too low for the join gave the interval [0, 0], which a join of any size missed without a word).
+  if (m.pairs == 0 && p < 1) half = std::numeric_limits<double>::infinity();
   Interval i{e.estimate - half, e.estimate + half};
   if (aggregate == Aggregate::Count) i.lower = std::max(0.0, i.lower);
   return i;

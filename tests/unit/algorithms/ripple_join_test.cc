@@ -194,6 +194,24 @@ TEST(RippleJoin, EverythingSampledAtRateOneGivesTheExactJoinAndZeroWidth) {
   EXPECT_EQ(j.get_upper_bound(0.99), count);
 }
 
+// Below rate 1 a sample without a join pair says nothing about how large the join is: the interval is [0, +inf) for
+// COUNT (and unbounded for SUM), not [0, 0]. At rate 1 nothing was left out: an empty join is exactly 0.
+TEST(RippleJoin, NoSampledPairGivesAnUnboundedInterval) {
+  RippleJoin j(0.01, 3);
+  j.add_sample(Side::R, 1, 5);
+  j.add_sample(Side::S, 2, 0);
+  EXPECT_EQ(j.get_estimate(), 0);
+  EXPECT_EQ(j.get_lower_bound(0.95), 0);
+  EXPECT_TRUE(std::isinf(j.get_upper_bound(0.95)));
+  const auto sum = j.get_interval(0.95, Aggregate::Sum);
+  EXPECT_TRUE(std::isinf(sum.lower) && std::isinf(sum.upper));
+  RippleJoin all(1.0, 3);
+  all.add_sample(Side::R, 1, 5);
+  all.add_sample(Side::S, 2, 0);
+  EXPECT_EQ(all.get_lower_bound(0.95), 0);
+  EXPECT_EQ(all.get_upper_bound(0.95), 0);
+}
+
 TEST(RippleJoin, HandComputedEstimateAndVariance) {
   RippleJoin j(0.5, 1);
   // key 1: a = 2 (values 3, 4), b = 3; key 2: a = 1 (value 5), b = 0; key 3: b = 1.
