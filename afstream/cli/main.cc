@@ -752,7 +752,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     std::ofstream ff(opts.out_dir + "/failures.csv");
     ff << "worker,failure_count,at_items,theta,l,gamma,divergence_at_crash,lost_items,lost_outputs,replayed_items,"
           "repeated_items,missing_items,residual,detect_ms,restore_ms,replay_ms,recovery_ms,first_item_ms,"
-          "caught_up_ms,recovered\n";
+          "caught_up_ms,recovered,alpha\n";
     for (const auto& r : result.failures) {
       ff << r.worker << ',' << r.failure_count << ',' << r.at_items << ',';
       if (approx)
@@ -762,7 +762,9 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
       ff << ',' << r.divergence_at_crash << ',' << r.lost_items << ',' << r.lost_outputs << ',' << r.replayed_items
          << ',' << r.repeated_items << ',' << r.missing_items << ',' << r.residual << ',' << r.detect_ms << ','
          << r.restore_ms << ',' << r.replay_ms << ',' << r.recovery_ms << ',' << r.first_item_ms << ','
-         << r.caught_up_ms << ',' << (r.recovered ? 1 : 0) << '\n';
+         << r.caught_up_ms << ',' << (r.recovered ? 1 : 0) << ',';
+      if (approx) ff << r.alpha;  // the operator's alpha then: with theta below it the worker logged every item
+      ff << '\n';
     }
     afs::close_checked(ff, opts.out_dir + "/failures.csv");
   }

@@ -100,6 +100,47 @@ TEST(LearnCli, FailuresKeepThePredictionRate) {
 // starts), not from the new process's own start, or the trace goes back in time at every failure and the
 // convergence time measured on it comes out shorter with failures than without. So in each learner copy the trace
 // points, in the order of their items, never go back in time. A negative origin is refused, naming the option.
+// Proposition R on the runtime (proofs/theorem1-sgd.md §5): a failed learner jumps back to its last backup, which the
+// Theta rule keeps within the theta in force (halved at each failure): divergence_at_crash <= theta wherever theta
+// was at least the learner's alpha (below it the worker logs every example instead, and replays them). The Theta
+// rule alone (no forced backups), a small Theta so that the learners drift between backups, failures of every
+// worker; the prediction rate stays within 2 points of the failure-free run's.
+TEST(LearnCli, AFailedLearnerJumpsBackByAtMostTheThetaInForce) {
+  TempDir scratch, none, approx;
+  const std::string common = "run --job learn --items 200000 --learn.holdout 5000 --quiet --runtime threads ";
+  auto r = run(common + "--ft.mode none --seed 3 --out " + none.path().string(), scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run(common +
+              "--ft.mode approx --ft.theta 2 --ft.l 1000 --ft.replay-items-max 0 --ft.replay-overhead-max 0 "
+              "--fail.count 6 --seed 3 --out " +
+              approx.path().string(),
+          scratch.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream csv(slurp(approx.path() / "failures.csv"));
+  std::string line;
+  std::getline(csv, line);
+  const auto cols = afs::testing::split_csv(line);
+  auto col = [&](const std::string& name) {
+    const auto it = std::find(cols.begin(), cols.end(), name);
+    EXPECT_NE(it, cols.end()) << name;
+    return static_cast<std::size_t>(it - cols.begin());
+  };
+  const std::size_t theta = col("theta"), alpha = col("alpha"), jump = col("divergence_at_crash");
+  int checked = 0, moved = 0;
+  while (std::getline(csv, line)) {
+    const auto f = afs::testing::split_csv(line);
+    ASSERT_EQ(f.size(), cols.size()) << line;
+    const double t = std::stod(f[theta]), a = std::stod(f[alpha]), d = std::stod(f[jump]);
+    if (a == 0 || t < a) continue;  // the source or the sink (alpha 0, +infinity), or theta below alpha: logged
+    ++checked;
+    moved += d > 0 ? 1 : 0;
+    EXPECT_LE(d, t) << line;
+  }
+  EXPECT_GE(checked, 8) << "learner failures under the Theta rule";
+  EXPECT_GE(moved, 4) << "the learners must have drifted from their backups when they failed";
+  EXPECT_NEAR(learn_row(approx.path()).at("holdout_accuracy"), learn_row(none.path()).at("holdout_accuracy"), 0.02);
+}
+
 TEST(LearnCli, TraceTimesOnProcessesCountFromTheRunsStartAcrossRestarts) {
   TempDir scratch, d;
   auto r =
