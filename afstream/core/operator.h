@@ -107,7 +107,8 @@ class Operator {
   // value it read earlier stays a valid bound.
   virtual bool alpha_may_shrink() const { return false; }
 
-  // Distance from the state at the last mark_backed_up() (or construction). O(1).
+  // Distance from the state at the last mark_backed_up() (or construction). O(1), or what a pass over the state costs
+  // once measure_divergence_at_backups() was called.
   virtual double divergence() const = 0;
   // The runtime will never back this operator up nor restore it (mode none): from now on it calls neither
   // divergence() nor snapshot_delta(), mark_backed_up(), backup_delta(), backup_partial_delta(), restore_full() or

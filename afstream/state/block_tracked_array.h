@@ -145,12 +145,13 @@ class BlockTrackedArray {
 
   // An upper bound of max_i |v_i - b_i| (see the class comment); after a partial delta, at least the value it
   // returned until the next whole backup. O(1). Infinite once untracked (not known). Measured at backups: exactly
-  // max_i |v_i - b_i|, in O(n).
+  // max_i |v_i - b_i|, in O(n) (so after a partial delta it may fall below what that returned, as changes undo).
   double divergence() const {
     if (plain_) return untracked_ ? std::numeric_limits<double>::infinity() : measured_divergence();
     return static_cast<double>(high_);
   }
-  // The slots the next write_delta writes: those that differ from the backed-up copy. O(n / block + moved blocks).
+  // The slots the next write_delta writes: those that differ from the backed-up copy. O(n / block + moved blocks);
+  // O(n) measured at backups.
   std::size_t dirty_count() const;
 
   // For good: no more divergence or change tracking (its memory is released). Updates then only write the value;

@@ -134,6 +134,10 @@ class CountMinHeavyHitters final : public Operator {
   void snapshot_full(ByteWriter& out) const override;
   void snapshot_delta(ByteWriter& out) const override;
   void mark_backed_up() override;
+  // A whole delta (what the runtime asks when the residual is 0: ft.delta-residual 0, or thresholds halved below
+  // the room for one) through the counters' whole-delta path: one pass when measured at backups (snapshot_delta and
+  // mark_backed_up make three), and the list of every block changed when tracked. The same payload.
+  void backup_delta(ByteWriter& out) override { backup_partial_delta(out, 0); }
   double backup_partial_delta(ByteWriter& out, double residual) override;
   void restore_full(ByteReader& in) override;
   void apply_delta(ByteReader& in) override;

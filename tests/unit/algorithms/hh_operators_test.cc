@@ -436,5 +436,41 @@ TEST(CountMinHh, CompensationCoversASimulatedFailure) {
   for (const auto& [k, v] : exact) ASSERT_GE(recovered.estimate(k), v) << "key " << k;
 }
 
+// The runtime's whole deltas (residual 0: ft.delta-residual 0, or thresholds halved below the room for one) go
+// through backup_delta: the counters' whole-delta path, with snapshot_delta's payload, tracked or measured at
+// backups, after partial deltas too, and the state counts as backed up after it.
+TEST(CountMinHh, BackupDeltaWritesSnapshotDeltasPayload) {
+  const auto items = zipf_items(9, Weights::Packet, 20000);
+  for (const bool measured : {false, true}) {
+    for (const std::uint64_t block : {1, 8}) {
+      SCOPED_TRACE(::testing::Message() << "measured " << measured << " block " << block);
+      Params p = cm_params(Weights::Packet, 1e12, 256, 4);
+      p.set("divergence-block", block);
+      CountMinHeavyHitters op(p);
+      if (measured) op.measure_divergence_at_backups();
+      NullEmitter out;
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        op.process(items[i], out);
+        if (i % 1500 == 700) {  // a partial delta now and then, so that whole ones follow partial ones
+          ByteWriter w;
+          op.backup_partial_delta(w, 1e9);
+        }
+        if (i % 1000 == 999) {
+          ByteWriter expected;
+          op.snapshot_delta(expected);
+          ByteWriter w;
+          op.backup_delta(w);
+          ASSERT_EQ(w.buffer(), expected.buffer()) << "item " << i;
+          ASSERT_EQ(op.divergence(), 0) << "item " << i;
+          ByteWriter empty, none;
+          op.snapshot_delta(empty);
+          CountMinHeavyHitters fresh(p);
+          fresh.snapshot_delta(none);
+          ASSERT_EQ(empty.buffer(), none.buffer()) << "nothing left to write after a whole delta";
+        }
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace afs::hh

@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -850,5 +852,127 @@ TEST(BlockTrackedArray, CorruptAndTruncatedPayloadsLeaveItUnchanged) {
   expect_rejected(target, bytes, apply_delta_to);
 }
 
+// Measured at backups: restores, compensation, extreme values and residuals in measured mode.
+template <typename T>
+void scratch_measured(std::size_t n, std::size_t block, std::uint64_t seed, bool extremes) {
+  SCOPED_TRACE(::testing::Message() << "n " << n << " block " << block << " seed " << seed << " ext " << extremes);
+  std::mt19937_64 rng(seed);
+  auto a = std::make_unique<BlockTrackedArray<T>>(n, block);
+  a->measure_at_backups();
+  std::vector<T> stored(n);                      // what the store holds (full + deltas applied)
+  std::vector<std::vector<std::uint8_t>> chain;  // payloads since last full (full first)
+  {
+    ByteWriter w;
+    a->write_full(w);
+    chain.push_back(w.take());
+  }
+  const double residuals[] = {-1,
+                              0,
+                              0.3,
+                              1,
+                              2.5,
+                              7,
+                              100,
+                              1e6,
+                              4294967294.0,
+                              4294967295.0,
+                              1e12,
+                              1e30,
+                              std::numeric_limits<double>::infinity(),
+                              std::numeric_limits<double>::quiet_NaN()};
+  for (int step = 0; step < 4000; ++step) {
+    const int op = static_cast<int>(rng() % 20);
+    const std::size_t i = rng() % n;
+    if (op < 8) {
+      a->add(i, random_change<T>(rng, false, 1000));
+    } else if (op < 10) {
+      T v = random_change<T>(rng, false, 1000);
+      if (extremes && rng() % 3 == 0) {
+        if constexpr (std::is_same_v<T, std::int64_t>) {
+          v = rng() % 2 ? std::numeric_limits<T>::max() : std::numeric_limits<T>::min();
+        } else {
+          v = rng() % 2 ? 1e300 : -0.0;
+        }
+      }
+      a->set(i, v);
+    } else if (op < 12) {
+      std::vector<std::uint32_t> slots{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(rng() % n)};
+      a->add_each(slots, random_change<T>(rng, true, 1000));
+    } else if (op == 12) {
+      a->add_to_all(random_change<T>(rng, true, 500));
+    } else if (op == 13 || op == 14) {  // partial delta
+      const double r = residuals[rng() % std::size(residuals)];
+      ByteWriter w;
+      const double left = a->backup_partial_delta(w, r);
+      auto bytes = w.take();
+      apply_payload(stored, bytes, false);
+      chain.push_back(bytes);
+      double truth = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        if constexpr (std::is_same_v<T, double>) {
+          if (std::bit_cast<std::uint64_t>((*a)[k]) == std::bit_cast<std::uint64_t>(stored[k])) continue;
+        }
+        truth = std::max(truth, slot_distance((*a)[k], stored[k]));
+      }
+      ASSERT_GE(left, truth) << "residual " << r << " step " << step;
+      ASSERT_EQ(a->divergence(), truth) << "residual " << r;
+      if (!(r > 0)) {
+        ASSERT_EQ(left, 0);
+        ASSERT_EQ(0, std::memcmp(stored.data(), a->values().data(), n * sizeof(T)));
+      }
+    } else if (op == 15) {  // whole delta
+      ByteWriter w;
+      a->write_delta(w);
+      a->mark_backed_up();
+      auto bytes = w.take();
+      apply_payload(stored, bytes, false);
+      chain.push_back(bytes);
+      ASSERT_EQ(0, std::memcmp(stored.data(), a->values().data(), n * sizeof(T)));
+      ASSERT_EQ(a->divergence(), 0);
+    } else if (op == 16) {  // full
+      ByteWriter w;
+      a->write_full(w);
+      a->mark_backed_up();
+      chain.clear();
+      chain.push_back(w.take());
+      stored = a->values();
+    } else if (op == 17 || op == 18) {  // crash: a fresh measured array restored from the chain
+      auto r = std::make_unique<BlockTrackedArray<T>>(n, block);
+      r->measure_at_backups();
+      for (std::size_t c = 0; c < chain.size(); ++c) {
+        ByteReader rd(chain[c]);
+        if (c == 0) {
+          if (rng() % 2) {
+            r->read_full(rd);
+          } else {
+            r->apply_full(r->read_full_values(rd));
+          }
+        } else if (rng() % 2) {
+          r->apply_delta(rd);
+        } else {
+          r->apply_delta(r->read_delta(rd));
+        }
+      }
+      ASSERT_EQ(0, std::memcmp(stored.data(), r->values().data(), n * sizeof(T)));
+      ASSERT_EQ(r->divergence(), 0);
+      ASSERT_EQ(r->dirty_count(), 0u);
+      a = std::move(r);
+    } else {
+      ASSERT_EQ(a->divergence(), measured_truth(a->values(), stored));
+    }
+  }
+}
+
+TEST(BlockTrackedArray, MeasuredAtBackupsSurvivesRestoresCompensationAndExtremes) {
+  for (const std::size_t block : {1, 4}) {
+    for (const std::size_t n : {1, 5, 64}) {
+      for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+        scratch_measured<std::int64_t>(n, block, seed, false);
+        scratch_measured<std::int64_t>(n, block, seed, true);
+        scratch_measured<double>(n, block, seed, false);
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace afs
