@@ -95,11 +95,6 @@ TEST(LearnCli, FailuresKeepThePredictionRate) {
   }
 }
 
-// On worker processes a killed worker comes back as a new process: its trace points (seconds since the run's
-// start) must count from the start of the run (`--run.started-ns`, which `afstream run` passes to every worker it
-// starts), not from the new process's own start, or the trace goes back in time at every failure and the
-// convergence time measured on it comes out shorter with failures than without. So in each learner copy the trace
-// points, in the order of their items, never go back in time. A negative origin is refused, naming the option.
 // Proposition R on the runtime (proofs/theorem1-sgd.md §5): a failed learner jumps back to its last backup, which the
 // Theta rule keeps within the theta in force (halved at each failure): divergence_at_crash <= theta wherever theta
 // was at least the learner's alpha (below it the worker logs every example instead, and replays them). The Theta
@@ -120,12 +115,9 @@ TEST(LearnCli, AFailedLearnerJumpsBackByAtMostTheThetaInForce) {
   std::string line;
   std::getline(csv, line);
   const auto cols = afs::testing::split_csv(line);
-  auto col = [&](const std::string& name) {
-    const auto it = std::find(cols.begin(), cols.end(), name);
-    EXPECT_NE(it, cols.end()) << name;
-    return static_cast<std::size_t>(it - cols.begin());
-  };
-  const std::size_t theta = col("theta"), alpha = col("alpha"), jump = col("divergence_at_crash");
+  const std::size_t theta = afs::testing::column_of(cols, "theta"), alpha = afs::testing::column_of(cols, "alpha"),
+                    jump = afs::testing::column_of(cols, "divergence_at_crash");
+  ASSERT_LT(std::max({theta, alpha, jump}), cols.size()) << line;
   int checked = 0, moved = 0;
   while (std::getline(csv, line)) {
     const auto f = afs::testing::split_csv(line);
@@ -141,6 +133,11 @@ TEST(LearnCli, AFailedLearnerJumpsBackByAtMostTheThetaInForce) {
   EXPECT_NEAR(learn_row(approx.path()).at("holdout_accuracy"), learn_row(none.path()).at("holdout_accuracy"), 0.02);
 }
 
+// On worker processes a killed worker comes back as a new process: its trace points (seconds since the run's
+// start) must count from the start of the run (`--run.started-ns`, which `afstream run` passes to every worker it
+// starts), not from the new process's own start, or the trace goes back in time at every failure and the
+// convergence time measured on it comes out shorter with failures than without. So in each learner copy the trace
+// points, in the order of their items, never go back in time. A negative origin is refused, naming the option.
 TEST(LearnCli, TraceTimesOnProcessesCountFromTheRunsStartAcrossRestarts) {
   TempDir scratch, d;
   auto r =
