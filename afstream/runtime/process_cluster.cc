@@ -489,7 +489,8 @@ struct ProcessCluster::Impl {
 
   // The record of a failure whose next incarnation did not report a completed recovery (it failed too, or the run
   // ended first): a real failure, with the thresholds that were in force (computed as the worker computes them)
-  // and the recovery measurements marked unknown (FailureRecord::recovered).
+  // and the recovery measurements it reported before failing again (restore_ms, replayed_items: sent with its hello
+  // and statuses), the others unknown (FailureRecord::recovered).
   FailureRecord unrecovered(int w) const {
     const auto& s = workers[static_cast<std::size_t>(w)];
     FailureRecord rec = *s.pending;
@@ -948,6 +949,12 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           s.hello_ms = r->recovery.recovered_ms;
           s.said_hello = true;
         }
+      }
+      // Restored, not recovered yet: what the restore measured, kept in case it fails again first (unrecovered).
+      if (s.pending && s.said_hello && !r->recovery.done &&
+          r->recovery.failure_count == static_cast<std::uint32_t>(s.pending->failure_count)) {
+        s.pending->restore_ms = r->recovery.restore_ms;
+        s.pending->replayed_items = r->recovery.replayed_items;
       }
       // The restarted worker finished recovering (replayed, compensated): complete the record with its details.
       if (s.pending && s.said_hello && r->recovery.done &&

@@ -196,11 +196,12 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         zmq::message_t m = net::outgoing(frame);
         (void)report.send(m, zmq::send_flags::dontwait);
       };
-      // The failure this incarnation recovered from, once it has recovered (replayed, compensated).
+      // The failure this incarnation recovers from: done once it has recovered (replayed, compensated); before, what
+      // its restore measured (restore_ms, replayed_items), which the controller records if it fails again first.
       auto recovery = [&] {
         net::RecoveryReportMsg m;
-        const auto rec = worker.recovery_complete() ? worker.recovered_from() : std::nullopt;
-        if (rec) {
+        const bool done = worker.recovery_complete();
+        if (const auto rec = worker.recovered_from()) {
           m = {static_cast<std::uint32_t>(rec->failure_count),
                rec->theta,
                rec->l,
@@ -210,7 +211,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
                rec->recovery_ms,
                rec->replayed_items,
                rec->missing_items,
-               true,
+               done,
                rec->replay_ms,
                rec->residual,
                rec->first_item_ms};
@@ -255,6 +256,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         if (!hello_sent && directory.up(options.worker)) {
           net::WorkerReportMsg hello;
           hello.kind = net::ReportKind::kHello;
+          hello.recovery = recovery();  // up only once restored: the restore's measurements are known
           hello.recovery.failure_count = static_cast<std::uint32_t>(options.failures.size());
           hello.recovery.recovered_ms = std::chrono::duration<double, std::milli>(now - started).count();
           hello.status = status_of(*ctx.counters[static_cast<std::size_t>(options.worker)], offset);

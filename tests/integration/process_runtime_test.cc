@@ -995,6 +995,31 @@ TEST(ProcessRuntime, ForkServerKilledFromOutsideLeavesRestartsToTheProgram) {
   EXPECT_EQ(summary(out).at("recall"), "1");
 }
 
+// A restarted worker killed again before it completed its recovery still reports what its restore measured: it sends
+// restore_ms and replayed_items with its hello and statuses, and the controller keeps them for the record
+// (FailureRecord::recovered). They were sent only once the recovery completed, and such a row read 0 for both: the
+// word count's sink, which completes a recovery only when the counts arrive at the end of the stream, and its
+// tokenizers, whose logs held most of the input, in every exact-mode run with several failures of every worker.
+TEST(ProcessRuntime, AnUnrecoveredIncarnationReportsItsRestore) {
+  TempDir t;
+  const auto out = t.path() / "out";
+  ASSERT_EQ(run_afstream("--job wordcount --seed 1 --ft.mode exact --fail.count 5 --fail.target all --quiet "
+                         "--runtime processes --out " +
+                             out.string(),
+                         t.path() / "w.log"),
+            0)
+      << slurp(t.path() / "w.log");
+  int unrecovered_up = 0;
+  for (const auto& row : failure_rows(out / "failures.csv")) {
+    if (row.at("recovered") != "0" || std::stod(row.at("recovery_ms")) < 0) continue;  // recovered, or never up
+    ++unrecovered_up;
+    EXPECT_GT(std::stod(row.at("restore_ms")), 0.0)
+        << "worker " << row.at("worker") << " failure " << row.at("failure_count");
+  }
+  EXPECT_GE(unrecovered_up, 1) << slurp(out / "failures.csv");
+  EXPECT_EQ(summary(out).at("words_wrong"), "0");
+}
+
 // A fork server that stops answering (SIGSTOP: as slow as can be) is given up on the first restart it does not answer
 // in time: it is killed, that worker is started by the program as its next incarnation but one (in case the server
 // forked the one it was asked for), and so are the later ones. The job completes; nothing hangs.
