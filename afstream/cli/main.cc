@@ -264,14 +264,14 @@ int cmd_backup_server(int argc, const char* const* argv) {
   }
   std::optional<afs::BackupServer> serving(std::in_place, args.listen, std::move(store), server_options);
   auto& server = *serving;
-  std::cerr << "afstream backup-server: store " << what << "\n";
-  if (args.curve.config) {
+  if (!args.quiet) std::cerr << "afstream backup-server: store " << what << "\n";
+  if (args.curve.config && !args.quiet) {
     std::cerr << "afstream backup-server: CURVE "
               << (afs::net::is_tcp(server.bound_endpoint()) ? "on" : "off (it applies to tcp:// only)")
               << ", public key " << args.curve.config->keys.public_key << ", " << args.curve.config->authorized.size()
               << " keys let in\n";
   }
-  std::cerr << "afstream backup-server: listening on " << server.bound_endpoint() << std::endl;
+  if (!args.quiet) std::cerr << "afstream backup-server: listening on " << server.bound_endpoint() << std::endl;
   if (!args.endpoint_file.empty()) {
     // Written whole, then renamed: a reader never sees half an endpoint.
     const auto tmp = args.endpoint_file + ".tmp";
@@ -286,17 +286,21 @@ int cmd_backup_server(int argc, const char* const* argv) {
   }
   server.run(g_stop_backup_server);
   const auto c = server.counters();
-  std::cerr << "afstream backup-server: stopped after " << c.requests << " requests (" << c.bad_frames
-            << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
-            << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations, "
-            << c.unauthorized_connections << " connections refused for their key); " << c.chains_held
-            << " state chains restored from their workers' own copies, " << c.puts_from_copies
-            << " state records read from them (" << c.copies_refused << " refused)" << std::endl;
-  const auto k = server.compactor_counters();
-  std::cerr << "afstream backup-server: " << k.compactions << " chain compactions (" << k.records_merged << " records, "
-            << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "
-            << k.unknown + k.failures << " chains left alone, " << k.left_to_worker
-            << " left to their workers (deltas applied by replay)" << std::endl;
+  if (!args.quiet || c.store_errors > 0 || c.bad_frames > 0) {  // quiet: only a count of problems
+    std::cerr << "afstream backup-server: stopped after " << c.requests << " requests (" << c.bad_frames
+              << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
+              << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations, "
+              << c.unauthorized_connections << " connections refused for their key); " << c.chains_held
+              << " state chains restored from their workers' own copies, " << c.puts_from_copies
+              << " state records read from them (" << c.copies_refused << " refused)" << std::endl;
+  }
+  if (!args.quiet) {
+    const auto k = server.compactor_counters();
+    std::cerr << "afstream backup-server: " << k.compactions << " chain compactions (" << k.records_merged
+              << " records, " << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded
+              << " superseded, " << k.unknown + k.failures << " chains left alone, " << k.left_to_worker
+              << " left to their workers (deltas applied by replay)" << std::endl;
+  }
   // Stopped because its controller was killed (afs::spawn: parent_death_signal()): nobody else will remove the run's
   // private directories.
   if (!args.remove_if_orphaned.empty() && g_backup_server_orphaned.load()) {
@@ -488,6 +492,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     }
     popts.store = opts.process_store;
     popts.store_compact_ratio = opts.process_store_compact_ratio;
+    popts.store_quiet = opts.quiet;
     popts.standby = opts.process_standby;
     popts.fork_server = opts.process_fork_server;
     popts.local_recovery = opts.process_local_recovery;

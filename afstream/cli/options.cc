@@ -814,7 +814,10 @@ po::options_description backup_server_options() {
       "remove-if-orphaned", po::value<std::vector<std::string>>()->composing(),
       "DIR (repeatable): remove it when the server stops because the process that started it has ended (a "
       "controller killed: the run's private directories, which it would have removed; workers' copies on /dev/shm "
-      "are memory)");
+      "are memory)")(
+      "quiet,q", po::bool_switch(),
+      "no lines about the store, the endpoint and the counters at the end: only problems (refused connections, "
+      "chains left uncompacted)");
   o.add(curve_options());
   return o;
 }
@@ -846,6 +849,7 @@ BackupServerArgs parse_backup_server(int argc, const char* const* argv, po::vari
   a.store = vm["store"].as<std::string>();
   if (vm.count("store.path")) a.store_path = vm["store.path"].as<std::string>();
   a.store_sync = vm["store.sync"].as<bool>();
+  a.quiet = vm["quiet"].as<bool>();
   if (vm.count("endpoint-file")) a.endpoint_file = vm["endpoint-file"].as<std::string>();
   if (vm.count("remove-if-orphaned")) a.remove_if_orphaned = vm["remove-if-orphaned"].as<std::vector<std::string>>();
   if (vm.count("store.local-dir")) {

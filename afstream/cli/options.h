@@ -113,6 +113,7 @@ struct BackupServerArgs {
   std::string store = "rocksdb";  // memory | rocksdb
   std::string store_path;         // rocksdb: the store's directory (created if missing)
   bool store_sync = false;        // rocksdb: fsync every put
+  bool quiet = false;             // only problems on stderr (a `run --quiet` starts its server so)
   std::string endpoint_file;      // written with the bound endpoint once listening (port 0: the one chosen)
   std::string local_dir;          // the workers' local copies on this host (BackupServerOptions::local_dir)
   std::vector<std::string> remove_if_orphaned;  // removed when it stops once the process that started it has ended

@@ -652,6 +652,7 @@ struct ProcessCluster::Impl {
       args.push_back(dir + "/backups");
     }
     if (!local_dir.empty()) args.insert(args.end(), {"--store.local-dir", local_dir});  // puts read from the copies
+    if (options.store_quiet) args.push_back("--quiet");
     // If this process is killed, the server (sent parent_death_signal(), spawn.h) removes what ~ProcessCluster
     // would have.
     for (const auto* d : {&local_dir, &dir}) {

@@ -425,7 +425,8 @@ void start_long_run(const TempDir& t, LongRun& r) {
     ::setpgid(0, 0);
     std::freopen((t.path() / "run.log").c_str(), "w", stderr);
     ::dup2(STDERR_FILENO, STDOUT_FILENO);
-    ::execl(AFS_BINARY, AFS_BINARY, "run", "--job", "heavy-hitters", "--items", "2000000000", "--quiet", nullptr);
+    // Not --quiet: the test waits for the backup server's "listening on" lines, which a quiet run's server leaves out.
+    ::execl(AFS_BINARY, AFS_BINARY, "run", "--job", "heavy-hitters", "--items", "2000000000", nullptr);
     ::_exit(127);
   }
   for (int i = 0; i < 50 * scaled_seconds(20) && r.started.size() < 6; ++i) {
@@ -1018,6 +1019,22 @@ TEST(ProcessRuntime, AnUnrecoveredIncarnationReportsItsRestore) {
   }
   EXPECT_GE(unrecovered_up, 1) << slurp(out / "failures.csv");
   EXPECT_EQ(summary(out).at("words_wrong"), "0");
+}
+
+// --quiet quiets the backup server the run starts too: its lines about the store, its endpoint and its counters
+// came through on every run on worker processes.
+TEST(ProcessRuntime, AQuietRunsBackupServerSaysNothing) {
+  TempDir t;
+  const auto log = t.path() / "q.log";
+  ASSERT_EQ(
+      run_afstream("--job heavy-hitters --items 100000 --seed 1 --fail.count 1 --quiet --runtime processes --out " +
+                       (t.path() / "out").string(),
+                   log),
+      0)
+      << slurp(log);
+  const auto text = slurp(log);
+  EXPECT_EQ(text.find("backup-server"), std::string::npos) << text;
+  EXPECT_NE(text.find("job heavy-hitters"), std::string::npos) << text;  // the run's own report is still there
 }
 
 // A fork server that stops answering (SIGSTOP: as slow as can be) is given up on the first restart it does not answer
