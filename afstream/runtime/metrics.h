@@ -91,7 +91,7 @@ struct FailureRecord {
   double theta = 0;            // runtime thresholds in force when it failed
   std::uint64_t l = 0;
   std::uint64_t gamma = 0;
-  double alpha = 0;
+  double alpha = 0;  // the operator's alpha as the worker's rules saw it (theta below it: every item logged)
   double divergence_at_crash = 0;  // divergence from the last backup taken (-1 in mode none: not tracked)
   std::uint64_t lost_items = 0;    // acknowledged, unprocessed, unbacked items lost with the worker
   std::uint64_t lost_outputs = 0;  // unacknowledged outputs not covered by a state backup

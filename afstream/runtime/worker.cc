@@ -2364,7 +2364,10 @@ void Worker::on_crash() {
   rec.l = schedule_.current().l;
   rec.gamma = schedule_.current().gamma;
   if (op_) {
-    rec.alpha = op_->alpha();
+    // The alpha its rules went by (logs_every_item), looked at again only every few thousand items when it shrinks:
+    // a learner's fresh alpha had fallen below theta while it still logged every example, and that failure read as
+    // one under the Theta rule whose jump passed theta (LearnCli.AFailedLearnerJumpsBack..., 1 run in 12).
+    rec.alpha = op_alpha_;
     rec.divergence_at_crash = ctx_.config.mode == FtMode::None ? -1 : op_->divergence();  // none: not tracked
     if (ctx_.config.measure_losses) {
       ByteWriter w;
