@@ -35,11 +35,11 @@ void add_learner_options(po::options_description& o) {
 
 void add_data_options(po::options_description& o) {
   o.add_options()("learn.data", po::value<std::string>()->default_value("higgs"),
-                  "higgs | kdd | logistic | linear | multiclass | file")(
-      "learn.file", po::value<std::string>()->default_value(""), "data file (learn.data file)")(
+                  "higgs | kdd | logistic | linear | multiclass | file")("learn.file", path_value("FILE"),
+                                                                         "data file (learn.data file)")(
       "learn.format", po::value<std::string>()->default_value("csv"),
       "csv (label first) | libsvm | vw | idx (learn.file the images, learn.labels-file the labels)")(
-      "learn.labels-file", po::value<std::string>()->default_value(""), "idx: the labels file")(
+      "learn.labels-file", path_value("FILE"), "idx: the labels file")(
       "learn.csv-header", po::value<bool>()->default_value(false), "csv: the first line is a header (skipped)")(
       "learn.label-column", po::value<int>()->default_value(0),
       "csv: the label's column, 0-based (-1: the last); the others are the features in order")(

@@ -285,22 +285,19 @@ int cmd_backup_server(int argc, const char* const* argv) {
     if (ec) throw afs::InputError("endpoint-file: cannot write '" + args.endpoint_file + "': " + ec.message());
   }
   server.run(g_stop_backup_server);
+  // Its report, also when quiet (a run's own report is printed with --quiet too).
   const auto c = server.counters();
-  if (!args.quiet || c.store_errors > 0 || c.bad_frames > 0) {  // quiet: only a count of problems
-    std::cerr << "afstream backup-server: stopped after " << c.requests << " requests (" << c.bad_frames
-              << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
-              << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations, "
-              << c.unauthorized_connections << " connections refused for their key); " << c.chains_held
-              << " state chains restored from their workers' own copies, " << c.puts_from_copies
-              << " state records read from them (" << c.copies_refused << " refused)" << std::endl;
-  }
-  if (!args.quiet) {
-    const auto k = server.compactor_counters();
-    std::cerr << "afstream backup-server: " << k.compactions << " chain compactions (" << k.records_merged
-              << " records, " << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded
-              << " superseded, " << k.unknown + k.failures << " chains left alone, " << k.left_to_worker
-              << " left to their workers (deltas applied by replay)" << std::endl;
-  }
+  std::cerr << "afstream backup-server: stopped after " << c.requests << " requests (" << c.bad_frames
+            << " bad frames, " << c.duplicates << " duplicates, " << c.store_errors << " store errors, "
+            << c.unroutable_replies << " unroutable replies, " << c.stale_incarnations << " from stale incarnations, "
+            << c.unauthorized_connections << " connections refused for their key); " << c.chains_held
+            << " state chains restored from their workers' own copies, " << c.puts_from_copies
+            << " state records read from them (" << c.copies_refused << " refused)" << std::endl;
+  const auto k = server.compactor_counters();
+  std::cerr << "afstream backup-server: " << k.compactions << " chain compactions (" << k.records_merged << " records, "
+            << k.bytes_read << " bytes into " << k.bytes_written << "), " << k.superseded << " superseded, "
+            << k.unknown + k.failures << " chains left alone, " << k.left_to_worker
+            << " left to their workers (deltas applied by replay)" << std::endl;
   // Stopped because its controller was killed (afs::spawn: parent_death_signal()): nobody else will remove the run's
   // private directories.
   if (!args.remove_if_orphaned.empty() && g_backup_server_orphaned.load()) {
@@ -446,7 +443,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     if (ec) throw afs::InputError("out: cannot create directory '" + opts.out_dir + "': " + ec.message());
     {
       std::ofstream f(opts.out_dir + "/config.ini");
-      f << effective;
+      f << afs::cli::run_config_file(effective);
       afs::close_checked(f, opts.out_dir + "/config.ini");
     }
     char host[256] = {0};

@@ -24,7 +24,24 @@ namespace afs::cli {
 namespace {
 // How config.ini notes a value a job file cannot hold; parse_run refuses such a file unless the command line gives it.
 constexpr const char* kUnheldNote = "(give it on the command line: a job file cannot hold it)";
+// How config.ini says where its run was started (run_config_file): a relative path read back from it is taken from
+// there (read_job_file).
+constexpr std::string_view kStartedIn = "# started in: ";
+
+// The directory a job file's first line names as its run's start (kStartedIn), if it does.
+std::optional<std::filesystem::path> started_in(const std::string& text) {
+  if (!text.starts_with(kStartedIn)) return std::nullopt;
+  const auto end = text.find('\n');
+  return std::filesystem::path(text.substr(kStartedIn.size(), end - kStartedIn.size()));
+}
 }  // namespace
+
+std::string run_config_file(const std::string& effective) {
+  std::error_code ec;
+  const auto cwd = std::filesystem::current_path(ec).string();
+  if (ec || cwd.find('\n') != std::string::npos) return effective;  // relative paths then read from the reader's
+  return std::string(kStartedIn) + cwd + "\n" + effective;
+}
 
 namespace {
 // Primary name -> alias (the paper's letters). Declared once here; both spellings are accepted.
@@ -586,6 +603,14 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
         }
       }
       auto file = parse_options_file(text, path, desc);
+      // A run's config.ini: its relative paths as the run took them, from where it was started.
+      if (const auto from = started_in(text)) {
+        for (auto& o : file.parsed.options) {
+          const auto* d = desc.find_nothrow(o.string_key, false);
+          if (d == nullptr || !names_a_path(*d) || o.value.size() != 1 || o.value[0].empty()) continue;
+          if (std::filesystem::path(o.value[0]).is_relative()) o.value[0] = (*from / o.value[0]).lexically_normal();
+        }
+      }
       // The command line wins: over the file's other spelling of the same threshold (a run's config.ini has the
       // primary name; `--ft.theta 5` on the command line then replaces it instead of conflicting with it), and
       // over a list's entries in the file (`--fail.domain` replaces the file's domains instead of adding to them).
@@ -814,10 +839,8 @@ po::options_description backup_server_options() {
       "remove-if-orphaned", po::value<std::vector<std::string>>()->composing(),
       "DIR (repeatable): remove it when the server stops because the process that started it has ended (a "
       "controller killed: the run's private directories, which it would have removed; workers' copies on /dev/shm "
-      "are memory)")(
-      "quiet,q", po::bool_switch(),
-      "no lines about the store, the endpoint and the counters at the end: only problems (refused connections, "
-      "chains left uncompacted)");
+      "are memory)")("quiet,q", po::bool_switch(),
+                     "no lines at the start (the store, the endpoint): only problems and the counters at the end");
   o.add(curve_options());
   return o;
 }

@@ -113,7 +113,7 @@ struct BackupServerArgs {
   std::string store = "rocksdb";  // memory | rocksdb
   std::string store_path;         // rocksdb: the store's directory (created if missing)
   bool store_sync = false;        // rocksdb: fsync every put
-  bool quiet = false;             // only problems on stderr (a `run --quiet` starts its server so)
+  bool quiet = false;             // no lines at the start (a `run --quiet` starts its server so)
   std::string endpoint_file;      // written with the bound endpoint once listening (port 0: the one chosen)
   std::string local_dir;          // the workers' local copies on this host (BackupServerOptions::local_dir)
   std::vector<std::string> remove_if_orphaned;  // removed when it stops once the process that started it has ended
@@ -138,6 +138,9 @@ KeygenArgs parse_keygen(int argc, const char* const* argv, boost::program_option
 
 // key = value lines of every option that has a value, for printing and for <out>/config.ini.
 std::string effective_config(const boost::program_options::variables_map& vm);
+// <out>/config.ini: effective_config's lines after one that says where the run was started, from which a job file
+// read back (`run --config`, `eval --eval.run`) takes the relative paths of its options (afs::path_value).
+std::string run_config_file(const std::string& effective);
 
 // The lines of effective_config that make the job what it is (the job, its own options, items, seed, ft.*, net.*),
 // the same in a controller and in every worker of its job: not the controller's, the worker's, the failure plan's,

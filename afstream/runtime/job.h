@@ -119,6 +119,17 @@ inline boost::program_options::typed_value<double>* real_value(double d) {
   return boost::program_options::value<double>()->default_value(d, readable_text(d));
 }
 
+// An option naming a file or directory (kind "FILE" or "DIR", shown in --help), empty by default. A run's config.ini
+// records where the run was started, and a relative path read back from it is taken from there (names_a_path):
+// `afstream eval --eval.run DIR` from another directory could not open the run's relative learn.file.
+inline boost::program_options::typed_value<std::string>* path_value(const char* kind) {
+  return boost::program_options::value<std::string>()->default_value("")->value_name(kind);
+}
+inline bool names_a_path(const boost::program_options::option_description& o) {
+  const std::string name = o.semantic()->name();
+  return name == "FILE" || name == "DIR";
+}
+
 using JobFactory = std::unique_ptr<Job> (*)();
 
 }  // namespace afs

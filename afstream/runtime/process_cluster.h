@@ -64,7 +64,7 @@ struct ProcessClusterOptions {
   // CPU than none, word count and NEXMark 14-16%, with no shorter recoveries (experiments/results/process-runtime/
   // README.md, "The backup server's compactions").
   double store_compact_ratio = 0;
-  bool store_quiet = false;  // the backup server's --quiet: it prints only problems (a `run --quiet`)
+  bool store_quiet = false;  // the backup server's --quiet: no lines at its start (a `run --quiet`)
   // Spare worker processes kept started on this host (`afstream worker --worker.standby SLOT`: the job parsed and
   // built, no state, waiting; registration.h, await_assignment). A failed local worker is taken over by a ready one
   // at once (told its id, incarnation and failures; it restores from the backup server as a new process would)

@@ -36,7 +36,7 @@ class DistinctJob final : public Job {
         "distinct.epsilon", real_value(0),
         "relative standard error in (0, 1): sizes the precision in its place (0: use distinct.precision)")(
         "distinct.parallelism", po::value<int>()->default_value(2), "parallel distinct-hll workers (keyed)")(
-        "distinct.input", po::value<std::string>()->default_value(""),
+        "distinct.input", path_value("FILE"),
         "count the distinct keys of this text file ('key' or 'key,value' per line; a key that is not an unsigned "
         "integer, such as a word or an address, is hashed) instead of a Zipf stream")(
         "distinct.on-error", po::value<std::string>()->default_value("fail"), "malformed input lines: fail | skip");

@@ -40,7 +40,7 @@ class HeavyHittersJob final : public Job {
         "Count-Min depth r (unless hh.delta > 0, which sizes it)")(
         "hh.epsilon", real_value(0), "error epsilon (sizes the Count-Min width, or the Space-Saving capacity, if > 0)")(
         "hh.delta", real_value(0), "Count-Min confidence delta (sizes the depth if > 0)")(
-        "hh.input", po::value<std::string>()->default_value(""),
+        "hh.input", path_value("FILE"),
         "read items from this text file ('key' or 'key,value' per line) instead of generating a Zipf stream")(
         "hh.on-error", po::value<std::string>()->default_value("fail"), "malformed input lines: fail | skip")(
         "hh.weights", po::value<std::string>()->default_value("packet"),

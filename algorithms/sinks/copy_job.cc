@@ -29,7 +29,7 @@ class CopyJob final : public Job {
   }
 
   void add_options(po::options_description& o) const override {
-    o.add_options()("copy.db", po::value<std::string>()->default_value(""),
+    o.add_options()("copy.db", path_value("DIR"),
                     "directory of the effects database (required with copy.sink exactly-once; use a new one per "
                     "run: effects already there count as wrong or duplicate)")(
         "copy.sink", po::value<std::string>()->default_value("exactly-once"),

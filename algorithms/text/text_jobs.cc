@@ -32,7 +32,7 @@ namespace {
 class TextJob : public Job {
  public:
   void add_options(po::options_description& o) const override {
-    o.add_options()("text.dir", po::value<std::string>()->default_value(""),
+    o.add_options()("text.dir", path_value("DIR"),
                     "the corpus: every regular file under this directory (empty: a synthetic corpus)")(
         "text.chunk-bytes", po::value<std::uint64_t>()->default_value(16384),
         "chunk size: a chunk ends at the first line end from here on (1 .. 2^30)")(
@@ -46,7 +46,7 @@ class TextJob : public Job {
                                                            "files of the synthetic corpus (1 .. 100000)")(
         "text.vocabulary", po::value<std::uint64_t>()->default_value(50'000), "distinct words of the synthetic corpus")(
         "text.skew", real_value(1.0), "Zipf skew of the synthetic corpus's words")(
-        "text.synthetic-dir", po::value<std::string>()->default_value(""),
+        "text.synthetic-dir", path_value("DIR"),
         "where the synthetic corpus is written (empty: TMPDIR/afstream-text-<hash of its parameters>, reused)");
     add_own_options(o);
   }

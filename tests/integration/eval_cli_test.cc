@@ -51,6 +51,42 @@ TEST(EvalCli, ARunsModelScoresItsHeldOutExamplesAsTheRunDid) {
   }
 }
 
+// A run on a file named relative to where it was started is scored from anywhere: its config.ini says where it
+// was started, and the relative paths read back from it are taken from there (afs::path_value). From another
+// directory eval could not open the run's learn.file ("h.csv: cannot open for reading"); `run --config` of the
+// config.ini neither.
+TEST(EvalCli, ARunOnARelativeFileIsScoredFromAnotherDirectory) {
+  TempDir scratch, dir, data;
+  auto in = [](const fs::path& cwd, const std::string& args, const fs::path& log) {
+    const std::string cmd = "cd " + cwd.string() + " && timeout " + std::to_string(afs::testing::scaled_seconds(120)) +
+                            " " + AFS_BINARY + " " + args + " >" + log.string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  const auto log = scratch.path() / "log";
+  ASSERT_EQ(
+      in(data.path(), "gen --job learn --learn.data higgs --items 6000 --learn.holdout 2000 --quiet --out h.csv", log),
+      0)
+      << slurp(log);
+  const std::string options =
+      "--job learn --learn.data file --learn.file h.csv --learn.format csv --learn.holdout 2000 --learn.task logistic";
+  ASSERT_EQ(in(data.path(), "run " + options + " --runtime threads --quiet --out " + dir.path().string(), log), 0)
+      << slurp(log);
+  const auto config = slurp(dir.path() / "config.ini");
+  EXPECT_EQ(config.rfind("# started in: " + fs::canonical(data.path()).string() + "\n", 0), 0u) << config;
+  EXPECT_NE(config.find("learn.file = h.csv\n"), std::string::npos) << config;  // as given
+  ASSERT_EQ(in(scratch.path(), "eval --eval.run " + dir.path().string(), log), 0) << slurp(log);
+  const auto got = csv_numbers(slurp(log).substr(slurp(log).find("examples,"))),
+             want = csv_numbers(slurp(dir.path() / "learn.csv"));
+  EXPECT_EQ(got.at("examples"), want.at("holdout_examples"));
+  expect_close(got.at("accuracy"), want.at("holdout_accuracy"), "accuracy");
+  const auto again = scratch.path() / "again";
+  EXPECT_EQ(in(scratch.path(),
+               "run --config " + (dir.path() / "config.ini").string() + " --quiet --out " + again.string(), log),
+            0)
+      << slurp(log);
+}
+
 // A model trained on a LIBSVM file, scored on a test file of some of its lines: every example with eval.split all
 // (the test file's features are fewer than the model's), the held-out split refused with the hint.
 TEST(EvalCli, ATestFileIsScoredOnEveryExample) {

@@ -17,7 +17,7 @@ for r in $(seq "${ROUNDS:-5}"); do
     rm -rf "$tmp/run"
     # shellcheck disable=SC2086  # the config's arguments are words
     "$AFS" run --job learn --learn.data "${DATA:-kdd}" --items "${ITEMS:-5000000}" --runtime processes --seed "$r" \
-      $args --out "$tmp/run" >"$tmp/log" 2>&1
+      --quiet $args --out "$tmp/run" >"$tmp/log" 2>&1
     # The server's stop line: "N chain compactions (...), M superseded, ..."
     comp=$(sed -n 's/.*backup-server: \([0-9]*\) chain compactions.*, \([0-9]*\) superseded.*/\1 \2/p' "$tmp/log")
     vals=$(/usr/bin/python3 -c "
