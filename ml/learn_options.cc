@@ -372,7 +372,7 @@ ModelEvaluation evaluate_model(const po::variables_map& vm, const std::string& m
                data;
   e.scores = {{"examples", static_cast<double>(h.examples)},
               {"loss", h.average_loss},
-              {"accuracy", is_classification(c.task) ? h.accuracy : std::numeric_limits<double>::quiet_NaN()},
+              {"accuracy", h.accuracy},
               {"l1_to_true", l1}};
   return e;
 }

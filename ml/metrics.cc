@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 #include "afstream/core/errors.h"
@@ -86,7 +87,8 @@ HoldoutResult evaluate(const LearnerConfig& c, const Eigen::VectorXd& w, const D
   r.examples = end - begin;
   if (r.examples) {
     r.average_loss = loss_sum / static_cast<double>(r.examples);
-    r.accuracy = static_cast<double>(right) / static_cast<double>(r.examples);
+    r.accuracy = is_classification(c.task) ? static_cast<double>(right) / static_cast<double>(r.examples)
+                                           : std::numeric_limits<double>::quiet_NaN();
   }
   return r;
 }

@@ -52,7 +52,7 @@ class ProgressiveValidator {
 struct HoldoutResult {
   std::uint64_t examples = 0;
   double average_loss = 0;
-  double accuracy = 0;  // the prediction rate (classification; 0 for regression)
+  double accuracy = 0;  // the prediction rate (classification; NaN for regression, which has none)
 };
 HoldoutResult evaluate(const LearnerConfig& c, const Eigen::VectorXd& w, const Dataset& data, std::uint64_t begin,
                        std::uint64_t end);

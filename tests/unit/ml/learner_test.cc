@@ -197,6 +197,10 @@ TEST(LearnerConvergence, LinearRegressionRecoversItsWeights) {
     EXPECT_LT((l.weights - truth).lpNorm<Eigen::Infinity>(), 0.03) << to_string(o) << "\n"
                                                                    << l.weights.transpose() << "\n"
                                                                    << truth.transpose();
+    // Regression has no prediction rate: NaN, not 0 (the learn and ps jobs' accuracy columns read 0, eval's nan).
+    const HoldoutResult r = evaluate(c, l.weights, data, 15000, 20000);
+    EXPECT_TRUE(std::isnan(r.accuracy)) << r.accuracy;
+    EXPECT_LT(r.average_loss, 0.05);
   }
 }
 
