@@ -265,7 +265,7 @@ int cmd_backup_server(int argc, const char* const* argv) {
   std::optional<afs::BackupServer> serving(std::in_place, args.listen, std::move(store), server_options);
   auto& server = *serving;
   if (!args.quiet) std::cerr << "afstream backup-server: store " << what << "\n";
-  if (args.curve.config && !args.quiet) {
+  if (args.curve.config) {  // also when quiet: whether the store is protected, and by which key
     std::cerr << "afstream backup-server: CURVE "
               << (afs::net::is_tcp(server.bound_endpoint()) ? "on" : "off (it applies to tcp:// only)")
               << ", public key " << args.curve.config->keys.public_key << ", " << args.curve.config->authorized.size()

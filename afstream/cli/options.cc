@@ -839,8 +839,9 @@ po::options_description backup_server_options() {
       "remove-if-orphaned", po::value<std::vector<std::string>>()->composing(),
       "DIR (repeatable): remove it when the server stops because the process that started it has ended (a "
       "controller killed: the run's private directories, which it would have removed; workers' copies on /dev/shm "
-      "are memory)")("quiet,q", po::bool_switch(),
-                     "no lines at the start (the store, the endpoint): only problems and the counters at the end");
+      "are memory)")(
+      "quiet,q", po::bool_switch(),
+      "no lines about the store and the endpoint at the start: only CURVE's, problems and the counters at the end");
   o.add(curve_options());
   return o;
 }

@@ -1409,7 +1409,8 @@ void Worker::after_update_checked() {
         return;
       }
       if (logs_every_item()) {  // theta below alpha: protected as in exact mode (see logs_every_item)
-        if (replay_due || since_state_backup_ >= ctx_.config.exact_state_every) backup_state(false);
+        const bool backed_up = replay_due || since_state_backup_ >= ctx_.config.exact_state_every;
+        if (backed_up) backup_state(false);
         // No item before the next periodic or replay backup can be due: they take after_update's fast path. An
         // alpha that may shrink (a learner's, below theta as it learns) is looked at every kAlphaCheckEvery items.
         constexpr std::uint64_t kAlphaCheckEvery = 4096;
@@ -1419,7 +1420,12 @@ void Worker::after_update_checked() {
           unchecked_items_ = std::min(unchecked_items_, kAlphaCheckEvery);
           refresh_alpha();
         }
-        return;
+        if (logs_every_item() || backed_up) return;
+        // Alpha has just fallen to theta or below: the Theta rule from this item on, starting with its check. The
+        // state may have drifted past theta while every item was protected; returning left it so until the next
+        // item, and a failure there jumped back by more than theta under the Theta rule (Proposition R; 2 runs in
+        // 15 of LearnCli.AFailedLearnerJumpsBack... on a loaded host).
+        unchecked_items_ = 0;
       }
       // Behind replayable sources with a remote store the cost rule alone paces the state backups (replay_due): a
       // failure there loses nothing whatever the drift (Proposition S), so a backup at each Theta trigger would only
