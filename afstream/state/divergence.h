@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 
@@ -86,8 +87,10 @@ class RunningSum<double> {
   void add(double x) { s_ += x; }
   void set(double s) { s_ = s; }
   bool negative() const { return s_ < 0; }
-  double value() const { return s_ > 0 ? s_ : 0.0; }
-  double root() const { return s_ > 0 ? std::sqrt(s_) : 0.0; }
+  // A sum that is not a number (a NaN value, or an infinite one moved again: inf - inf) is infinite, not 0: it read
+  // 0 until the next backup, so a NaN entry never triggered Theta and the finite drift beside it was not seen either.
+  double value() const { return s_ > 0 ? s_ : s_ == s_ ? 0.0 : std::numeric_limits<double>::infinity(); }
+  double root() const { return s_ > 0 ? std::sqrt(s_) : s_ == s_ ? 0.0 : std::numeric_limits<double>::infinity(); }
 
  private:
   double s_ = 0;

@@ -93,5 +93,24 @@ TEST(DivergenceTracker, DoubleCancellationIsFlaggedForRecomputation) {
   EXPECT_FALSE(t.drifted());
 }
 
+// A value that is not a number makes the sums infinite until the next backup, never 0 (they read 0: a NaN weight
+// never triggered Theta, nor did the finite drift beside it). An infinite value moved again (inf - inf) too.
+TEST(DivergenceTracker, ANanValueMakesTheSumsInfinite) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const Metric m : {Metric::L1, Metric::L2}) {
+    detail::DivergenceTracker<double> t(m);
+    t.change(0.0, 0.0, 3.0);
+    t.change(0.0, 0.0, nan);
+    EXPECT_EQ(t.value(), inf) << static_cast<int>(m);
+    t.change(0.0, nan, 0.0);  // set back: still not known until a backup
+    EXPECT_EQ(t.value(), inf) << static_cast<int>(m);
+    t.reset_sum();
+    EXPECT_EQ(t.value(), 0.0) << static_cast<int>(m);
+    t.change(0.0, 0.0, inf);
+    t.change(0.0, inf, 1.0);
+    EXPECT_EQ(t.value(), inf) << static_cast<int>(m);
+  }
+}
+
 }  // namespace
 }  // namespace afs
