@@ -604,7 +604,11 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
       }
       auto file = parse_options_file(text, path, desc);
       // A run's config.ini: its relative paths as the run took them, from where it was started.
-      if (const auto from = started_in(text)) {
+      // Not when it was started here: the paths mean what they say, and stay relative in this run's config.ini (made
+      // absolute, a start directory with '#' in its name made them values a job file cannot hold).
+      std::error_code here_ec;
+      if (const auto from = started_in(text);
+          from && !std::filesystem::equivalent(*from, std::filesystem::current_path(here_ec), here_ec)) {
         for (auto& o : file.parsed.options) {
           const auto* d = desc.find_nothrow(o.string_key, false);
           if (d == nullptr || !names_a_path(*d) || o.value.size() != 1 || o.value[0].empty()) continue;

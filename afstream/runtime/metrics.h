@@ -99,11 +99,13 @@ struct FailureRecord {
   double detect_ms = 0;            // failure to its detection (process runtime: a missed heartbeat; 0 when killed
                                    // by the plan or seen exiting)
   double restore_ms = 0;           // fetch + restore of the state chain
-  double replay_ms = 0;            // restored to every replayed item processed
+  double replay_ms = 0;            // restored to every replayed item processed (threads: back where it crashed)
   double recovery_ms = 0;          // kill to restored and replayed (process runtime: kill to the restarted worker's
                                    // hello, which follows the restore and precedes the replay)
-  double first_item_ms = -1;       // kill to the first item processed from upstream after the recovery (sources:
-                                   // produced), i.e. restored, replayed and reconnected; -1: none (input had ended)
+  // Kill to the first item processed after the replay (sources: produced), i.e. restored, replayed and taking new
+  // work: an item from upstream, or, where the crash's positions are seen (in-process runtime), one the log held
+  // past where the crashed incarnation was (its backlog, which it had not processed either); -1: none (input ended).
+  double first_item_ms = -1;
   std::uint64_t replayed_items = 0;
   // Input items the crashed incarnation had processed that the recovered one processes again (from the item log or
   // sent again by its senders: behind replayable sources, everything after the restored backup): the work a

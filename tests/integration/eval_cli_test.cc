@@ -87,6 +87,30 @@ TEST(EvalCli, ARunOnARelativeFileIsScoredFromAnotherDirectory) {
       << slurp(log);
 }
 
+// Repeated from where it was started, a run's relative paths stay as given: made absolute, a start directory with
+// '#' in its name made the repeat's config.ini unable to hold them ("could not hold hh.input's value"), and a
+// repeat of the repeat was refused.
+TEST(EvalCli, ARunRepeatedWhereItWasStartedKeepsItsRelativePaths) {
+  TempDir scratch, outer;
+  const fs::path data = outer.path() / "d#1 sp";
+  fs::create_directories(data);
+  auto in = [](const fs::path& cwd, const std::string& args, const fs::path& log) {
+    const std::string cmd = "cd '" + cwd.string() + "' && timeout " +
+                            std::to_string(afs::testing::scaled_seconds(120)) + " " + AFS_BINARY + " " + args + " >" +
+                            log.string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  const auto log = scratch.path() / "log";
+  ASSERT_EQ(in(data, "gen --job heavy-hitters --items 5000 --quiet --out in.txt", log), 0) << slurp(log);
+  const std::string common = " --runtime threads --quiet --out ";
+  ASSERT_EQ(in(data, "run --job heavy-hitters --hh.input in.txt --items 5000" + common + "r1", log), 0) << slurp(log);
+  ASSERT_EQ(in(data, "run --config r1/config.ini" + common + "r2", log), 0) << slurp(log);
+  const auto config = slurp(data / "r2" / "config.ini");
+  EXPECT_NE(config.find("\nhh.input = in.txt\n"), std::string::npos) << config;
+  EXPECT_EQ(in(data, "run --config r2/config.ini" + common + "r3", log), 0) << slurp(log);
+}
+
 // A model trained on a LIBSVM file, scored on a test file of some of its lines: every example with eval.split all
 // (the test file's features are fewer than the model's), the held-out split refused with the hint.
 TEST(EvalCli, ATestFileIsScoredOnEveryExample) {
