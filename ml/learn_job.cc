@@ -142,10 +142,8 @@ class LearnJob final : public TrainingDataJob {
     const HoldoutResult h = evaluate_holdout(w);
     const double n = merge->total(kCount);
     const double pv_loss = n > 0 ? merge->total(kLossSum) / n : 0;
-    // Regression has no prediction rate: NaN, as in afstream eval (it read 0).
-    const bool classification = is_classification(config_.task);
+    const double pv_acc = prediction_rate(config_.task, merge->total(kCorrect), n);
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    const double pv_acc = !classification ? nan : n > 0 ? merge->total(kCorrect) / n : 0;
     double l1 = std::numeric_limits<double>::quiet_NaN();
     if (const auto truth = true_model(params_)) l1 = l1_change(w, *truth);
     // The convergence trace (the copies combined) and the convergence point on it.
@@ -158,8 +156,8 @@ class LearnJob final : public TrainingDataJob {
       std::ofstream f(out_dir + "/progress.csv");
       f << "items,average_loss,since_last_loss,accuracy\n";
       for (const auto& r : merge->progress()) {
-        f << r.items << ',' << r.average_loss << ',' << r.since_last_loss << ',' << (classification ? r.accuracy : nan)
-          << '\n';
+        f << r.items << ',' << r.average_loss << ',' << r.since_last_loss << ','
+          << (is_classification(config_.task) ? r.accuracy : nan) << '\n';
       }
       close_checked(f, out_dir + "/progress.csv");
       std::ofstream s(out_dir + "/learn.csv");
@@ -172,12 +170,12 @@ class LearnJob final : public TrainingDataJob {
       write_model(out_dir + "/model.csv", w);
       std::ofstream tf(out_dir + "/trace.csv");
       tf << "items,seconds,l1_change,relative_change,model_l1,progressive_loss,progressive_accuracy\n";
-      for (const auto& t : trace) write_point(tf, t, classification);
+      for (const auto& t : trace) write_point(tf, t, config_.task);
       close_checked(tf, out_dir + "/trace.csv");
       std::ofstream tc(out_dir + "/trace_copies.csv");
       tc << "copy,items,seconds,l1_change,relative_change,model_l1,progressive_loss,progressive_accuracy\n";
       for (int c = 0; c < merge->parallelism(); ++c) {
-        for (const auto& t : merge->trace(c)) write_point(tc << c << ',', t, classification);
+        for (const auto& t : merge->trace(c)) write_point(tc << c << ',', t, config_.task);
       }
       close_checked(tc, out_dir + "/trace_copies.csv");
     }
@@ -213,13 +211,10 @@ class LearnJob final : public TrainingDataJob {
   // The convergence measure: the L1 model change relative to the model's L1 norm (scale-free, so one tolerance
   // serves the dense HIGGS-like model of 29 weights and the hashed KDD-like one of 2^18).
   static double relative(const TracePoint& t) { return t.norm > 0 ? t.l1 / t.norm : t.l1 > 0 ? 1.0 : 0.0; }
-  static void write_point(std::ostream& o, const TracePoint& t, bool classification) {
+  static void write_point(std::ostream& o, const TracePoint& t, Task task) {
     const auto old = o.precision(10);
-    const double accuracy = !classification ? std::numeric_limits<double>::quiet_NaN()
-                            : t.count > 0   ? t.correct / t.count
-                                            : 0;
     o << static_cast<std::uint64_t>(t.count) << ',' << t.seconds << ',' << t.l1 << ',' << relative(t) << ',' << t.norm
-      << ',' << (t.count > 0 ? t.loss_sum / t.count : 0) << ',' << accuracy << '\n';
+      << ',' << (t.count > 0 ? t.loss_sum / t.count : 0) << ',' << prediction_rate(task, t.correct, t.count) << '\n';
     o.precision(old);
   }
 

@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <stdexcept>
 
 #include "afstream/core/errors.h"
@@ -87,9 +86,8 @@ HoldoutResult evaluate(const LearnerConfig& c, const Eigen::VectorXd& w, const D
   r.examples = end - begin;
   if (r.examples) {
     r.average_loss = loss_sum / static_cast<double>(r.examples);
-    r.accuracy = is_classification(c.task) ? static_cast<double>(right) / static_cast<double>(r.examples)
-                                           : std::numeric_limits<double>::quiet_NaN();
   }
+  r.accuracy = prediction_rate(c.task, static_cast<double>(right), static_cast<double>(r.examples));
   return r;
 }
 

@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -47,6 +48,13 @@ class ProgressiveValidator {
   std::uint64_t last_count_ = 0, last_correct_ = 0;
   double last_loss_sum_ = 0;
 };
+
+// The prediction rate of `correct` right predictions out of `count` (0 when count is 0); NaN for regression, which
+// has none (every accuracy the learn and ps jobs and afstream eval write: they read 0 in the jobs, nan in eval).
+inline double prediction_rate(Task t, double correct, double count) {
+  if (!is_classification(t)) return std::numeric_limits<double>::quiet_NaN();
+  return count > 0 ? correct / count : 0;
+}
 
 // Evaluation of fixed weights on examples [begin, end) of a dataset (no learning).
 struct HoldoutResult {

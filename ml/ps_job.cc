@@ -154,10 +154,7 @@ class PsJob final : public TrainingDataJob {
     const HoldoutResult h = ml::evaluate(config_.learner, w, *data_, holdout_begin_, holdout_end_);
     const double n = merge->worker_total(kPsCount);
     const double pv_loss = n > 0 ? merge->worker_total(kPsLossSum) / n : 0;
-    // Regression has no prediction rate: NaN, as in afstream eval (it read 0).
-    const double pv_acc = !is_classification(config_.learner.task) ? std::numeric_limits<double>::quiet_NaN()
-                          : n > 0                                  ? merge->worker_total(kPsCorrect) / n
-                                                                   : 0;
+    const double pv_acc = prediction_rate(config_.learner.task, merge->worker_total(kPsCorrect), n);
     double l1 = std::numeric_limits<double>::quiet_NaN();
     if (const auto truth = true_model(params_)) l1 = l1_change(w, *truth);
     const double staleness = merge->max_of(kPsMaxStaleness, false);

@@ -951,30 +951,28 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           s.said_hello = true;
         }
       }
-      // Restored, not recovered yet: what the restore measured, kept in case it fails again first (unrecovered).
-      if (s.pending && s.said_hello && !r->recovery.done &&
-          r->recovery.failure_count == static_cast<std::uint32_t>(s.pending->failure_count)) {
-        s.pending->restore_ms = r->recovery.restore_ms;
-        s.pending->replayed_items = r->recovery.replayed_items;
-      }
-      // The restarted worker finished recovering (replayed, compensated): complete the record with its details.
-      if (s.pending && s.said_hello && r->recovery.done &&
+      // The restarted worker's report of its recovery: once restored, what the restore measured (restore_ms and
+      // replayed_items, kept in case it fails again first: unrecovered); once recovered (replayed, compensated), the
+      // record's details, and the record is complete.
+      if (s.pending && s.said_hello &&
           r->recovery.failure_count == static_cast<std::uint32_t>(s.pending->failure_count)) {
         auto& rec = *s.pending;
-        rec.theta = r->recovery.theta;
-        rec.l = r->recovery.l;
-        rec.gamma = r->recovery.gamma;
-        rec.alpha = r->recovery.alpha;
         rec.restore_ms = r->recovery.restore_ms;
-        rec.replay_ms = r->recovery.replay_ms;
-        // The worker measured from its start; the kill was recovery_ms - hello_ms before that.
-        rec.first_item_ms =
-            r->recovery.first_item_ms < 0 ? -1 : rec.recovery_ms - s.hello_ms + r->recovery.first_item_ms;
         rec.replayed_items = r->recovery.replayed_items;
-        rec.missing_items = r->recovery.missing_items;
-        rec.residual = r->recovery.residual;
-        result.failures.push_back(rec);
-        s.pending.reset();
+        if (r->recovery.done) {
+          rec.theta = r->recovery.theta;
+          rec.l = r->recovery.l;
+          rec.gamma = r->recovery.gamma;
+          rec.alpha = r->recovery.alpha;
+          rec.replay_ms = r->recovery.replay_ms;
+          // The worker measured from its start; the kill was recovery_ms - hello_ms before that.
+          rec.first_item_ms =
+              r->recovery.first_item_ms < 0 ? -1 : rec.recovery_ms - s.hello_ms + r->recovery.first_item_ms;
+          rec.missing_items = r->recovery.missing_items;
+          rec.residual = r->recovery.residual;
+          result.failures.push_back(rec);
+          s.pending.reset();
+        }
       }
       if (r->kind == net::ReportKind::kFinished) {
         s.finished = true;

@@ -28,6 +28,15 @@ Result run(const std::string& args, const fs::path& scratch) {
 
 using afs::testing::csv_numbers;
 
+// The program run from directory cwd (quoted: it may hold spaces and '#'), its output and errors into log; the exit
+// status.
+int run_in(const fs::path& cwd, const std::string& args, const fs::path& log) {
+  const std::string cmd = "cd '" + cwd.string() + "' && timeout " + std::to_string(afs::testing::scaled_seconds(120)) +
+                          " " + AFS_BINARY + " " + args + " >" + log.string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
 // learn.csv writes 6 significant digits.
 void expect_close(double a, double b, const std::string& what) {
   EXPECT_NEAR(a, b, 5e-6 * std::max(1.0, std::abs(b))) << what;
@@ -57,32 +66,26 @@ TEST(EvalCli, ARunsModelScoresItsHeldOutExamplesAsTheRunDid) {
 // config.ini neither.
 TEST(EvalCli, ARunOnARelativeFileIsScoredFromAnotherDirectory) {
   TempDir scratch, dir, data;
-  auto in = [](const fs::path& cwd, const std::string& args, const fs::path& log) {
-    const std::string cmd = "cd " + cwd.string() + " && timeout " + std::to_string(afs::testing::scaled_seconds(120)) +
-                            " " + AFS_BINARY + " " + args + " >" + log.string() + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  };
   const auto log = scratch.path() / "log";
-  ASSERT_EQ(
-      in(data.path(), "gen --job learn --learn.data higgs --items 6000 --learn.holdout 2000 --quiet --out h.csv", log),
-      0)
+  ASSERT_EQ(run_in(data.path(),
+                   "gen --job learn --learn.data higgs --items 6000 --learn.holdout 2000 --quiet --out h.csv", log),
+            0)
       << slurp(log);
   const std::string options =
       "--job learn --learn.data file --learn.file h.csv --learn.format csv --learn.holdout 2000 --learn.task logistic";
-  ASSERT_EQ(in(data.path(), "run " + options + " --runtime threads --quiet --out " + dir.path().string(), log), 0)
+  ASSERT_EQ(run_in(data.path(), "run " + options + " --runtime threads --quiet --out " + dir.path().string(), log), 0)
       << slurp(log);
   const auto config = slurp(dir.path() / "config.ini");
   EXPECT_EQ(config.rfind("# started in: " + fs::canonical(data.path()).string() + "\n", 0), 0u) << config;
   EXPECT_NE(config.find("learn.file = h.csv\n"), std::string::npos) << config;  // as given
-  ASSERT_EQ(in(scratch.path(), "eval --eval.run " + dir.path().string(), log), 0) << slurp(log);
+  ASSERT_EQ(run_in(scratch.path(), "eval --eval.run " + dir.path().string(), log), 0) << slurp(log);
   const auto got = csv_numbers(slurp(log).substr(slurp(log).find("examples,"))),
              want = csv_numbers(slurp(dir.path() / "learn.csv"));
   EXPECT_EQ(got.at("examples"), want.at("holdout_examples"));
   expect_close(got.at("accuracy"), want.at("holdout_accuracy"), "accuracy");
   const auto again = scratch.path() / "again";
-  EXPECT_EQ(in(scratch.path(),
-               "run --config " + (dir.path() / "config.ini").string() + " --quiet --out " + again.string(), log),
+  EXPECT_EQ(run_in(scratch.path(),
+                   "run --config " + (dir.path() / "config.ini").string() + " --quiet --out " + again.string(), log),
             0)
       << slurp(log);
 }
@@ -94,21 +97,15 @@ TEST(EvalCli, ARunRepeatedWhereItWasStartedKeepsItsRelativePaths) {
   TempDir scratch, outer;
   const fs::path data = outer.path() / "d#1 sp";
   fs::create_directories(data);
-  auto in = [](const fs::path& cwd, const std::string& args, const fs::path& log) {
-    const std::string cmd = "cd '" + cwd.string() + "' && timeout " +
-                            std::to_string(afs::testing::scaled_seconds(120)) + " " + AFS_BINARY + " " + args + " >" +
-                            log.string() + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  };
   const auto log = scratch.path() / "log";
-  ASSERT_EQ(in(data, "gen --job heavy-hitters --items 5000 --quiet --out in.txt", log), 0) << slurp(log);
+  ASSERT_EQ(run_in(data, "gen --job heavy-hitters --items 5000 --quiet --out in.txt", log), 0) << slurp(log);
   const std::string common = " --runtime threads --quiet --out ";
-  ASSERT_EQ(in(data, "run --job heavy-hitters --hh.input in.txt --items 5000" + common + "r1", log), 0) << slurp(log);
-  ASSERT_EQ(in(data, "run --config r1/config.ini" + common + "r2", log), 0) << slurp(log);
+  ASSERT_EQ(run_in(data, "run --job heavy-hitters --hh.input in.txt --items 5000" + common + "r1", log), 0)
+      << slurp(log);
+  ASSERT_EQ(run_in(data, "run --config r1/config.ini" + common + "r2", log), 0) << slurp(log);
   const auto config = slurp(data / "r2" / "config.ini");
   EXPECT_NE(config.find("\nhh.input = in.txt\n"), std::string::npos) << config;
-  EXPECT_EQ(in(data, "run --config r2/config.ini" + common + "r3", log), 0) << slurp(log);
+  EXPECT_EQ(run_in(data, "run --config r2/config.ini" + common + "r3", log), 0) << slurp(log);
 }
 
 // A model trained on a LIBSVM file, scored on a test file of some of its lines: every example with eval.split all
