@@ -370,6 +370,8 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   rc.setReplayMs(v.replay_ms);
   rc.setResidual(v.residual);
   rc.setFirstItemMs(v.first_item_ms);
+  rc.setCaughtUpMs(v.caught_up_ms);
+  rc.setRepeatedItems(v.repeated_items);
   if (!report.data_endpoint.empty()) r.setDataEndpoint(as_text(report.data_endpoint));
   if (!report.ack_endpoint.empty()) r.setAckEndpoint(as_text(report.ack_endpoint));
   if (!report.curve_key.empty()) r.setCurveKey(as_text(report.curve_key));
@@ -926,10 +928,11 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
   for (auto v : st.getLatency()) m.status.latency.push_back(v);
   m.final_state = to_vector(r.getFinalState());
   auto rc = r.getRecovery();
-  m.recovery = {rc.getFailureCount(), rc.getTheta(),     rc.getL(),           rc.getGamma(),
-                rc.getAlpha(),        rc.getRestoreMs(), rc.getRecoveredMs(), rc.getReplayedItems(),
-                rc.getMissingItems(), rc.getDone(),      rc.getReplayMs(),    rc.getResidual(),
-                rc.getFirstItemMs()};
+  m.recovery = {rc.getFailureCount(), rc.getTheta(),         rc.getL(),
+                rc.getGamma(),        rc.getAlpha(),         rc.getRestoreMs(),
+                rc.getRecoveredMs(),  rc.getReplayedItems(), rc.getMissingItems(),
+                rc.getDone(),         rc.getReplayMs(),      rc.getResidual(),
+                rc.getFirstItemMs(),  rc.getCaughtUpMs(),    rc.getRepeatedItems()};
   m.data_endpoint = from_text(r.getDataEndpoint());
   m.ack_endpoint = from_text(r.getAckEndpoint());
   m.curve_key = from_text(r.getCurveKey());

@@ -296,6 +296,8 @@ struct RecoveryReportMsg {
   double replay_ms = 0;
   double residual = 0;
   double first_item_ms = -1;
+  double caught_up_ms = -1;
+  std::int64_t repeated_items = -1;
   friend bool operator==(const RecoveryReportMsg&, const RecoveryReportMsg&) = default;
 };
 

@@ -25,6 +25,9 @@
 # putState whose record is in the client's local copy (inCopy, copyOffset, copySize), with the error kind
 # noLocalCopy. A version-2 server would store such a put's empty `record` as the chain's record, so 2 and 3 do not
 # talk.
+#
+# Still version 3, with RecoveryReport.caughtUpMs and repeatedItems (a worker process's progress page,
+# afstream/runtime/progress_page.h): a reader without them reads -1, "not known", which is what they were.
 @0x8f9c61cf0b7a1162;
 
 using Cxx = import "/capnp/c++.capnp";
@@ -283,6 +286,9 @@ struct RecoveryReport {
   residual @11 :Float64;       # what the restored (partial) backup left unwritten
   firstItemMs @12 :Float64 = -1;  # process start to the first item processed from upstream after the recovery
                                   # (sources: produced); -1: none (the input had ended)
+  caughtUpMs @13 :Float64 = -1;   # process start to back where the crashed incarnation was (its progress page);
+                                  # -1: not (yet) known
+  repeatedItems @14 :Int64 = -1;  # items the crashed incarnation had processed that this one processes again
 }
 
 # The controller's view of every worker, broadcast whenever it changes (and periodically).

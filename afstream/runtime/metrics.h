@@ -103,20 +103,22 @@ struct FailureRecord {
   double recovery_ms = 0;          // kill to restored and replayed (process runtime: kill to the restarted worker's
                                    // hello, which follows the restore and precedes the replay)
   // Kill to the first item processed after the replay (sources: produced), i.e. restored, replayed and taking new
-  // work: an item from upstream, or, where the crash's positions are seen (in-process runtime), one the log held
-  // past where the crashed incarnation was (its backlog, which it had not processed either); -1: none (input ended).
+  // work: an item from upstream, or, where the crash's positions are known (in-process runtime; worker processes
+  // with a local directory, progress_page.h), one the log held past where the crashed incarnation was (its backlog,
+  // which it had not processed either); -1: none (input ended).
   double first_item_ms = -1;
   std::uint64_t replayed_items = 0;
   // Input items the crashed incarnation had processed that the recovered one processes again (from the item log or
   // sent again by its senders: behind replayable sources, everything after the restored backup): the work a
-  // recovery repeats. -1: not known (a source, or a killed process nobody saw crash).
+  // recovery repeats. -1: not known (a source, or a killed process that left no progress page).
   std::int64_t repeated_items = -1;
   // Kill to the moment the recovered incarnation has processed again everything the crashed one had processed (at
   // the end of its restore when there is nothing to repeat): the time the failure set the worker back (behind
   // replayable sources, with a deterministic operator, it is then in the very state it had). What a failure of all
   // workers delays the job by, measured inside the run, where run-to-run noise does not reach it
-  // (experiments/convergence_summary.py). -1: not known (a source, a crash whose positions nobody saw, as on worker
-  // processes, the run ended first, or the worker failed again first).
+  // (experiments/convergence_summary.py). On worker processes the crashed one's positions come from its progress
+  // page (progress_page.h), as of its last batch of items. -1: not known (a source, a worker process without a
+  // local directory, the run ended first, or the worker failed again first).
   double caught_up_ms = -1;
   std::int64_t missing_items = -1;  // input items the recovered state never reflects (measured); -1 if not known
   double residual = 0;              // what the restored backup left unwritten (a partial delta's residual)

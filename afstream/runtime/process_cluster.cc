@@ -162,6 +162,11 @@ struct ProcessCluster::Impl {
     std::optional<FailureRecord> pending;  // killed, not yet reported recovered
     bool said_hello = false;               // the pending one's incarnation is up (recovery_ms is set)
     double hello_ms = 0;                   // its process start to its hello, as it measured it
+    // The record its last completed recovery added to the result (index), which a later report of that incarnation
+    // still completes with caught_up_ms: a recovery is complete at its first item from upstream, and behind a
+    // replayable source that comes before it is back where the crashed one was.
+    std::optional<std::size_t> completed;
+    int completed_failure_count = 0;
     Clock::time_point killed_at;
     std::optional<Clock::time_point> signalled_at;  // SIGKILL sent (signal_kill), not yet reaped by fail()
     std::vector<std::uint8_t> final_state;
@@ -954,25 +959,34 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       // The restarted worker's report of its recovery: once restored, what the restore measured (restore_ms and
       // replayed_items, kept in case it fails again first: unrecovered); once recovered (replayed, compensated), the
       // record's details, and the record is complete.
+      // The worker measured its durations from its start; the kill was recovery_ms - hello_ms before that.
+      auto since_kill = [&s](double ms_since_start, const FailureRecord& rec) {
+        return ms_since_start < 0 ? -1 : rec.recovery_ms - s.hello_ms + ms_since_start;
+      };
       if (s.pending && s.said_hello &&
           r->recovery.failure_count == static_cast<std::uint32_t>(s.pending->failure_count)) {
         auto& rec = *s.pending;
         rec.restore_ms = r->recovery.restore_ms;
         rec.replayed_items = r->recovery.replayed_items;
+        rec.repeated_items = r->recovery.repeated_items;
+        rec.caught_up_ms = since_kill(r->recovery.caught_up_ms, rec);
         if (r->recovery.done) {
           rec.theta = r->recovery.theta;
           rec.l = r->recovery.l;
           rec.gamma = r->recovery.gamma;
           rec.alpha = r->recovery.alpha;
           rec.replay_ms = r->recovery.replay_ms;
-          // The worker measured from its start; the kill was recovery_ms - hello_ms before that.
-          rec.first_item_ms =
-              r->recovery.first_item_ms < 0 ? -1 : rec.recovery_ms - s.hello_ms + r->recovery.first_item_ms;
+          rec.first_item_ms = since_kill(r->recovery.first_item_ms, rec);
           rec.missing_items = r->recovery.missing_items;
           rec.residual = r->recovery.residual;
+          s.completed = result.failures.size();
+          s.completed_failure_count = rec.failure_count;
           result.failures.push_back(rec);
           s.pending.reset();
         }
+      } else if (s.completed && r->recovery.failure_count == static_cast<std::uint32_t>(s.completed_failure_count)) {
+        auto& rec = result.failures[*s.completed];
+        if (rec.caught_up_ms < 0) rec.caught_up_ms = since_kill(r->recovery.caught_up_ms, rec);
       }
       if (r->kind == net::ReportKind::kFinished) {
         s.finished = true;

@@ -229,6 +229,20 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
     for (std::size_t i = 0; i < outs_.size(); ++i) key_route_.push_back(i);
   }
   if (ctx_.config.mode != FtMode::None) writer_ = std::make_unique<BackupWriter>("afs-b" + std::to_string(id_));
+  // A worker process: where the crashed incarnation was, from its progress page; then this one's page (not in mode
+  // none, which restores nothing; a source has no inputs).
+  if (!ctx_.progress_dir.empty() && ctx_.config.mode != FtMode::None && !source_) {
+    if (crash_in_ && !crash_in_->positions_known) {
+      if (auto seen = ProgressPage::read(ctx_.progress_dir, id_, epoch_)) {
+        crash_in_->processed = std::move(*seen);
+        crash_in_->positions_known = true;
+      }
+    }
+    std::vector<std::uint32_t> channels;
+    for (const auto& in : ins_) channels.push_back(static_cast<std::uint32_t>(in.id));
+    progress_page_ = std::make_unique<ProgressPage>(ctx_.progress_dir, id_, epoch_, channels,
+                                                    crash_in_ ? crash_in_->processed : SeqByChannel{});
+  }
   resends_by_rewind_ = source_ && ctx_.config.mode == FtMode::Approx;
   inputs_replayable_ = ctx_.config.mode == FtMode::Approx && !ins_.empty() &&
                        std::all_of(ins_.begin(), ins_.end(), [](const InChannel& in) { return in.from_source; });
@@ -634,7 +648,7 @@ void Worker::restore() {
     }
     for (auto c : last.ended_inputs) ins_[in_slot(c)].ended = true;
   }
-  if (crash_in_ && crash_in_->observed && !source_) {
+  if (crash_in_ && crash_in_->positions_known && !source_) {
     std::uint64_t repeated = 0;
     for (const auto& in : ins_) {
       const auto it = crash_in_->processed.find(static_cast<std::uint32_t>(in.id));
@@ -1341,6 +1355,9 @@ void Worker::count_processed(std::size_t n) {
   processed_ = processed_before_ + counters_.items_in.fetch_add(n, std::memory_order_relaxed) + n;
   std::uint64_t position = 0;
   for (const auto& in : ins_) position += in.processed;
+  if (progress_page_) {
+    for (std::size_t i = 0; i < ins_.size(); ++i) progress_page_->publish(i, ins_[i].processed);
+  }
   if (position > counters_.input_position.load(std::memory_order_relaxed)) {
     counters_.input_position.store(position, std::memory_order_relaxed);
   }

@@ -36,6 +36,7 @@
 #include "afstream/runtime/config.h"
 #include "afstream/runtime/gatekeeper.h"
 #include "afstream/runtime/metrics.h"
+#include "afstream/runtime/progress_page.h"
 #include "afstream/runtime/ring.h"
 #include "afstream/runtime/wakeup.h"
 #include "afstream/store/backup_store.h"
@@ -124,6 +125,9 @@ struct CrashInfo {
   SeqByChannel processed;  // per input channel, the last sequence number the crashed state reflected
   // false: nobody saw the crash (a killed process); the successor fills in the thresholds that were in force.
   bool observed = true;
+  // `processed` holds the crashed incarnation's positions: seen at the crash (threads), or read by the successor from
+  // the crashed process's progress page (progress_page.h; to within its last batch). false: not known.
+  bool positions_known = true;
 };
 
 // Everything the workers of one cluster share.
@@ -144,6 +148,9 @@ struct ClusterContext {
   // restore() takes them from here instead of asking the store (the first restore only; exceptions come out of get()).
   std::optional<std::shared_future<std::vector<Bytes>>> prefetched_chain;
   std::optional<std::shared_future<std::vector<Bytes>>> prefetched_items;
+  // A worker process's local directory (--worker.local-state): it keeps its input positions there, on its progress
+  // page, for its next incarnation (progress_page.h). "": none (threads, where a crash's positions are seen).
+  std::string progress_dir;
 };
 
 // R-schedule (DESIGN 3; proofs/general-bounds.md): the threshold schedule of worker `worker` before any failure,
@@ -459,6 +466,7 @@ class Worker {
   WorkerCounters& counters_;
   ThresholdSchedule schedule_;
   std::optional<CrashInfo> crash_in_;
+  std::unique_ptr<ProgressPage> progress_page_;  // a worker process's input positions, after each batch
   CrashInfo crash_out_;
   std::optional<FailureRecord> recovered_;  // written under recovered_mu_ (set_recovered)
   mutable std::mutex recovered_mu_;

@@ -143,6 +143,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
       !options.failures.empty()) {
     progress[static_cast<std::size_t>(options.worker)].store(options.failures.back());
   }
+  ctx.progress_dir = options.local_state;  // the worker's input positions for its next incarnation
   if (gate) ctx.gate = &*gate;
   if (curve && directory.binds_tcp()) ctx.curve = &curve->keys;
   for (int i = 0; i < n; ++i) ctx.counters.push_back(std::make_unique<WorkerCounters>());
@@ -163,6 +164,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     c.record.failure_count = static_cast<int>(options.failures.size());
     c.killed_at = started;
     c.observed = false;
+    c.positions_known = false;  // unless its progress page says (Worker: ctx.progress_dir)
     crash = std::move(c);
   }
   Worker worker(ctx, options.worker, options.epoch, options.failures, std::move(crash));
@@ -214,7 +216,9 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
                done,
                rec->replay_ms,
                rec->residual,
-               rec->first_item_ms};
+               rec->first_item_ms,
+               rec->caught_up_ms,
+               rec->repeated_items};
         }
         return m;
       };
@@ -222,6 +226,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
       auto last_status = Clock::time_point{};
       bool hello_sent = false;
       bool recovery_reported = false;
+      bool caught_up_reported = false;
       for (;;) {
         zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0}};
         // Until the hello is out, look often: the worker's restore may end any moment, and its peers wait for it.
@@ -289,8 +294,14 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         }
         // A status at once when the recovery completes, not at the next heartbeat: on a short run the next failure
         // may come first, and the controller would record this one without its details.
-        const bool recovery_news = !recovery_reported && worker.recovery_complete();
+        // Likewise when it is back where the crashed incarnation was, which may come after (caught_up_ms).
+        bool recovery_news = !recovery_reported && worker.recovery_complete();
         if (recovery_news) recovery_reported = true;
+        if (recovery_reported && !caught_up_reported) {
+          const auto rec = worker.recovered_from();
+          caught_up_reported = !rec || rec->caught_up_ms >= 0;
+          recovery_news = recovery_news || caught_up_reported;
+        }
         if (recovery_news || now - last_status >= options.heartbeat) {
           net::WorkerReportMsg st;
           st.kind = net::ReportKind::kStatus;

@@ -999,8 +999,9 @@ TEST(ProcessRuntime, ForkServerKilledFromOutsideLeavesRestartsToTheProgram) {
 // A restarted worker killed again before it completed its recovery still reports what its restore measured: it sends
 // restore_ms and replayed_items with its hello and statuses, and the controller keeps them for the record
 // (FailureRecord::recovered). They were sent only once the recovery completed, and such a row read 0 for both: the
-// word count's sink, which completes a recovery only when the counts arrive at the end of the stream, and its
-// tokenizers, whose logs held most of the input, in every exact-mode run with several failures of every worker.
+// word count's sink, which completes a recovery only when the counts arrive at the end of the stream, and (until the
+// progress pages, next test) its tokenizers, whose logs held most of the input, in every exact-mode run with several
+// failures of every worker.
 TEST(ProcessRuntime, AnUnrecoveredIncarnationReportsItsRestore) {
   TempDir t;
   const auto out = t.path() / "out";
@@ -1019,6 +1020,54 @@ TEST(ProcessRuntime, AnUnrecoveredIncarnationReportsItsRestore) {
   }
   EXPECT_GE(unrecovered_up, 1) << slurp(out / "failures.csv");
   EXPECT_EQ(summary(out).at("words_wrong"), "0");
+}
+
+// A recovered worker process knows where its crashed incarnation was, from the progress page it left in the local
+// directory (afstream/runtime/progress_page.h), as a recovered worker on threads knows it from memory: its replay
+// ends there and its record has caught_up_ms and repeated_items. Exact-mode word count: the tokenizers' logs hold
+// their whole backlog of lines, and without the pages their replays ended only with the stream (recovered 0, no
+// caught_up_ms: a killed process left no positions). Approx heavy hitters: the sketches, behind the replayable
+// source, are back where they were after the items it sends again.
+TEST(ProcessRuntime, ARecoveredWorkerProcessKnowsWhereItsCrashedIncarnationWas) {
+  TempDir t;
+  const auto words = t.path() / "words";
+  ASSERT_EQ(run_afstream("--job wordcount --seed 1 --ft.mode exact --fail.count 4 --fail.target all --quiet "
+                         "--runtime processes --out " +
+                             words.string(),
+                         t.path() / "w.log"),
+            0)
+      << slurp(t.path() / "w.log");
+  int tokenizer_rows = 0;
+  for (const auto& row : failure_rows(words / "failures.csv")) {
+    if (row.at("worker") != "1" && row.at("worker") != "2") continue;  // the tokenizers (source 0, sink 5)
+    ++tokenizer_rows;
+    const auto where = "worker " + row.at("worker") + " failure " + row.at("failure_count");
+    if (std::stod(row.at("recovery_ms")) < 0) continue;  // killed again before it was up: nothing to say
+    EXPECT_EQ(row.at("recovered"), "1") << where;
+    EXPECT_GE(std::stod(row.at("caught_up_ms")), 0.0) << where;
+    EXPECT_GE(std::stoll(row.at("repeated_items")), 0) << where;
+  }
+  EXPECT_EQ(tokenizer_rows, 8) << slurp(words / "failures.csv");
+  EXPECT_EQ(summary(words).at("words_wrong"), "0");
+
+  const auto hh = t.path() / "hh";
+  ASSERT_EQ(run_afstream("--job heavy-hitters --items 2000000 --seed 1 --ft.mode approx --fail.count 3 "
+                         "--fail.target all --quiet --runtime processes --out " +
+                             hh.string(),
+                         t.path() / "h.log"),
+            0)
+      << slurp(t.path() / "h.log");
+  int sketch_rows = 0;
+  for (const auto& row : failure_rows(hh / "failures.csv")) {
+    if (row.at("worker") != "1" && row.at("worker") != "2") continue;  // the sketches
+    const auto where = "worker " + row.at("worker") + " failure " + row.at("failure_count");
+    if (row.at("recovered") != "1") continue;
+    ++sketch_rows;
+    // Back where it was no earlier than restored, both timed from the kill.
+    EXPECT_GE(std::stod(row.at("caught_up_ms")), std::stod(row.at("restore_ms"))) << where;
+    EXPECT_GE(std::stoll(row.at("repeated_items")), 0) << where;
+  }
+  EXPECT_GE(sketch_rows, 4) << slurp(hh / "failures.csv");
 }
 
 // --quiet quiets the backup server the run starts too: its lines about its store and its endpoint came through on

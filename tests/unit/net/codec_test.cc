@@ -694,6 +694,10 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
                          {}};
   WorkerReportMsg hello{
       ReportKind::kHello, {}, {}, {3, 12.5, 7, 9, 1500, 1.5, 30.25, 17, -1, false, 4.75, 625}, {}, {}, {}, {}, {}};
+  WorkerReportMsg caught_up = hello;  // a recovered worker process back where it crashed (its progress page)
+  caught_up.recovery.first_item_ms = 33.5;
+  caught_up.recovery.caught_up_ms = 41.25;
+  caught_up.recovery.repeated_items = 5120;
   WorkerReportMsg finished{ReportKind::kFinished,
                            {},
                            std::vector<std::uint8_t>(10000, 0x5a),
@@ -715,7 +719,7 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
   WorkerReportMsg failing;
   failing.kind = ReportKind::kFailed;
   failing.error = "remote store at tcp://10.0.0.1:7002: no reply to put_state for worker 1 after 10 s";
-  for (const auto& r : {status, hello, finished, announcing, registering, standing_by, failing}) {
+  for (const auto& r : {status, hello, caught_up, finished, announcing, registering, standing_by, failing}) {
     const Message m{.sender = 4, .epoch = 2, .body = r};
     EXPECT_EQ(decode(encode(m)), m);
   }

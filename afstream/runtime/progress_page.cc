@@ -1,0 +1,113 @@
+// The worker process's input positions for its next incarnation (progress_page.h).
+#include "afstream/runtime/progress_page.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "afstream/core/errors.h"
+
+namespace afs {
+namespace {
+
+constexpr std::uint64_t kMagic = 0x31474f5250534641ull;  // "AFSPROG1", little-endian
+constexpr std::size_t kMaxChannels = 1u << 20;           // a reader's sanity bound on the header's count
+
+struct Header {
+  std::uint64_t magic;
+  std::uint32_t worker;
+  std::uint32_t epoch;
+  std::uint32_t channels;
+  std::uint32_t zero;
+};
+static_assert(sizeof(Header) == 24);
+
+struct FileCell {
+  std::uint32_t channel;
+  std::uint32_t zero;
+  std::uint64_t processed;
+};
+static_assert(sizeof(FileCell) == 16);
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Reads exactly n bytes at offset; false on a short file or an error.
+bool read_at(int fd, void* out, std::size_t n, off_t offset) {
+  auto* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, offset);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+    offset += r;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string ProgressPage::path_in(const std::string& dir, int worker) {
+  return dir + "/worker-" + std::to_string(worker) + ".progress";
+}
+
+std::optional<SeqByChannel> ProgressPage::read(const std::string& dir, int worker, std::uint32_t epoch) {
+  const int fd = ::open(path_in(dir, worker).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::optional<SeqByChannel> out;
+  Header h{};
+  if (read_at(fd, &h, sizeof h, 0) && h.magic == kMagic && h.worker == static_cast<std::uint32_t>(worker) &&
+      h.epoch < epoch && h.channels <= kMaxChannels) {
+    std::vector<FileCell> cells(h.channels);
+    if (h.channels == 0 || read_at(fd, cells.data(), cells.size() * sizeof(FileCell), sizeof h)) {
+      out.emplace();
+      for (const auto& c : cells) (*out)[c.channel] = c.processed;
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+ProgressPage::ProgressPage(const std::string& dir, int worker, std::uint32_t epoch,
+                           std::span<const std::uint32_t> channels, const SeqByChannel& floor)
+    : path_(path_in(dir, worker)), channels_(channels.size()) {
+  const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw RuntimeError("progress page " + path_ + ": cannot open: " + errno_text());
+  bytes_ = sizeof(Header) + channels_ * sizeof(FileCell);
+  if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+    const auto e = errno_text();
+    ::close(fd);
+    throw RuntimeError("progress page " + path_ + ": cannot size it to " + std::to_string(bytes_) + " bytes: " + e);
+  }
+  map_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const auto e = errno_text();
+  ::close(fd);  // the mapping keeps the file
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    throw RuntimeError("progress page " + path_ + ": cannot map it: " + e);
+  }
+  auto* h = static_cast<Header*>(map_);
+  std::atomic_ref<std::uint64_t> magic(h->magic);
+  magic.store(0, std::memory_order_release);  // laid out anew: unreadable until complete
+  h->worker = static_cast<std::uint32_t>(worker);
+  h->epoch = epoch;
+  h->channels = static_cast<std::uint32_t>(channels_);
+  h->zero = 0;
+  cells_ = reinterpret_cast<Cell*>(static_cast<char*>(map_) + sizeof(Header));
+  for (std::size_t i = 0; i < channels_; ++i) {
+    const auto it = floor.find(channels[i]);
+    cells_[i] = Cell{channels[i], 0, it == floor.end() ? 0 : it->second};
+  }
+  magic.store(kMagic, std::memory_order_release);
+}
+
+ProgressPage::~ProgressPage() {
+  if (map_) ::munmap(map_, bytes_);
+}
+
+}  // namespace afs

@@ -1,0 +1,69 @@
+// A worker process's input positions, kept where its next incarnation finds them after a SIGKILL (DESIGN 5): the
+// last sequence number it processed on each input channel, in a small file mapped into its memory and written after
+// each batch of items. On threads the successor of a crashed worker reads the crashed one's positions from it
+// (CrashInfo::processed); a killed process leaves nothing in memory, so it leaves them here, in the worker's local
+// directory (`--worker.local-state`, the same as its chain's copy: on /dev/shm, a failure of the process, not of the
+// host). With them a recovered worker process knows where the crashed incarnation was: its replay ends there, as on
+// threads (an exact-mode word count's tokenizers, whose logs hold their whole backlog, recovered only at the end of
+// the stream), and its failure record gets caught_up_ms and repeated_items (FailureRecord).
+//
+// The positions are those after the last complete batch: up to one batch short of where the process died. A page is
+// written only by the newest incarnation; its values never go down (an incarnation restored from an older backup
+// keeps the crashed one's positions until it passes them), so a page always says how far any incarnation got.
+// File `worker-<id>.progress`: a header [u64 magic "AFSPROG1" | u32 worker | u32 epoch of the writer | u32 channels |
+// u32 0] and per channel [u32 channel | u32 0 | u64 processed]. The magic is written last, so a page whose writer
+// died while laying it out reads as none. Never prints or exits.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "afstream/store/backup_store.h"
+
+namespace afs {
+
+class ProgressPage {
+ public:
+  // The page of `worker` in `dir`.
+  static std::string path_in(const std::string& dir, int worker);
+
+  // What an earlier incarnation of `worker` published, if its page is there, complete, and was written by an
+  // incarnation before `epoch` (a page of a later one, or of another worker, is not this crash's). nullopt:
+  // no such page (the positions are then unknown, as before pages existed). Throws nothing.
+  static std::optional<SeqByChannel> read(const std::string& dir, int worker, std::uint32_t epoch);
+
+  // Creates (or takes over) the page of `worker` for incarnation `epoch`, for the input channels `channels` (slot i:
+  // channels[i]), starting each at floor's value for it (0 if none). Throws RuntimeError naming the file if it
+  // cannot be created, sized or mapped.
+  ProgressPage(const std::string& dir, int worker, std::uint32_t epoch, std::span<const std::uint32_t> channels,
+               const SeqByChannel& floor);
+  ~ProgressPage();
+  ProgressPage(const ProgressPage&) = delete;
+  ProgressPage& operator=(const ProgressPage&) = delete;
+
+  // Slot i's channel has been processed up to seq: written unless the page holds a later position already.
+  void publish(std::size_t slot, std::uint64_t seq) {
+    std::atomic_ref<std::uint64_t> cell(cells_[slot].processed);
+    if (seq > cell.load(std::memory_order_relaxed)) cell.store(seq, std::memory_order_relaxed);
+  }
+  std::size_t channels() const { return channels_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Cell {
+    std::uint32_t channel;
+    std::uint32_t zero;
+    std::uint64_t processed;
+  };
+  std::string path_;
+  void* map_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::size_t channels_ = 0;
+  Cell* cells_ = nullptr;
+};
+
+}  // namespace afs
