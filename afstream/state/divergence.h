@@ -118,7 +118,7 @@ class DivergenceTracker {
   void change(T base, T old, T now) {
     switch (metric_) {
       case Metric::MaxAbs: {
-        const Mag d = abs_diff(now, base);
+        const Mag d = not_nan(abs_diff(now, base));
         if (d > max_) max_ = d;
         break;
       }
@@ -138,7 +138,7 @@ class DivergenceTracker {
     const Mag d = abs_diff(now, base);
     switch (metric_) {
       case Metric::MaxAbs:
-        if (d > max_) max_ = d;
+        if (not_nan(d) > max_) max_ = not_nan(d);
         break;
       case Metric::L1:
         sum_.add(static_cast<Sum>(d));
@@ -191,6 +191,15 @@ class DivergenceTracker {
   }
 
  private:
+  // A NaN distance counts as infinite: a NaN entry must pass Theta (as a NaN running sum does), not slip under the
+  // high-water mark (NaN > max_ is false).
+  static Mag not_nan(Mag d) {
+    if constexpr (std::is_floating_point_v<Mag>) {
+      if (std::isnan(d)) return std::numeric_limits<Mag>::infinity();
+    }
+    return d;
+  }
+
   Metric metric_;
   Mag max_ = 0;
   RunningSum<T> sum_;

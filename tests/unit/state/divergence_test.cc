@@ -95,7 +95,7 @@ TEST(DivergenceTracker, DoubleCancellationIsFlaggedForRecomputation) {
 
 // A value that is not a number makes the sums infinite until the next backup, never 0 (they read 0: a NaN weight
 // never triggered Theta, nor did the finite drift beside it). An infinite value moved again (inf - inf) too.
-TEST(DivergenceTracker, ANanValueMakesTheSumsInfinite) {
+TEST(DivergenceTracker, ANanValueMakesTheDivergenceInfinite) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   for (const Metric m : {Metric::L1, Metric::L2}) {
     detail::DivergenceTracker<double> t(m);
@@ -110,6 +110,14 @@ TEST(DivergenceTracker, ANanValueMakesTheSumsInfinite) {
     t.change(0.0, inf, 1.0);
     EXPECT_EQ(t.value(), inf) << static_cast<int>(m);
   }
+  // The high-water mark too: NaN > max is false, and a NaN entry left MaxAbs where it was.
+  detail::DivergenceTracker<double> t(Metric::MaxAbs);
+  t.change(0.0, 0.0, 3.0);
+  t.change(0.0, 0.0, nan);
+  EXPECT_EQ(t.value(), inf);
+  detail::DivergenceTracker<double> r(Metric::MaxAbs);
+  r.accumulate(1.0, nan);
+  EXPECT_EQ(r.value(), inf);
 }
 
 }  // namespace
