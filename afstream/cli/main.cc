@@ -811,6 +811,12 @@ int run_worker(int argc, const char* const* argv) {
   };
   const auto reg = registry();
   const auto topology = job->topology(vm, opts.config);
+  // A fork server or a spare holds the job's sources built once, for as long as this function runs: its forked
+  // workers and its takeover inherit what they share (a Zipf source's table) instead of building it again.
+  std::vector<std::unique_ptr<afs::Source>> prebuilt;
+  if (vm["worker.fork-server"].as<bool>() || vm.count("worker.standby")) {
+    prebuilt = afs::prebuild_sources(topology, reg);
+  }
   if (vm["worker.fork-server"].as<bool>()) {
     // A fork server: the job is built; each request forks a worker process, which goes on from here as that worker.
     afs::check_server_keys(wopts);

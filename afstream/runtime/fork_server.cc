@@ -222,6 +222,17 @@ void ForkServer::stop() {
   kill_now();
 }
 
+std::vector<std::unique_ptr<Source>> prebuild_sources(const Topology& topology, const Registry& registry) {
+  std::vector<std::unique_ptr<Source>> out;
+  for (const auto& w : topology.workers()) {
+    const auto& stage = topology.stages()[w.stage];
+    if (stage.is_source && w.index == 0) {
+      out.push_back(registry.make_source(stage.kind, stage.params, {0, stage.parallelism}));
+    }
+  }
+  return out;
+}
+
 std::optional<ForkRequest> serve_forks() {
   if (!write_all(kReplyFd, "ready\n")) return std::nullopt;  // the controller is gone
   for (;;) {

@@ -1,7 +1,8 @@
 // Starting restarted worker processes without exec (`--process.fork-server`, process_cluster.h): a fork server is
 // one `afstream worker --worker.fork-server` process that the controller starts once (when every local worker is
 // up). It has loaded the program,
-// parsed the job's options and built its topology, and holds nothing else: no state, no threads, no sockets. For
+// parsed the job's options and built its topology and one instance of each source stage (prebuild_sources), and
+// holds nothing else: no state, no threads, no sockets. For
 // each failed worker the controller writes it a request (which worker, which incarnation, the earlier failures) on a
 // pipe; it forks, its child forks the worker process and exits, and the worker process (an orphan, adopted by the
 // controller, which is a child subreaper) runs as any restarted worker: it restores its state from the backup server
@@ -25,7 +26,19 @@
 #include <string>
 #include <vector>
 
+#include "afstream/core/operator.h"
+#include "afstream/core/registry.h"
+#include "afstream/core/topology.h"
+
 namespace afs {
+
+// One instance of each source stage of the topology (its first), for a process that forks or becomes workers later
+// (the fork server; a spare) to hold while it lives: what a source shares between the instances of one process is
+// then built once and inherited, not built again by each restarted source. A Zipf source's alias table (8 MB and
+// about 40 ms for the heavy-hitter job's 1e6 keys, hh::ZipfGenerator) took a restarted source process on worker
+// processes 50-60 ms to its hello, against 11-12 ms with it inherited (experiments/results/fork-server). Throws what
+// the registry throws for a source it cannot build.
+std::vector<std::unique_ptr<Source>> prebuild_sources(const Topology& topology, const Registry& registry);
 
 // What a worker process forked by the fork server is to be.
 struct ForkRequest {
