@@ -62,7 +62,7 @@ std::optional<SeqByChannel> ProgressPage::read(const std::string& dir, int worke
   std::optional<SeqByChannel> out;
   Header h{};
   if (read_at(fd, &h, sizeof h, 0) && h.magic == kMagic && h.worker == static_cast<std::uint32_t>(worker) &&
-      h.epoch < epoch && h.channels <= kMaxChannels) {
+      h.epoch + 1 == epoch && h.channels <= kMaxChannels) {
     std::vector<FileCell> cells(h.channels);
     if (h.channels == 0 || read_at(fd, cells.data(), cells.size() * sizeof(FileCell), sizeof h)) {
       out.emplace();
@@ -83,6 +83,13 @@ ProgressPage::ProgressPage(const std::string& dir, int worker, std::uint32_t epo
     const auto e = errno_text();
     ::close(fd);
     throw RuntimeError("progress page " + path_ + ": cannot size it to " + std::to_string(bytes_) + " bytes: " + e);
+  }
+  // Its blocks allocated now: a store through the mapping into a hole that a full tmpfs cannot fill is a SIGBUS,
+  // which the controller would take for a crash and restart into the same death.
+  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_)); err != 0) {
+    ::close(fd);
+    throw RuntimeError("progress page " + path_ + ": cannot allocate " + std::to_string(bytes_) +
+                       " bytes: " + std::strerror(err));
   }
   map_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const auto e = errno_text();

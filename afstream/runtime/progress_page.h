@@ -8,8 +8,9 @@
 // the stream), and its failure record gets caught_up_ms and repeated_items (FailureRecord).
 //
 // The positions are those after the last complete batch: up to one batch short of where the process died. A page is
-// written only by the newest incarnation; its values never go down (an incarnation restored from an older backup
-// keeps the crashed one's positions until it passes them), so a page always says how far any incarnation got.
+// written only by the newest incarnation: laid out with the crashed one's positions, then its own from its restore
+// on (Worker::restore publishes the restored positions), as the successor of a crashed worker on threads reads the
+// positions that worker had when it crashed.
 // File `worker-<id>.progress`: a header [u64 magic "AFSPROG1" | u32 worker | u32 epoch of the writer | u32 channels |
 // u32 0] and per channel [u32 channel | u32 0 | u64 processed]. The magic is written last, so a page whose writer
 // died while laying it out reads as none. Never prints or exits.
@@ -31,9 +32,13 @@ class ProgressPage {
   // The page of `worker` in `dir`.
   static std::string path_in(const std::string& dir, int worker);
 
-  // What an earlier incarnation of `worker` published, if its page is there, complete, and was written by an
-  // incarnation before `epoch` (a page of a later one, or of another worker, is not this crash's). nullopt:
-  // no such page (the positions are then unknown, as before pages existed). Throws nothing.
+  // What the crashed incarnation of `worker` published, if its page is there, complete, and was written by
+  // incarnation `epoch` - 1, the one this incarnation replaces. A page of another worker, of a later incarnation, or
+  // of an older one is not this crash's: an older one's is stale wherever a later incarnation ran elsewhere (a
+  // worker started by hand on another host with another --worker.local-state, or in another run), and reading it
+  // ended the replay at once with repeated_items 0. nullopt: no such page (the positions are then unknown and the
+  // replay is the whole log, as before pages existed; also when the crashed incarnation died before it laid out
+  // its page). Throws nothing.
   static std::optional<SeqByChannel> read(const std::string& dir, int worker, std::uint32_t epoch);
 
   // Creates (or takes over) the page of `worker` for incarnation `epoch`, for the input channels `channels` (slot i:
@@ -45,10 +50,9 @@ class ProgressPage {
   ProgressPage(const ProgressPage&) = delete;
   ProgressPage& operator=(const ProgressPage&) = delete;
 
-  // Slot i's channel has been processed up to seq: written unless the page holds a later position already.
+  // Slot i's channel has been processed up to seq (lower than the page holds after a restore from an older backup).
   void publish(std::size_t slot, std::uint64_t seq) {
-    std::atomic_ref<std::uint64_t> cell(cells_[slot].processed);
-    if (seq > cell.load(std::memory_order_relaxed)) cell.store(seq, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(cells_[slot].processed).store(seq, std::memory_order_relaxed);
   }
   std::size_t channels() const { return channels_; }
   const std::string& path() const { return path_; }

@@ -648,6 +648,10 @@ void Worker::restore() {
     }
     for (auto c : last.ended_inputs) ins_[in_slot(c)].ended = true;
   }
+  // From here on the page says where this incarnation is (a failure before its first batch: where it restored).
+  if (progress_page_) {
+    for (std::size_t i = 0; i < ins_.size(); ++i) progress_page_->publish(i, ins_[i].processed);
+  }
   if (crash_in_ && crash_in_->positions_known && !source_) {
     std::uint64_t repeated = 0;
     for (const auto& in : ins_) {
