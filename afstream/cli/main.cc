@@ -594,6 +594,10 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
               << ", \"last_recovery_ms\": " << m.last_recovery_ms << ", \"store_bytes\": " << m.store_bytes
               << ", \"unauthorized_connections\": " << m.unauthorized_connections
               << ", \"trees_replayed\": " << m.trees_replayed << "}\n";
+      // Each sample as it is taken: the file is read while the run goes on, and a run stopped by a signal (Ctrl-C,
+      // timeout) ends without closing it. Buffered, it stayed empty for the first 25 or so seconds, and so after such
+      // a stop: what was said there, such as unauthorized_connections while a job stalled, was lost.
+      metrics.flush();
     }
     if (!opts.quiet && m.t >= 1.0) {
       std::fprintf(stderr, "[%6.1fs] %5.1f%%  %9.3g items/s  backups %llu state / %llu items (%.1f MB)  failures %llu",

@@ -615,7 +615,9 @@ struct ProcessCluster::Impl {
       return a;
     }
     if (s.assigned && s.assigned_to != routing_id) {
-      fail(static_cast<int>(worker), source_items(), false, result,
+      // at_items as for every other failure: the input processed (InputProgress), not what the sources produced,
+      // which on word count is the whole corpus a second into the run
+      fail(static_cast<int>(worker), input_items(), false, result,
            std::chrono::duration<double, std::milli>(Clock::now() - s.last_report).count());
     }
     if (!s.assigned) {

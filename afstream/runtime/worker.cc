@@ -652,13 +652,24 @@ void Worker::restore() {
   if (progress_page_) {
     for (std::size_t i = 0; i < ins_.size(); ++i) progress_page_->publish(i, ins_[i].processed);
   }
+  // Whether, of what the crashed incarnation processed on input `in` after the restored backup, only the logged
+  // items come again (approximate mode, a sender that does not rewind: acknowledged items are not sent again).
+  const auto only_logged_repeat = [this](const auto& in) {
+    return ctx_.config.mode == FtMode::Approx && !in.from_source;
+  };
   if (crash_in_ && crash_in_->positions_known && !source_) {
-    std::uint64_t repeated = 0;
+    std::uint64_t repeated = 0, resent = 0;
     for (const auto& in : ins_) {
       const auto it = crash_in_->processed.find(static_cast<std::uint32_t>(in.id));
-      if (it != crash_in_->processed.end() && it->second > in.processed) repeated += it->second - in.processed;
+      if (it != crash_in_->processed.end() && it->second > in.processed) {
+        repeated += it->second - in.processed;
+        if (!only_logged_repeat(in)) resent += it->second - in.processed;
+      }
     }
-    crash_in_->record.repeated_items = static_cast<std::int64_t>(repeated);
+    // Processed again: the whole gap, except in approximate mode from a sender that is not a replayable source: there
+    // only the logged items of the gap are (counted with the replay below); the rest was acknowledged and never
+    // logged, nothing brings it back (it is lost: missing_items), and it was counted as repeated.
+    crash_in_->record.repeated_items = static_cast<std::int64_t>(resent);
     catching_up_ = repeated > 0;
     caught_up_at_restore = !catching_up_;  // back where it was once restored (timed below, with restore_ms)
   }
@@ -703,6 +714,10 @@ void Worker::restore() {
         if (ci.end_of_stream) eos_replayed[slot] = true;
         queue_.push_back(ci);
         ++replayed;
+        if (crash_in_ && crash_in_->positions_known && only_logged_repeat(in)) {
+          const auto c = crash_in_->processed.find(ci.channel);
+          if (c != crash_in_->processed.end() && ci.item.seq <= c->second) ++crash_in_->record.repeated_items;
+        }
       }
     }
     // Where the crashed incarnation's positions are known, the replay ends once it is back there (check_caught_up).

@@ -780,6 +780,23 @@ TEST(Cli, ShortRunsWriteMetricsAndABadOutIsOneLine) {
   EXPECT_NE(r.err.find("out: cannot create directory"), std::string::npos) << r.err;
 }
 
+// metrics.jsonl has a line a second while the run goes on, and keeps them when the run is stopped by a signal: it was
+// written through a buffer closed at the end, so it stayed empty for some 25 s, and for good after Ctrl-C or timeout.
+TEST(Cli, MetricsAreWrittenAsTheRunGoesOnAndKeptWhenItIsStopped) {
+  for (const std::string runtime : {"threads", "processes"}) {
+    TempDir d;
+    const auto out = d.path() / "out";
+    const std::string cmd = "timeout -s INT " + std::to_string(afs::testing::scaled_seconds(4)) + " " +
+                            std::string(AFS_BINARY) + " run --job heavy-hitters --items 1e11 --quiet --runtime " +
+                            runtime + " --out " + out.string() + " >/dev/null 2>" + (d.path() / "err").string();
+    const int rc = std::system(cmd.c_str());
+    EXPECT_FALSE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << runtime << ": the run was not stopped";
+    const auto metrics = read(out / "metrics.jsonl");
+    EXPECT_GE(lines(metrics), 2) << runtime << ": " << metrics << read(d.path() / "err");
+    EXPECT_NE(metrics.find("\"source_items\": "), std::string::npos) << runtime << ": " << metrics;
+  }
+}
+
 // An option of another job is named as such (it was "unrecognised option" alone: --learn.parallelism is the learn
 // job's, the ps job's workers are --learn.workers).
 TEST(Cli, AnotherJobsOptionIsNamedAsItsOption) {

@@ -247,6 +247,35 @@ TEST(TextCli, AFailureLateInTheRunRepeatsAtMostTheReplayBound) {
   EXPECT_LT(2 * with_bound, most_repeated(unbounded));
 }
 
+// repeated_items counts the items a recovered worker processes again. A word counter is fed by the tokenizers, which
+// are not replayable: what it processed after its restored backup and did not log is lost (missing_items), never
+// processed again, so only its replayed log can hold repeated items. It reported the whole gap between the restored
+// positions and the crashed incarnation's as repeated (replayed_items 0, repeated_items = missing_items = 125,759).
+TEST(TextCli, LostItemsAreNotCountedAsRepeated) {
+  TempDir d;
+  const auto out = d.path() / "out";
+  auto r =
+      run("run --job wordcount --text.synthetic-bytes 30000000 --text.synthetic-dir " + (d.path() / "syn").string() +
+              " --runtime threads --fail.at 0.5 --fail.target 3 --quiet --out " + out.string(),
+          d.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream f(out / "failures.csv");
+  std::string line;
+  std::getline(f, line);
+  const auto header = afs::testing::split_csv(line);
+  const auto col = [&](const std::vector<std::string>& row, const char* name) {
+    return std::stoll(row.at(afs::testing::column_of(header, name)));
+  };
+  int rows = 0;
+  while (std::getline(f, line)) {
+    const auto row = afs::testing::split_csv(line);
+    if (col(row, "worker") != 3 || col(row, "recovered") != 1) continue;
+    ++rows;
+    EXPECT_LE(col(row, "repeated_items"), col(row, "replayed_items")) << slurp(out / "failures.csv");
+  }
+  EXPECT_EQ(rows, 1) << slurp(out / "failures.csv");
+}
+
 TEST(TextCli, MissingCorpusAndBadOptionsAreOneClearLine) {
   TempDir d;
   const auto missing = (d.path() / "no-such-dir").string();
