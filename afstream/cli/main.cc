@@ -587,6 +587,7 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   auto on_sample = [&](const afs::MetricsSample& m) {
     if (metrics) {
       metrics << "{\"t\": " << m.t << ", \"source_items\": " << m.source_items << ", \"items_per_s\": " << m.items_per_s
+              << ", \"input_items\": " << m.input_items << ", \"input_per_s\": " << m.input_per_s
               << ", \"items_out\": " << m.items_out << ", \"state_backups\": " << m.state_backups
               << ", \"item_backups\": " << m.item_backups << ", \"backup_bytes\": " << m.backup_bytes
               << ", \"divergence\": " << m.divergence << ", \"unbacked\": " << m.unbacked
@@ -601,8 +602,8 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     }
     if (!opts.quiet && m.t >= 1.0) {
       std::fprintf(stderr, "[%6.1fs] %5.1f%%  %9.3g items/s  backups %llu state / %llu items (%.1f MB)  failures %llu",
-                   m.t, 100.0 * static_cast<double>(m.source_items) / static_cast<double>(job->total_items()),
-                   m.items_per_s, static_cast<unsigned long long>(m.state_backups),
+                   m.t, 100.0 * static_cast<double>(m.input_items) / static_cast<double>(job->total_items()),
+                   m.input_per_s, static_cast<unsigned long long>(m.state_backups),
                    static_cast<unsigned long long>(m.item_backups), static_cast<double>(m.backup_bytes) / 1e6,
                    static_cast<unsigned long long>(m.failures));
       if (m.trees_replayed > 0) {

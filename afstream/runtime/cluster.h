@@ -16,7 +16,12 @@ struct MetricsSample {
   double t = 0;                    // seconds since start
   std::uint64_t source_items = 0;  // source items emitted so far
   double items_per_s = 0;          // over the last interval
-  std::uint64_t items_out = 0;     // items emitted by non-source workers so far
+  // Input items processed so far by the stages the sources feed (InputProgress, failure_plan.h: the failure plan's
+  // measure), and per second over the last interval: the job's progress, where the sources may run far ahead of it
+  // (a word count's source has produced all its chunks a second into the run).
+  std::uint64_t input_items = 0;
+  double input_per_s = 0;
+  std::uint64_t items_out = 0;  // items emitted by non-source workers so far
   std::uint64_t state_backups = 0;
   std::uint64_t item_backups = 0;
   std::uint64_t backup_bytes = 0;

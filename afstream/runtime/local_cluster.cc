@@ -139,7 +139,7 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
   RunResult result;
   const auto t0 = Clock::now();
   auto last_sample = t0;
-  std::uint64_t last_items = 0;
+  std::uint64_t last_items = 0, last_input = 0;
   double last_recovery_ms = 0;
 
   for (int i = 0; i < im.topology.worker_count(); ++i) im.start(i, std::nullopt);
@@ -150,6 +150,8 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
     m.source_items = im.source_items();
     const double dt = std::chrono::duration<double>(now - last_sample).count();
     m.items_per_s = dt > 0 ? static_cast<double>(m.source_items - last_items) / dt : 0;
+    m.input_items = im.input_items();
+    m.input_per_s = dt > 0 ? static_cast<double>(m.input_items - std::min(m.input_items, last_input)) / dt : 0;
     for (int i = 0; i < im.topology.worker_count(); ++i) {
       const auto& c = *im.ctx.counters[i];
       if (!im.topology.stages()[im.topology.workers()[i].stage].is_source) m.items_out += c.items_out.load();
@@ -164,6 +166,7 @@ RunResult LocalCluster::run(const std::function<void(const MetricsSample&)>& on_
     m.failures = result.failures.size();
     m.last_recovery_ms = last_recovery_ms;
     last_items = m.source_items;
+    last_input = m.input_items;
     last_sample = now;
     return m;
   };

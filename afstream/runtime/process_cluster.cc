@@ -838,7 +838,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
   RunResult result;
   auto last_sample = t0;
   auto last_broadcast = t0;
-  std::uint64_t last_items = 0;
+  std::uint64_t last_items = 0, last_input = 0;
   net::Message msg;
   // How to start remote worker w on its host (for the messages about one that has not registered).
   auto remote_start_command = [&](int w) {
@@ -859,8 +859,10 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     sample.t = std::chrono::duration<double>(Clock::now() - t0).count();
     const auto sources_now = im.source_items();
     sample.source_items = sources_now;
-    sample.items_per_s = static_cast<double>(sources_now - last_items) /
-                         std::chrono::duration<double>(Clock::now() - last_sample).count();
+    const double dt = std::chrono::duration<double>(Clock::now() - last_sample).count();
+    sample.items_per_s = static_cast<double>(sources_now - last_items) / dt;
+    sample.input_items = im.input_items();
+    sample.input_per_s = static_cast<double>(sample.input_items - std::min(sample.input_items, last_input)) / dt;
     sample.items_out = t.items_out;
     sample.state_backups = t.state_backups;
     sample.item_backups = t.item_backups;
@@ -876,6 +878,7 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     on_sample(sample);
     last_sample = Clock::now();
     last_items = sources_now;
+    last_input = sample.input_items;
   };
 
   for (;;) {

@@ -770,6 +770,8 @@ TEST(Cli, ShortRunsWriteMetricsAndABadOutIsOneLine) {
     ASSERT_EQ(r.status, 0) << r.err;
     const auto metrics = read(d.path() / "metrics.jsonl");
     EXPECT_NE(metrics.find("\"source_items\": 1000"), std::string::npos) << runtime << ": " << metrics;
+    // The job's progress (what the progress line's percentage is), all of it processed by the end.
+    EXPECT_NE(metrics.find("\"input_items\": 1000"), std::string::npos) << runtime << ": " << metrics;
   }
   TempDir d;
   const auto file = d.path() / "a-file";
