@@ -93,8 +93,11 @@ struct FailureRecord {
   std::uint64_t gamma = 0;
   double alpha = 0;  // the operator's alpha as the worker's rules saw it (theta below it: every item logged)
   double divergence_at_crash = 0;  // divergence from the last backup taken (-1 in mode none: not tracked)
-  std::uint64_t lost_items = 0;    // acknowledged, unprocessed, unbacked items lost with the worker
-  std::uint64_t lost_outputs = 0;  // unacknowledged outputs not covered by a state backup
+  // Acknowledged, unprocessed, unbacked items lost with the worker, and its unacknowledged outputs not covered by a
+  // state backup (what receivers then count as items never received, WorkerCounters::gaps). Measured where the crash
+  // is simulated (in-process runtime); a SIGKILLed worker process says nothing, and both read 0 there.
+  std::uint64_t lost_items = 0;
+  std::uint64_t lost_outputs = 0;
   double lost_divergence = -1;     // measured d(state at crash, recovered state); -1 if not measured
   double detect_ms = 0;            // failure to its detection (process runtime: a missed heartbeat; 0 when killed
                                    // by the plan or seen exiting)
