@@ -98,13 +98,13 @@ struct FailureRecord {
   // is simulated (in-process runtime); a SIGKILLed worker process says nothing, and both read 0 there.
   std::uint64_t lost_items = 0;
   std::uint64_t lost_outputs = 0;
-  double lost_divergence = -1;     // measured d(state at crash, recovered state); -1 if not measured
-  double detect_ms = 0;            // failure to its detection (process runtime: a missed heartbeat; 0 when killed
-                                   // by the plan or seen exiting)
-  double restore_ms = 0;           // fetch + restore of the state chain
-  double replay_ms = 0;            // restored to every replayed item processed (threads: back where it crashed)
-  double recovery_ms = 0;          // kill to restored and replayed (process runtime: kill to the restarted worker's
-                                   // hello, which follows the restore and precedes the replay)
+  double lost_divergence = -1;  // measured d(state at crash, recovered state); -1 if not measured
+  double detect_ms = 0;         // failure to its detection (process runtime: a missed heartbeat; 0 when killed
+                                // by the plan or seen exiting)
+  double restore_ms = 0;        // fetch + restore of the state chain
+  double replay_ms = 0;         // restored to every replayed item processed (threads: back where it crashed)
+  double recovery_ms = 0;       // kill to restored and replayed (process runtime: kill to the restarted worker's
+                                // hello, which follows the restore and precedes the replay)
   // Kill to the first item processed after the replay (sources: produced), i.e. restored, replayed and taking new
   // work: an item from upstream, or, where the crash's positions are known (in-process runtime; worker processes
   // with a local directory, progress_page.h), one the log held past where the crashed incarnation was (its backlog,
