@@ -372,6 +372,8 @@ std::span<const std::uint8_t> Encoder::encode_worker_report(std::uint32_t sender
   rc.setFirstItemMs(v.first_item_ms);
   rc.setCaughtUpMs(v.caught_up_ms);
   rc.setRepeatedItems(v.repeated_items);
+  rc.setLostItems(v.lost_items);
+  rc.setLostOutputs(v.lost_outputs);
   if (!report.data_endpoint.empty()) r.setDataEndpoint(as_text(report.data_endpoint));
   if (!report.ack_endpoint.empty()) r.setAckEndpoint(as_text(report.ack_endpoint));
   if (!report.curve_key.empty()) r.setCurveKey(as_text(report.curve_key));
@@ -932,7 +934,8 @@ WorkerReportMsg read_worker_report(wire::WorkerReport::Reader r) {
                 rc.getGamma(),        rc.getAlpha(),         rc.getRestoreMs(),
                 rc.getRecoveredMs(),  rc.getReplayedItems(), rc.getMissingItems(),
                 rc.getDone(),         rc.getReplayMs(),      rc.getResidual(),
-                rc.getFirstItemMs(),  rc.getCaughtUpMs(),    rc.getRepeatedItems()};
+                rc.getFirstItemMs(),  rc.getCaughtUpMs(),    rc.getRepeatedItems(),
+                rc.getLostItems(),    rc.getLostOutputs()};
   m.data_endpoint = from_text(r.getDataEndpoint());
   m.ack_endpoint = from_text(r.getAckEndpoint());
   m.curve_key = from_text(r.getCurveKey());

@@ -298,6 +298,7 @@ struct RecoveryReportMsg {
   double first_item_ms = -1;
   double caught_up_ms = -1;
   std::int64_t repeated_items = -1;
+  std::uint64_t lost_items = 0, lost_outputs = 0;
   friend bool operator==(const RecoveryReportMsg&, const RecoveryReportMsg&) = default;
 };
 

@@ -26,8 +26,9 @@
 # noLocalCopy. A version-2 server would store such a put's empty `record` as the chain's record, so 2 and 3 do not
 # talk.
 #
-# Still version 3, with RecoveryReport.caughtUpMs and repeatedItems (a worker process's progress page,
-# afstream/runtime/progress_page.h): a reader without them reads -1, "not known", which is what they were.
+# Still version 3, with RecoveryReport.caughtUpMs, repeatedItems, lostItems and lostOutputs (a worker process's
+# progress page, afstream/runtime/progress_page.h): a reader without them reads -1, "not known", and 0, which is what
+# they were.
 @0x8f9c61cf0b7a1162;
 
 using Cxx = import "/capnp/c++.capnp";
@@ -289,6 +290,8 @@ struct RecoveryReport {
   caughtUpMs @13 :Float64 = -1;   # process start to back where the crashed incarnation was (its progress page);
                                   # -1: not (yet) known
   repeatedItems @14 :Int64 = -1;  # items the crashed incarnation had processed that this one processes again
+  lostItems @15 :UInt64;          # what the crashed incarnation lost (its progress page, as of its last batch)
+  lostOutputs @16 :UInt64;
 }
 
 # The controller's view of every worker, broadcast whenever it changes (and periodically).

@@ -94,8 +94,9 @@ struct FailureRecord {
   double alpha = 0;  // the operator's alpha as the worker's rules saw it (theta below it: every item logged)
   double divergence_at_crash = 0;  // divergence from the last backup taken (-1 in mode none: not tracked)
   // Acknowledged, unprocessed, unbacked items lost with the worker, and its unacknowledged outputs not covered by a
-  // state backup (what receivers then count as items never received, WorkerCounters::gaps). Measured where the crash
-  // is simulated (in-process runtime); a SIGKILLed worker process says nothing, and both read 0 there.
+  // state backup (what receivers then count as items never received, WorkerCounters::gaps). Measured at the crash
+  // where it is simulated (in-process runtime); a SIGKILLed worker process leaves them on its progress page
+  // (progress_page.h) as of its last batch of items, and without a local directory they read 0.
   std::uint64_t lost_items = 0;
   std::uint64_t lost_outputs = 0;
   double lost_divergence = -1;  // measured d(state at crash, recovered state); -1 if not measured

@@ -974,6 +974,8 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         rec.restore_ms = r->recovery.restore_ms;
         rec.replayed_items = r->recovery.replayed_items;
         rec.repeated_items = r->recovery.repeated_items;
+        rec.lost_items = r->recovery.lost_items;
+        rec.lost_outputs = r->recovery.lost_outputs;
         rec.caught_up_ms = since_kill(r->recovery.caught_up_ms, rec);
         if (r->recovery.done) {
           rec.theta = r->recovery.theta;

@@ -15,17 +15,8 @@
 namespace afs {
 namespace {
 
-constexpr std::uint64_t kMagic = 0x31474f5250534641ull;  // "AFSPROG1", little-endian
+constexpr std::uint64_t kMagic = 0x32474f5250534641ull;  // "AFSPROG2", little-endian (1: no losses in the header)
 constexpr std::size_t kMaxChannels = 1u << 20;           // a reader's sanity bound on the header's count
-
-struct Header {
-  std::uint64_t magic;
-  std::uint32_t worker;
-  std::uint32_t epoch;
-  std::uint32_t channels;
-  std::uint32_t zero;
-};
-static_assert(sizeof(Header) == 24);
 
 struct FileCell {
   std::uint32_t channel;
@@ -56,17 +47,20 @@ std::string ProgressPage::path_in(const std::string& dir, int worker) {
   return dir + "/worker-" + std::to_string(worker) + ".progress";
 }
 
-std::optional<SeqByChannel> ProgressPage::read(const std::string& dir, int worker, std::uint32_t epoch) {
+std::optional<ProgressPage::Seen> ProgressPage::read(const std::string& dir, int worker, std::uint32_t epoch) {
+  static_assert(sizeof(Header) == 40 && sizeof(Cell) == sizeof(FileCell));
   const int fd = ::open(path_in(dir, worker).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
-  std::optional<SeqByChannel> out;
+  std::optional<Seen> out;
   Header h{};
   if (read_at(fd, &h, sizeof h, 0) && h.magic == kMagic && h.worker == static_cast<std::uint32_t>(worker) &&
       h.epoch + 1 == epoch && h.channels <= kMaxChannels) {
     std::vector<FileCell> cells(h.channels);
     if (h.channels == 0 || read_at(fd, cells.data(), cells.size() * sizeof(FileCell), sizeof h)) {
       out.emplace();
-      for (const auto& c : cells) (*out)[c.channel] = c.processed;
+      for (const auto& c : cells) out->processed[c.channel] = c.processed;
+      out->lost_items = h.lost_items;
+      out->lost_outputs = h.lost_outputs;
     }
   }
   ::close(fd);
@@ -105,6 +99,9 @@ ProgressPage::ProgressPage(const std::string& dir, int worker, std::uint32_t epo
   h->epoch = epoch;
   h->channels = static_cast<std::uint32_t>(channels_);
   h->zero = 0;
+  h->lost_items = 0;
+  h->lost_outputs = 0;
+  header_ = h;
   cells_ = reinterpret_cast<Cell*>(static_cast<char*>(map_) + sizeof(Header));
   for (std::size_t i = 0; i < channels_; ++i) {
     const auto it = floor.find(channels[i]);

@@ -11,9 +11,11 @@
 // written only by the newest incarnation: laid out with the crashed one's positions, then its own from its restore
 // on (Worker::restore publishes the restored positions), as the successor of a crashed worker on threads reads the
 // positions that worker had when it crashed.
-// File `worker-<id>.progress`: a header [u64 magic "AFSPROG1" | u32 worker | u32 epoch of the writer | u32 channels |
-// u32 0] and per channel [u32 channel | u32 0 | u64 processed]. The magic is written last, so a page whose writer
-// died while laying it out reads as none. Never prints or exits.
+// With them, what a failure after that batch loses (FailureRecord::lost_items, lost_outputs: measured at the crash on
+// threads, where it is simulated; a SIGKILLed process could not say, and both read 0 on worker processes before).
+// File `worker-<id>.progress`: a header [u64 magic "AFSPROG2" | u32 worker | u32 epoch of the writer | u32 channels |
+// u32 0 | u64 lost items | u64 lost outputs] and per channel [u32 channel | u32 0 | u64 processed]. The magic is
+// written last, so a page whose writer died while laying it out reads as none. Never prints or exits.
 #pragma once
 
 #include <atomic>
@@ -29,6 +31,12 @@ namespace afs {
 
 class ProgressPage {
  public:
+  // What a crashed incarnation's page says.
+  struct Seen {
+    SeqByChannel processed;                          // per input channel, the last sequence number processed
+    std::uint64_t lost_items = 0, lost_outputs = 0;  // what its failure lost (as of its last batch)
+  };
+
   // The page of `worker` in `dir`.
   static std::string path_in(const std::string& dir, int worker);
 
@@ -39,7 +47,7 @@ class ProgressPage {
   // ended the replay at once with repeated_items 0. nullopt: no such page (the positions are then unknown and the
   // replay is the whole log, as before pages existed; also when the crashed incarnation died before it laid out
   // its page). Throws nothing.
-  static std::optional<SeqByChannel> read(const std::string& dir, int worker, std::uint32_t epoch);
+  static std::optional<Seen> read(const std::string& dir, int worker, std::uint32_t epoch);
 
   // Creates (or takes over) the page of `worker` for incarnation `epoch`, for the input channels `channels` (slot i:
   // channels[i]), starting each at floor's value for it (0 if none). Throws RuntimeError naming the file if it
@@ -54,10 +62,24 @@ class ProgressPage {
   void publish(std::size_t slot, std::uint64_t seq) {
     std::atomic_ref<std::uint64_t>(cells_[slot].processed).store(seq, std::memory_order_relaxed);
   }
+  // What a failure now would lose (Worker::lost_items_now, lost_outputs_now).
+  void publish_losses(std::uint64_t items, std::uint64_t outputs) {
+    std::atomic_ref<std::uint64_t>(header_->lost_items).store(items, std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(header_->lost_outputs).store(outputs, std::memory_order_relaxed);
+  }
   std::size_t channels() const { return channels_; }
   const std::string& path() const { return path_; }
 
  private:
+  struct Header {
+    std::uint64_t magic;
+    std::uint32_t worker;
+    std::uint32_t epoch;
+    std::uint32_t channels;
+    std::uint32_t zero;
+    std::uint64_t lost_items;
+    std::uint64_t lost_outputs;
+  };
   struct Cell {
     std::uint32_t channel;
     std::uint32_t zero;
@@ -67,6 +89,7 @@ class ProgressPage {
   void* map_ = nullptr;
   std::size_t bytes_ = 0;
   std::size_t channels_ = 0;
+  Header* header_ = nullptr;
   Cell* cells_ = nullptr;
 };
 

@@ -234,8 +234,10 @@ Worker::Worker(ClusterContext& ctx, int id, std::uint32_t epoch, std::vector<std
   if (!ctx_.progress_dir.empty() && ctx_.config.mode != FtMode::None && !source_) {
     if (crash_in_ && !crash_in_->positions_known) {
       if (auto seen = ProgressPage::read(ctx_.progress_dir, id_, epoch_)) {
-        crash_in_->processed = std::move(*seen);
+        crash_in_->processed = std::move(seen->processed);
         crash_in_->positions_known = true;
+        crash_in_->record.lost_items = seen->lost_items;
+        crash_in_->record.lost_outputs = seen->lost_outputs;
       }
     }
     std::vector<std::uint32_t> channels;
@@ -1376,6 +1378,7 @@ void Worker::count_processed(std::size_t n) {
   for (const auto& in : ins_) position += in.processed;
   if (progress_page_) {
     for (std::size_t i = 0; i < ins_.size(); ++i) progress_page_->publish(i, ins_[i].processed);
+    progress_page_->publish_losses(lost_items_now(), lost_outputs_now());
   }
   if (position > counters_.input_position.load(std::memory_order_relaxed)) {
     counters_.input_position.store(position, std::memory_order_relaxed);
@@ -2396,6 +2399,33 @@ void Worker::rewind_source() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Lost if the worker failed now: the items at the tail of the queue that no backup holds (an upper bound: some of
+// their acks may still be queued behind a deferred one, in which case their senders still hold them). Behind
+// replayable sources nothing acknowledged is lost: they send it again (Proposition S).
+std::uint64_t Worker::lost_items_now() const {
+  if (!op_) return 0;
+  return ctx_.config.mode == FtMode::None || ack_mode() ? queue_.size() : inputs_replayable_ ? 0 : unbacked_;
+}
+
+// Lost if the worker failed now: the unacknowledged outputs, seqs (acked, out_seq], but for those of finish() (never
+// lost: every recovery runs it again, and the window does not limit them; proofs/general-bounds.md, "What the tests
+// measure").
+std::uint64_t Worker::lost_outputs_now() const {
+  std::uint64_t lost_out = 0;
+  if (ctx_.config.mode == FtMode::Approx && !source_ && schedule_.current().gamma > 0) {
+    for (const auto& o : outs_) {
+      std::uint64_t n = o.unacked.size();
+      if (o.finish_outputs) {
+        const auto [first, last] = *o.finish_outputs;
+        const std::uint64_t from = std::max(first, o.acked);
+        if (last > from) n -= std::min<std::uint64_t>(n, last - from);
+      }
+      lost_out += n;
+    }
+  }
+  return lost_out;
+}
+
 void Worker::on_crash() {
   crashed_ = true;
   auto& rec = crash_out_.record;
@@ -2416,28 +2446,9 @@ void Worker::on_crash() {
       op_->snapshot_full(w);
       crash_out_.state_at_crash = seal_snapshot(op_type_, SnapshotKind::Full, w.buffer());
     }
-    // Lost: the items at the tail of the queue that no backup holds (an upper bound: some of their acks may still
-    // be queued behind a deferred one, in which case their senders still hold them).
-    // Behind replayable sources nothing acknowledged is lost: they send it again (Proposition S).
-    rec.lost_items = ctx_.config.mode == FtMode::None || ack_mode() ? queue_.size()
-                     : inputs_replayable_                           ? 0
-                                                                    : unbacked_;
+    rec.lost_items = lost_items_now();
   }
-  // Lost: the unacknowledged outputs, seqs (acked, out_seq], but for those of finish() (never lost: every recovery
-  // runs it again, and the window does not limit them; proofs/general-bounds.md, "What the tests measure").
-  std::uint64_t lost_out = 0;
-  if (ctx_.config.mode == FtMode::Approx && !source_ && schedule_.current().gamma > 0) {
-    for (const auto& o : outs_) {
-      std::uint64_t n = o.unacked.size();
-      if (o.finish_outputs) {
-        const auto [first, last] = *o.finish_outputs;
-        const std::uint64_t from = std::max(first, o.acked);
-        if (last > from) n -= std::min<std::uint64_t>(n, last - from);
-      }
-      lost_out += n;
-    }
-  }
-  rec.lost_outputs = lost_out;
+  rec.lost_outputs = lost_outputs_now();
   for (const auto& in : ins_) crash_out_.processed[static_cast<std::uint32_t>(in.id)] = in.processed;
 }
 

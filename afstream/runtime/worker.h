@@ -479,6 +479,8 @@ class Worker {
   bool awaiting_live_item_ = false;  // recovered incarnation: no item from upstream processed yet (first_item_ms)
   bool catching_up_ = false;         // recovered incarnation: not yet back where the crashed one was (caught_up_ms)
   void check_caught_up();
+  std::uint64_t lost_items_now() const;    // what a failure now would lose (FailureRecord::lost_items)
+  std::uint64_t lost_outputs_now() const;  // (FailureRecord::lost_outputs)
   bool back_where_crashed(std::optional<std::uint32_t> except = std::nullopt) const;
   bool compensated_ = false;         // compensate() ran; the recovery completes once awaiting_live_item_ is false too
   Clock::time_point restored_at_{};  // end of restore(), for FailureRecord::replay_ms

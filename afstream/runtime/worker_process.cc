@@ -218,7 +218,9 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
                rec->residual,
                rec->first_item_ms,
                rec->caught_up_ms,
-               rec->repeated_items};
+               rec->repeated_items,
+               rec->lost_items,
+               rec->lost_outputs};
         }
         return m;
       };

@@ -1059,7 +1059,13 @@ TEST(ProcessRuntime, ARecoveredWorkerProcessKnowsWhereItsCrashedIncarnationWas) 
             0)
       << slurp(t.path() / "h.log");
   int sketch_rows = 0;
+  std::uint64_t lost_outputs = 0;
   for (const auto& row : failure_rows(hh / "failures.csv")) {
+    // What each failure lost, from the page too: within the Gamma in force (the sketches' mid-stream reports).
+    lost_outputs += std::stoull(row.at("lost_outputs"));
+    if (!row.at("gamma").empty()) {
+      EXPECT_LE(std::stod(row.at("lost_outputs")), std::stod(row.at("gamma"))) << slurp(hh / "failures.csv");
+    }
     if (row.at("worker") != "1" && row.at("worker") != "2") continue;  // the sketches
     const auto where = "worker " + row.at("worker") + " failure " + row.at("failure_count");
     if (row.at("recovered") != "1") continue;
@@ -1069,6 +1075,13 @@ TEST(ProcessRuntime, ARecoveredWorkerProcessKnowsWhereItsCrashedIncarnationWas) 
     EXPECT_GE(std::stoll(row.at("repeated_items")), 0) << where;
   }
   EXPECT_GE(sketch_rows, 4) << slurp(hh / "failures.csv");
+  // The sink counts the reports it never received; each was unacknowledged at its sender's failure, so the pages'
+  // lost_outputs cover them (they read 0 on processes before: a SIGKILLed process said nothing).
+  const auto log = slurp(t.path() / "h.log");
+  const auto at = log.find(" items never received");
+  ASSERT_NE(at, std::string::npos) << log;
+  const auto from = log.rfind(' ', at - 1) + 1;
+  EXPECT_GE(lost_outputs, std::stoull(log.substr(from, at - from))) << log << slurp(hh / "failures.csv");
 }
 
 // --quiet quiets the backup server the run starts too: its lines about its store and its endpoint came through on

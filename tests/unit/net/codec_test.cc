@@ -698,6 +698,8 @@ TEST(NetCodecCluster, WorkerReportsRoundTrip) {
   caught_up.recovery.first_item_ms = 33.5;
   caught_up.recovery.caught_up_ms = 41.25;
   caught_up.recovery.repeated_items = 5120;
+  caught_up.recovery.lost_items = 250;
+  caught_up.recovery.lost_outputs = 13;
   WorkerReportMsg finished{ReportKind::kFinished,
                            {},
                            std::vector<std::uint8_t>(10000, 0x5a),

@@ -29,6 +29,7 @@ TEST(ProgressPage, WhatAKilledProcessPublishedIsReadByItsNextIncarnation) {
     ProgressPage page(dir.str(), 2, 1, channels, {});
     for (std::uint64_t s = 1; s <= 1000; ++s) page.publish(0, s);
     page.publish(1, 42);
+    page.publish_losses(250, 13);  // what a failure now would lose
     ::kill(::getpid(), SIGKILL);
     ::_exit(0);  // not reached
   }
@@ -37,7 +38,9 @@ TEST(ProgressPage, WhatAKilledProcessPublishedIsReadByItsNextIncarnation) {
   ASSERT_TRUE(WIFSIGNALED(status));
   const auto read = ProgressPage::read(dir.str(), 2, 2);
   ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(*read, (SeqByChannel{{3, 1000}, {7, 42}}));
+  EXPECT_EQ(read->processed, (SeqByChannel{{3, 1000}, {7, 42}}));
+  EXPECT_EQ(read->lost_items, 250u);
+  EXPECT_EQ(read->lost_outputs, 13u);
 }
 
 // A new incarnation's page holds the crashed one's positions until it publishes its own (Worker::restore publishes
@@ -49,15 +52,15 @@ TEST(ProgressPage, TheCrashedOnesPositionsStayUntilTheNewIncarnationPublishesIts
   { ProgressPage page(dir.str(), 0, 2, channels, SeqByChannel{{0, 500}, {1, 20}}); }  // killed before its restore
   auto read = ProgressPage::read(dir.str(), 0, 3);
   ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(*read, (SeqByChannel{{0, 500}, {1, 20}}));
+  EXPECT_EQ(read->processed, (SeqByChannel{{0, 500}, {1, 20}}));
   {
-    ProgressPage page(dir.str(), 0, 3, channels, *read);
+    ProgressPage page(dir.str(), 0, 3, channels, read->processed);
     page.publish(0, 300);  // restored from an older backup: behind the crashed incarnation on channel 0
     page.publish(1, 25);   // past it on channel 1
   }
   read = ProgressPage::read(dir.str(), 0, 4);
   ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(*read, (SeqByChannel{{0, 300}, {1, 25}}));
+  EXPECT_EQ(read->processed, (SeqByChannel{{0, 300}, {1, 25}}));
 }
 
 TEST(ProgressPage, OnlyAnEarlierIncarnationOfTheSameWorkerIsRead) {
@@ -69,7 +72,7 @@ TEST(ProgressPage, OnlyAnEarlierIncarnationOfTheSameWorkerIsRead) {
   EXPECT_FALSE(ProgressPage::read(dir.str(), 0, 4).has_value());  // another worker's file: none there
   std::filesystem::copy_file(ProgressPage::path_in(dir.str(), 1), ProgressPage::path_in(dir.str(), 0));
   EXPECT_FALSE(ProgressPage::read(dir.str(), 0, 4).has_value());  // another worker's page under this name
-  EXPECT_EQ(ProgressPage::read(dir.str(), 1, 4), (SeqByChannel{{9, 77}}));
+  EXPECT_EQ(ProgressPage::read(dir.str(), 1, 4).value_or(ProgressPage::Seen{}).processed, (SeqByChannel{{9, 77}}));
 }
 
 // A page left by an incarnation older than the crashed one is stale: a worker started by hand moved to another
@@ -83,8 +86,9 @@ TEST(ProgressPage, APageOfAnIncarnationBeforeTheCrashedOneReadsAsNone) {
     ProgressPage page(dir.str(), 1, 1, channels, {});
     page.publish(0, 1000);
   }
-  EXPECT_EQ(ProgressPage::read(dir.str(), 1, 2), (SeqByChannel{{0, 1000}}));  // incarnation 1 crashed: its page
-  EXPECT_FALSE(ProgressPage::read(dir.str(), 1, 3).has_value());              // incarnation 2 crashed: not its page
+  // Incarnation 1 crashed: its page.
+  EXPECT_EQ(ProgressPage::read(dir.str(), 1, 2).value_or(ProgressPage::Seen{}).processed, (SeqByChannel{{0, 1000}}));
+  EXPECT_FALSE(ProgressPage::read(dir.str(), 1, 3).has_value());  // incarnation 2 crashed: not its page
 }
 
 TEST(ProgressPage, ATornOrTruncatedPageReadsAsNone) {
