@@ -126,7 +126,7 @@ net::AssignmentMsg register_worker(int worker, const std::string& controller, st
                      " (worker.controller) within " + std::to_string(timeout.count()) + " ms" + handshakes +
                      (bad_reply.empty() ? std::string() : "; its reply did not decode: " + bad_reply) +
                      "; worker.controller is the controller's controller.bind address and PORT (PORT + 1 is its "
-                     "directory, PORT + 2 its backup server)");
+                     "directory, PORT + 2 the backup server it starts when not given controller.backup-server)");
 }
 
 void report_failed(int worker, std::uint32_t epoch, const std::string& controller, const std::string& error,
