@@ -166,7 +166,6 @@ struct ProcessCluster::Impl {
     // still completes with caught_up_ms: a recovery is complete at its first item from upstream, and behind a
     // replayable source that comes before it is back where the crashed one was.
     std::optional<std::size_t> completed;
-    int completed_failure_count = 0;
     Clock::time_point killed_at;
     std::optional<Clock::time_point> signalled_at;  // SIGKILL sent (signal_kill), not yet reaped by fail()
     std::vector<std::uint8_t> final_state;
@@ -987,11 +986,11 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
           rec.missing_items = r->recovery.missing_items;
           rec.residual = r->recovery.residual;
           s.completed = result.failures.size();
-          s.completed_failure_count = rec.failure_count;
           result.failures.push_back(rec);
           s.pending.reset();
         }
-      } else if (s.completed && r->recovery.failure_count == static_cast<std::uint32_t>(s.completed_failure_count)) {
+      } else if (s.completed &&
+                 r->recovery.failure_count == static_cast<std::uint32_t>(result.failures[*s.completed].failure_count)) {
         auto& rec = result.failures[*s.completed];
         if (rec.caught_up_ms < 0) rec.caught_up_ms = since_kill(r->recovery.caught_up_ms, rec);
       }

@@ -18,13 +18,6 @@ namespace {
 constexpr std::uint64_t kMagic = 0x32474f5250534641ull;  // "AFSPROG2", little-endian (1: no losses in the header)
 constexpr std::size_t kMaxChannels = 1u << 20;           // a reader's sanity bound on the header's count
 
-struct FileCell {
-  std::uint32_t channel;
-  std::uint32_t zero;
-  std::uint64_t processed;
-};
-static_assert(sizeof(FileCell) == 16);
-
 std::string errno_text() { return std::strerror(errno); }
 
 // Reads exactly n bytes at offset; false on a short file or an error.
@@ -48,15 +41,15 @@ std::string ProgressPage::path_in(const std::string& dir, int worker) {
 }
 
 std::optional<ProgressPage::Seen> ProgressPage::read(const std::string& dir, int worker, std::uint32_t epoch) {
-  static_assert(sizeof(Header) == 40 && sizeof(Cell) == sizeof(FileCell));
+  static_assert(sizeof(Header) == 40 && sizeof(Cell) == 16);
   const int fd = ::open(path_in(dir, worker).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   std::optional<Seen> out;
   Header h{};
   if (read_at(fd, &h, sizeof h, 0) && h.magic == kMagic && h.worker == static_cast<std::uint32_t>(worker) &&
       h.epoch + 1 == epoch && h.channels <= kMaxChannels) {
-    std::vector<FileCell> cells(h.channels);
-    if (h.channels == 0 || read_at(fd, cells.data(), cells.size() * sizeof(FileCell), sizeof h)) {
+    std::vector<Cell> cells(h.channels);
+    if (h.channels == 0 || read_at(fd, cells.data(), cells.size() * sizeof(Cell), sizeof h)) {
       out.emplace();
       for (const auto& c : cells) out->processed[c.channel] = c.processed;
       out->lost_items = h.lost_items;
@@ -69,20 +62,20 @@ std::optional<ProgressPage::Seen> ProgressPage::read(const std::string& dir, int
 
 ProgressPage::ProgressPage(const std::string& dir, int worker, std::uint32_t epoch,
                            std::span<const std::uint32_t> channels, const SeqByChannel& floor)
-    : path_(path_in(dir, worker)), channels_(channels.size()) {
-  const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) throw RuntimeError("progress page " + path_ + ": cannot open: " + errno_text());
-  bytes_ = sizeof(Header) + channels_ * sizeof(FileCell);
+    : bytes_(sizeof(Header) + channels.size() * sizeof(Cell)) {
+  const std::string path = path_in(dir, worker);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw RuntimeError("progress page " + path + ": cannot open: " + errno_text());
   if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
     const auto e = errno_text();
     ::close(fd);
-    throw RuntimeError("progress page " + path_ + ": cannot size it to " + std::to_string(bytes_) + " bytes: " + e);
+    throw RuntimeError("progress page " + path + ": cannot size it to " + std::to_string(bytes_) + " bytes: " + e);
   }
   // Its blocks allocated now: a store through the mapping into a hole that a full tmpfs cannot fill is a SIGBUS,
   // which the controller would take for a crash and restart into the same death.
   if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes_)); err != 0) {
     ::close(fd);
-    throw RuntimeError("progress page " + path_ + ": cannot allocate " + std::to_string(bytes_) +
+    throw RuntimeError("progress page " + path + ": cannot allocate " + std::to_string(bytes_) +
                        " bytes: " + std::strerror(err));
   }
   map_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -90,20 +83,20 @@ ProgressPage::ProgressPage(const std::string& dir, int worker, std::uint32_t epo
   ::close(fd);  // the mapping keeps the file
   if (map_ == MAP_FAILED) {
     map_ = nullptr;
-    throw RuntimeError("progress page " + path_ + ": cannot map it: " + e);
+    throw RuntimeError("progress page " + path + ": cannot map it: " + e);
   }
   auto* h = static_cast<Header*>(map_);
   std::atomic_ref<std::uint64_t> magic(h->magic);
   magic.store(0, std::memory_order_release);  // laid out anew: unreadable until complete
   h->worker = static_cast<std::uint32_t>(worker);
   h->epoch = epoch;
-  h->channels = static_cast<std::uint32_t>(channels_);
+  h->channels = static_cast<std::uint32_t>(channels.size());
   h->zero = 0;
   h->lost_items = 0;
   h->lost_outputs = 0;
   header_ = h;
   cells_ = reinterpret_cast<Cell*>(static_cast<char*>(map_) + sizeof(Header));
-  for (std::size_t i = 0; i < channels_; ++i) {
+  for (std::size_t i = 0; i < channels.size(); ++i) {
     const auto it = floor.find(channels[i]);
     cells_[i] = Cell{channels[i], 0, it == floor.end() ? 0 : it->second};
   }

@@ -67,8 +67,6 @@ class ProgressPage {
     std::atomic_ref<std::uint64_t>(header_->lost_items).store(items, std::memory_order_relaxed);
     std::atomic_ref<std::uint64_t>(header_->lost_outputs).store(outputs, std::memory_order_relaxed);
   }
-  std::size_t channels() const { return channels_; }
-  const std::string& path() const { return path_; }
 
  private:
   struct Header {
@@ -85,10 +83,8 @@ class ProgressPage {
     std::uint32_t zero;
     std::uint64_t processed;
   };
-  std::string path_;
   void* map_ = nullptr;
   std::size_t bytes_ = 0;
-  std::size_t channels_ = 0;
   Header* header_ = nullptr;
   Cell* cells_ = nullptr;
 };

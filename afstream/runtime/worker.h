@@ -479,6 +479,7 @@ class Worker {
   bool awaiting_live_item_ = false;  // recovered incarnation: no item from upstream processed yet (first_item_ms)
   bool catching_up_ = false;         // recovered incarnation: not yet back where the crashed one was (caught_up_ms)
   void check_caught_up();
+  void publish_progress();                 // onto progress_page_, if any
   std::uint64_t lost_items_now() const;    // what a failure now would lose (FailureRecord::lost_items)
   std::uint64_t lost_outputs_now() const;  // (FailureRecord::lost_outputs)
   bool back_where_crashed(std::optional<std::uint32_t> except = std::nullopt) const;
