@@ -389,11 +389,16 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
   const auto controller_desc = afs::cli::controller_options();
   auto opts = afs::cli::parse_run(argc, argv, job.get(), vm, controller ? &controller_desc : nullptr);
   if (vm.count("help")) {
-    auto desc = afs::cli::run_options();
+    // The controller's help leaves out --runtime, which it refuses unless it says processes.
+    po::options_description desc("run options");
+    const auto run = afs::cli::run_options();
+    for (const auto& o : run.options()) {
+      if (!controller || o->long_name() != "runtime") desc.add(o);
+    }
     if (controller) desc.add(controller_desc);
     if (job) desc.add(job_options(*job));
     std::cout << "usage: " << name << " --job NAME [options]\n\n";
-    if (controller) std::cout << "The controller always runs worker processes: leave --runtime out.\n\n";
+    if (controller) std::cout << "The controller always runs worker processes.\n\n";
     // The defaults below are the general ones; a job's own replace them (Job::run_defaults, apply_run_defaults).
     if (job && !job->run_defaults().empty()) {
       std::cout << "Defaults of job " << job->name() << ", in place of the general ones shown below unless given:\n";

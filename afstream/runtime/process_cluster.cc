@@ -942,7 +942,17 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
       if (r->kind == net::ReportKind::kHello && !im.options.job_config.empty() && !r->job_config.empty() &&
           r->job_config != im.options.job_config) {
         // A worker started by hand with --job (not registered: it did not get the job from here) and another job or
-        // other job options: its results would be wrong, or the run would never end, without a word.
+        // other job options: its results would be wrong, or the run would never end, without a word. The worker is
+        // told why (a refusal on its report socket) rather than left to find the controller silent.
+        net::AssignmentMsg refusal;
+        refusal.worker = msg.sender;
+        refusal.error = "it runs another job than the controller's: " +
+                        job_config_difference(im.options.job_config, r->job_config) +
+                        " (start it without --job: it then takes the job's options from the controller)";
+        auto frame = encoder.encode_assignment(0, 0, refusal);
+        (void)reports.send(id, zmq::send_flags::sndmore);
+        (void)reports.send(net::outgoing(frame), zmq::send_flags::dontwait);
+        reports.set(zmq::sockopt::linger, 1000);  // closing on the way out delivers it
         throw RuntimeError(
             "controller: " + std::string(s.remote ? "remote " : "") + "worker " + std::to_string(msg.sender) +
             " runs another job than this controller's: " + job_config_difference(r->job_config, im.options.job_config) +

@@ -175,6 +175,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   std::atomic<bool> lost{false};
   std::atomic<bool> link_failed{false};  // the link thread threw: link_error says what (written before the flag)
   std::string link_error;
+  std::atomic<bool> refused{false};  // the controller refused this worker (another job's options): link_error says why
   std::atomic<std::uint32_t> replaced_by{0};  // a newer incarnation of this worker, seen in the directory
   std::vector<std::uint8_t> final_state;      // written by the main thread before done is set
   std::thread link([&] {
@@ -230,10 +231,26 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
       bool recovery_reported = false;
       bool caught_up_reported = false;
       for (;;) {
-        zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0}};
+        zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0},
+                                   {static_cast<void*>(report), 0, ZMQ_POLLIN, 0}};
         // Until the hello is out, look often: the worker's restore may end any moment, and its peers wait for it.
-        zmq::poll(items, 1, std::chrono::milliseconds(hello_sent ? 10 : 1));
+        zmq::poll(items, 2, std::chrono::milliseconds(hello_sent ? 10 : 1));
         zmq::message_t m;
+        // The controller answers a report only to refuse this worker (a hand-started one with another job's options).
+        while (report.recv(m, zmq::recv_flags::dontwait)) {
+          net::received(m);
+          try {
+            net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
+          } catch (const FormatError&) {
+            continue;
+          }
+          const auto* a = std::get_if<net::AssignmentMsg>(&msg.body);
+          if (a == nullptr || a->worker != self || a->epoch != 0) continue;
+          link_error = a->error;
+          refused.store(true);
+          worker.kill();
+          return;
+        }
         while (sub.recv(m, zmq::recv_flags::dontwait)) {
           net::received(m);
           try {
@@ -335,6 +352,10 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
         " (the controller at " + options.controller + " took this one, incarnation " + std::to_string(options.epoch) +
         ", for failed, or another process registered as worker " + std::to_string(options.worker) + "); it stops");
   };
+  auto refusal = [&] {
+    return ConfigError("worker " + std::to_string(options.worker) + ": the controller at " + options.controller +
+                       " refused it: " + link_error);
+  };
   try {
     worker.run();
   } catch (...) {
@@ -350,12 +371,14 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
     done.store(true);
     link.join();
     if (replaced_by.load() != 0) throw replaced();  // the cause (a store call may have been refused first)
+    if (refused.load()) throw refusal();
     throw;
   }
   // Checkpoint mode: the worker crashed on purpose to roll back with its peers (a peer restarted in a newer round).
   // It dies as a killed process would, and the controller restarts it like any failed worker.
-  if (worker.crashed() && !lost.load() && !link_failed.load() && replaced_by.load() == 0) ::kill(::getpid(), SIGKILL);
-  if (!lost.load() && !link_failed.load() && replaced_by.load() == 0 && worker.op() &&
+  const bool link_down = lost.load() || link_failed.load() || refused.load() || replaced_by.load() != 0;
+  if (worker.crashed() && !link_down) ::kill(::getpid(), SIGKILL);
+  if (!link_down && worker.op() &&
       topology.outputs_of(options.worker).empty()) {
     ByteWriter w;
     worker.op()->snapshot_full(w);
@@ -364,6 +387,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   }
   done.store(true);
   link.join();
+  if (refused.load()) throw refusal();
   if (link_failed.load()) {
     throw RuntimeError("worker " + std::to_string(options.worker) +
                        ": its link to the controller failed: " + link_error);

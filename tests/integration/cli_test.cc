@@ -918,7 +918,13 @@ TEST(Cli, ListAndHelp) {
       << r.out;
   r = run("controller --job ps --help");
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.out.find("leave --runtime out"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("always runs worker processes"), std::string::npos) << r.out;
+  // It lists neither --runtime (which it refuses unless it says processes) nor run's help twice, and keeps the rest.
+  EXPECT_EQ(r.out.find("--runtime"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--controller.bind"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--ft.state-divergence-max"), std::string::npos) << r.out;
+  r = run("run --job ps --help");
+  EXPECT_NE(r.out.find("--runtime"), std::string::npos) << r.out;
 }
 
 // Every job's --help shows real-valued defaults as people write them: Boost's own text of a double has 17

@@ -588,6 +588,12 @@ void run_with_a_hand_started_job_worker(const std::vector<std::string>& worker2_
                       expected_error),
             std::string::npos)
       << text;
+  // The worker is told why, at once (it said only, after worker.controller-timeout-ms, that the controller was silent).
+  EXPECT_NE(job.wait(w2), 0) << job.logs();
+  const auto worker_text = slurp(job.log("w2"));
+  EXPECT_NE(worker_text.find(" refused it: it runs another job than the controller's: "), std::string::npos)
+      << worker_text;
+  EXPECT_EQ(worker_text.find("silent"), std::string::npos) << worker_text;
 }
 
 TEST(MultiHostLoopback, AWorkerStartedByHandWithTheJobsOptionsTakesPart) {
