@@ -27,7 +27,7 @@ namespace {
 constexpr std::uint32_t kLearnerTag = 0x4C524753;  // "SGRL"
 // 2: the convergence trace; 4: the trace's moved entries, not its weights; 5: a delta carries only the entries that
 // first moved since the last backup; 6: and not the values it can derive (write_trace_bases).
-constexpr std::uint16_t kLearnerVersion = 7;  // 7: trace_norm_, and weight-less deltas' list restart
+constexpr std::uint16_t kLearnerVersion = 8;  // 7: trace_norm_, and weight-less deltas' list restart; 8: delta numbers
 // The trace tail's `kept` in a weight-less delta after a trace point: the list starts again from the weights as
 // restored (backup_partial_delta).
 constexpr std::uint64_t kTraceFromRestoredWeights = ~std::uint64_t{0};
@@ -455,6 +455,7 @@ void SgdLearnerOperator::snapshot_full(ByteWriter& out) const {
 
 void SgdLearnerOperator::snapshot_delta(ByteWriter& out) const {
   write_scalars(out);
+  out.put<std::uint64_t>(backups_ + 1);  // the backup it is (mark_backed_up counts it)
   weights_.write_delta(out);
   sum_sq_.write_delta(out);
   write_trace_bases(out, trace_backed_, true);  // the entries that first moved since the last backup
@@ -466,6 +467,7 @@ void SgdLearnerOperator::stop_tracking() {
 }
 
 void SgdLearnerOperator::mark_backed_up() {
+  ++backups_;
   weights_.mark_backed_up();
   sum_sq_.mark_backed_up();
   trace_backed_ = trace_moved_.count();
@@ -476,6 +478,7 @@ void SgdLearnerOperator::mark_backed_up() {
 // longer read the backed-up values (trace_derived_), so the vectors may take their new ones as they are written.
 void SgdLearnerOperator::backup_delta(ByteWriter& out) {
   write_scalars(out);
+  out.put<std::uint64_t>(++backups_);
   weights_.backup_delta(out);
   sum_sq_.backup_delta(out);
   write_trace_bases(out, trace_backed_, true);
@@ -492,6 +495,7 @@ double SgdLearnerOperator::backup_partial_delta(ByteWriter& out, double residual
     return 0;
   }
   write_scalars(out);
+  out.put<std::uint64_t>(++backups_);
   weights_.write_empty_delta(out);
   sum_sq_.write_empty_delta(out);
   // Nor a trace entry: the restored list is the store's, which goes with the store's weights. Without a trace point
@@ -557,7 +561,7 @@ void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept, bo
 }
 
 // Reads and checks the entries against the current state (for a delta) before anything changes.
-SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& in, bool delta) {
+SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& in, bool delta, bool again) {
   TraceBases t;
   t.kept = in.get<std::uint64_t>("sgd-learner trace entries kept");
   if (t.kept == kTraceFromRestoredWeights) {
@@ -589,7 +593,12 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
   }
   if (t.kept != 0 && !delta)
     throw FormatError("sgd-learner: a full snapshot keeps " + std::to_string(t.kept) + " trace entries");
-  if (t.kept != 0 && t.kept != trace_moved_.count()) {
+  if (again) {  // the state holds what the delta's trace leads to
+    if (t.kept + t.indices.size() != trace_moved_.count()) {
+      throw FormatError("sgd-learner: the delta applied again leads to " + std::to_string(t.kept + t.indices.size()) +
+                        " trace entries but the state holds " + std::to_string(trace_moved_.count()));
+    }
+  } else if (t.kept != 0 && t.kept != trace_moved_.count()) {
     throw FormatError("sgd-learner: the delta keeps " + std::to_string(t.kept) + " trace entries but the state holds " +
                       std::to_string(trace_moved_.count()));
   }
@@ -661,8 +670,8 @@ SgdLearnerOperator::Scalars SgdLearnerOperator::read_scalars(ByteReader& in) {
 // FormatError from adopt_trace, before anything changes). The weights are not copied (a restore applies up to
 // ft.full-backup-every deltas: a copy each made it O(chain x weights)).
 void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector::Delta&& weights, TrackedVector::Delta&& sum_sq,
-                               TraceBases&& trace) {
-  adopt_trace(trace);  // first: the one step that can refuse, with nothing changed
+                               TraceBases&& trace, bool again) {
+  if (!again) adopt_trace(trace);  // first: the one step that can refuse, with nothing changed
   weights_.apply_delta(std::move(weights));
   sum_sq_.apply_delta(std::move(sum_sq));
   trace_backed_ = trace_moved_.count();  // the restored state is the backup
@@ -688,16 +697,24 @@ void SgdLearnerOperator::restore_full(ByteReader& in) {
   auto tw = read_trace_bases(in, false);
   in.expect_end("sgd-learner snapshot");
   adopt(std::move(s), std::move(wd), std::move(qd), std::move(tw));
+  backups_ = 0;  // the deltas after it carry numbers from 1 up
 }
 
 void SgdLearnerOperator::apply_delta(ByteReader& in) {
   auto s = read_scalars(in);
+  const auto number = in.get<std::uint64_t>("sgd-learner backup number");
+  if (number == 0) throw FormatError("sgd-learner: a delta numbered 0");
+  // The delta the state was last restored from, applied a second time in a row (a put a restarted backup server
+  // stored twice): its weights and scalars set the values they hold, and its trace is the state's (applied again, a
+  // derived entry would take the weight the delta wrote as its value, and a delta that keeps entries would find more).
+  const bool again = number == backups_;
   // Everything is read and checked before anything changes.
   auto wd = weights_.read_delta(in);
   auto qd = sum_sq_.read_delta(in);
-  auto tw = read_trace_bases(in, true);
+  auto tw = read_trace_bases(in, true, again);
   in.expect_end("sgd-learner delta");
-  adopt(std::move(s), std::move(wd), std::move(qd), std::move(tw));
+  adopt(std::move(s), std::move(wd), std::move(qd), std::move(tw), again);
+  backups_ = number;
 }
 
 double SgdLearnerOperator::distance(const Operator& other) const {

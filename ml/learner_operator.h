@@ -186,10 +186,12 @@ class SgdLearnerOperator final : public Operator {
   static Scalars read_scalars(ByteReader& in);
   // Takes a snapshot's parts, all read and checked (restore_full and apply_delta are all or nothing).
   struct TraceBases;  // the moved entries' values at the last trace point, as read from a snapshot
-  TraceBases read_trace_bases(ByteReader& in, bool delta);
+  // again: the delta is the one the state was last restored from, applied a second time; its trace is the state's.
+  TraceBases read_trace_bases(ByteReader& in, bool delta, bool again = false);
   void adopt_trace(TraceBases& trace);
   void write_trace_bases(ByteWriter& out, std::size_t kept, bool delta) const;
-  void adopt(Scalars&& s, TrackedVector::Delta&& weights, TrackedVector::Delta&& sum_sq, TraceBases&& trace);
+  void adopt(Scalars&& s, TrackedVector::Delta&& weights, TrackedVector::Delta&& sum_sq, TraceBases&& trace,
+             bool again = false);
   void write_scalars(ByteWriter& out) const;
   // The largest L2 norm of step t (t >= 1): eta0 / sqrt(t) * clip for SGD (make_step's step size), eta0 * clip for
   // AdaGrad (whose per-weight rates do not decay with t).
@@ -226,6 +228,11 @@ class SgdLearnerOperator final : public Operator {
   // A trace point since the last backup with weights: a weight-less one then says the list starts again from the
   // weights as restored (backup_partial_delta). Not state, as trace_backed_.
   bool trace_restarted_ = false;
+  // Backups taken (or, once restored from a chain, the last delta's number; 0 after a full snapshot's restore): a
+  // delta carries the number of the backup it is, so that one applied a second time in a row (a put a restarted
+  // backup server stored twice: Operator::snapshot_delta) keeps the trace as it is instead of taking the weights it
+  // wrote for its derived entries' values. Not state (no full snapshot holds it), as trace_backed_.
+  std::uint64_t backups_ = 0;
   // While the weights are tracked, a byte per entry of trace_moved_, in its order: 1 when its value at the last trace
   // point is its backed-up value (the delta that carries the entry derives it; write_trace_bases). Found when the
   // entry first moves, from the cache line its update is about to write: the backed-up value cannot change before

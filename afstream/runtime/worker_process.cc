@@ -378,8 +378,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
   // It dies as a killed process would, and the controller restarts it like any failed worker.
   const bool link_down = lost.load() || link_failed.load() || refused.load() || replaced_by.load() != 0;
   if (worker.crashed() && !link_down) ::kill(::getpid(), SIGKILL);
-  if (!link_down && worker.op() &&
-      topology.outputs_of(options.worker).empty()) {
+  if (!link_down && worker.op() && topology.outputs_of(options.worker).empty()) {
     ByteWriter w;
     worker.op()->snapshot_full(w);
     const auto& stage = topology.stages()[topology.workers()[options.worker].stage];

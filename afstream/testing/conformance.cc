@@ -1,4 +1,4 @@
-// The operator conformance kit (conformance.h): checks (a)-(f) of an operator's divergence, backups and restores.
+// The operator conformance kit (conformance.h): checks (a)-(g) of an operator's divergence, backups and restores.
 #include "afstream/testing/conformance.h"
 
 #include <cxxabi.h>
@@ -245,7 +245,9 @@ class Kit {
     const Bytes delta = delta_of(*op);
     remember_delta(delta);
     apply(*chain, delta);
-    check_chain(*op, *chain, full_of(*op), "after the last item (final delta, not marked backed up)");
+    const std::string when = "after the last item (final delta, not marked backed up)";
+    check_chain(*op, *chain, full_of(*op), when);
+    apply_again(*op, *chain, delta, full_of(*op), when);
   }
 
   // Every other backup point takes the whole delta with backup_delta (as the runtime does) instead of
@@ -284,7 +286,20 @@ class Kit {
       fail("(b) " + when + ": divergence() = " + num(chain.divergence()) + " right after apply_delta, expected 0");
     }
     check_chain(op, chain, full, when);
+    apply_again(op, chain, delta, full, when);
     last_full_ = full;
+  }
+
+  // The same delta applied a second time in a row changes nothing: a put resent to a restarted backup server may be
+  // stored twice (Operator::snapshot_delta), and a recovery then applies it twice.
+  void apply_again(const Operator& op, Operator& chain, const Bytes& delta, const Bytes& full,
+                   const std::string& when) {
+    where_ = "(b) " + when + ", applying the same delta again";
+    apply(chain, delta);
+    check_chain(op, chain, full,
+                when +
+                    ", the same delta applied a second time (a resent put is stored twice: a delta must set "
+                    "values, not add increments)");
   }
 
   // (f): backup_partial_delta leaves the store within the residual it returns, and divergence() keeps bounding the
@@ -447,29 +462,58 @@ class Kit {
         fail(run + ": final snapshot_full differs from the uninterrupted run's (" + d + ")");
       }
     }
+    check_untracked(*ref, ref_out.items, ref_from, ref_full);
+  }
+
+  // (g): mode none (Operator::stop_tracking before the first item) emits what the tracked run emits and ends in the
+  // same state: only the bookkeeping for backups may stop. The sink's results on worker processes are read from an
+  // operator rebuilt from its final snapshot_full, in mode none too.
+  void check_untracked(const Operator& ref, const std::vector<Emitted>& ref_items,
+                       const std::vector<std::size_t>& ref_from, const Bytes& ref_full) {
+    const std::string run = "(g) mode none (stop_tracking() before the first item)";
+    where_ = run;
+    auto op = fresh();
+    op->stop_tracking();
+    RecordingEmitter out;
+    std::vector<std::size_t> from;
+    feed(*op, 0, items_.size(), out, from);
+    op->finish(out);
+    from.resize(out.items.size(), items_.size());
+    compare_emitted(ref_items, ref_from, out.items, from, run, "mode none");
+    const Bytes full = full_of(*op);
+    if (const auto d = state_difference(ref_full, full); !d.empty()) {
+      fail(run + ": final snapshot_full differs from the tracked run's (" + d + ")");
+    }
+    auto restored = fresh();
+    restore(*restored, full);
+    expect_zero_distance(ref, *restored,
+                         run + ", the tracked run vs an instance restored from its final snapshot_full");
   }
 
   std::string origin(std::size_t from) const {
     return from >= items_.size() ? std::string("finish()") : at_item(items_, from);
   }
 
+  // got is what `other` emitted (snapshot/restore/continue in (c), the untracked run in (g)).
   void compare_emitted(const std::vector<Emitted>& want, const std::vector<std::size_t>& want_from,
                        const std::vector<Emitted>& got, const std::vector<std::size_t>& got_from,
-                       const std::string& run) {
+                       const std::string& run, const std::string& other = "snapshot/restore/continue") {
     const std::size_t n = std::min(want.size(), got.size());
     for (std::size_t e = 0; e < n; ++e) {
       if (want[e] == got[e]) continue;
       fail(run + ": emitted item #" + std::to_string(e) + " differs: the uninterrupted run emitted " +
-           describe(want[e]) + " at " + origin(want_from[e]) + ", snapshot/restore/continue emitted " +
-           describe(got[e]) + " at " + origin(got_from[e]));
+           describe(want[e]) + " at " + origin(want_from[e]) + ", " + other + " emitted " + describe(got[e]) + " at " +
+           origin(got_from[e]));
     }
     if (want.size() != got.size()) {
       const bool more = got.size() > want.size();
       const std::size_t e = n;
-      fail(run + ": the uninterrupted run emitted " + std::to_string(want.size()) +
-           " items, snapshot/restore/continue " + std::to_string(got.size()) + "; the first extra one is " +
-           describe(more ? got[e] : want[e]) + " at " + origin(more ? got_from[e] : want_from[e]) + " (" +
-           (more ? "only after restore" : "only uninterrupted") + ")");
+      fail(run + ": the uninterrupted run emitted " + std::to_string(want.size()) + " items, " + other + " " +
+           std::to_string(got.size()) + "; the first extra one is " + describe(more ? got[e] : want[e]) + " at " +
+           origin(more ? got_from[e] : want_from[e]) + " (" +
+           (more ? (run.starts_with("(c)") ? std::string("only after restore") : "only in " + other)
+                 : std::string("only uninterrupted")) +
+           ")");
     }
   }
 
@@ -511,18 +555,32 @@ class Kit {
     for (const std::size_t len : prefix_lengths(bytes.size(), o_.max_truncations)) {
       const std::string attempt = std::string("(d) ") + call + " of the first " + std::to_string(len) + " of " +
                                   std::to_string(bytes.size()) + " bytes of " + what;
-      where_ = attempt;
-      ByteReader r(std::span<const std::uint8_t>(bytes.data(), len));
-      try {
-        call_fn(target, r);
-      } catch (const FormatError&) {
-        check_unchanged(target, twin, before, attempt);
-        continue;
-      } catch (const std::exception& e) {
-        fail(attempt + ": threw " + type_name(e) + " (" + e.what() + "), expected afs::FormatError");
-      }
-      fail(attempt + ": accepted, expected afs::FormatError");
+      expect_rejected_once(target, twin, before, std::span<const std::uint8_t>(bytes.data(), len), attempt, call_fn);
     }
+    // A whole snapshot followed by a byte more: a reader that stops where its payload ends without
+    // ByteReader::expect_end would take a longer record (another operator's, another version's) as its own.
+    Bytes longer = bytes;
+    longer.push_back(0);
+    expect_rejected_once(target, twin, before, longer,
+                         std::string("(d) ") + call + " of " + what + " followed by one byte more (" +
+                             std::to_string(longer.size()) + " bytes; a restore must end with ByteReader::expect_end)",
+                         call_fn);
+  }
+
+  template <typename Call>
+  void expect_rejected_once(Operator& target, const Operator& twin, const Fingerprint& before,
+                            std::span<const std::uint8_t> bytes, const std::string& attempt, Call&& call_fn) {
+    where_ = attempt;
+    ByteReader r(bytes);
+    try {
+      call_fn(target, r);
+    } catch (const FormatError&) {
+      check_unchanged(target, twin, before, attempt);
+      return;
+    } catch (const std::exception& e) {
+      fail(attempt + ": threw " + type_name(e) + " (" + e.what() + "), expected afs::FormatError");
+    }
+    fail(attempt + ": accepted, expected afs::FormatError");
   }
 
   void check_unchanged(const Operator& target, const Operator& twin, const Fingerprint& before,
@@ -578,7 +636,7 @@ ConformanceReport check_operator(const OperatorMaker& make, std::span<const Item
                                             const ConformanceOptions& options) {
   const ConformanceReport r = check_operator(make, items, options);
   if (r.ok)
-    return ::testing::AssertionSuccess() << "the operator passes checks (a)-(f) on " << items.size() << " items";
+    return ::testing::AssertionSuccess() << "the operator passes checks (a)-(g) on " << items.size() << " items";
   return ::testing::AssertionFailure() << r.failure;
 }
 

@@ -14,7 +14,8 @@
 //       Right after mark_backed_up and restore_full, divergence() is 0.
 //   (b) delta chain: restoring the first full snapshot and applying every later delta in order gives a state at
 //       distance 0 from the operator whose snapshot_full bytes equal the operator's. Every other backup point takes
-//       its delta with backup_delta (as the runtime does), the others with snapshot_delta and mark_backed_up.
+//       its delta with backup_delta (as the runtime does), the others with snapshot_delta and mark_backed_up. Each
+//       delta is then applied a second time and must change nothing (a resent put is stored twice).
 //   (c) snapshot/restore/continue equals an uninterrupted run, for several cut points: the state at the cut is
 //       restored from its full snapshot, or at every other cut from a full snapshot taken half way there and a
 //       delta; same final snapshot_full bytes, distance 0,
@@ -23,8 +24,9 @@
 //       delta on the chain it restored). Equal bytes are required unless canonical_snapshots is off: an operator
 //       whose snapshot (and iteration) order depends on history can also emit in a different order after a
 //       recovery.
-//   (d) restore_full of truncated full snapshots and apply_delta of truncated deltas throw afs::FormatError and
-//       leave the target unchanged (distance 0 to its prior state, same snapshot bytes and divergence).
+//   (d) restore_full of truncated full snapshots and apply_delta of truncated deltas, and of both followed by one
+//       byte more, throw afs::FormatError and leave the target unchanged (distance 0 to its prior state, same
+//       snapshot bytes and divergence).
 //   (e) alpha and beta: no item raises a finite divergence() by more than alpha() read just before it, alpha()
 //       never grows while items are processed, and no item emits more than beta() items (DESIGN.md section 2; the
 //       bounds of section 3 rest on both).
@@ -33,6 +35,8 @@
 //       the store then holds (first full snapshot plus every partial delta) is within what it returned, and
 //       divergence() never falls below the distance to that stored state. Skipped when alpha() is not a positive
 //       finite number and no partial_residual is given. An operator without partial deltas passes (whole deltas).
+//   (g) mode none: an instance told stop_tracking() before its first item emits the same items as the tracked run and
+//       ends with the same snapshot_full (the bytes the sink's results are read from on worker processes).
 //
 // Inside namespace afs, `testing::` names this namespace: write `::testing::` for GoogleTest there.
 #pragma once
@@ -83,7 +87,7 @@ struct ConformanceReport {
 
 using OperatorMaker = std::function<std::unique_ptr<Operator>()>;
 
-// Runs checks (a)-(f) on the operators make() returns, fed with items. Stops at the first failure. An exception
+// Runs checks (a)-(g) on the operators make() returns, fed with items. Stops at the first failure. An exception
 // escaping the operator where none is expected is reported as a failure, not rethrown.
 ConformanceReport check_operator(const OperatorMaker& make, std::span<const Item> items,
                                  const ConformanceOptions& options = {});

@@ -38,6 +38,9 @@ enum class Flaw {
   HistoryOrderBytes,     // snapshot_full lists the slots most recently used first: equal states, different bytes
   PartialClaimsWhole,    // backup_partial_delta writes only the slots past the residual but returns 0
   GrowingAlpha,          // alpha() grows with the items seen (a bound the runtime read earlier would not hold)
+  IncrementDelta,        // snapshot_delta writes each slot's increment and apply_delta adds it: right once, not twice
+  UntrackedOverwrites,   // after stop_tracking() (mode none) process sets the slot to the item's value, not adds it
+  NoExpectEnd,           // restore_full stops where its values end, without in.expect_end
 };
 
 // 16 counters, L1 divergence, hand-written snapshots (so that each flaw is easy to inject).
@@ -47,8 +50,13 @@ class ToyCounter final : public Operator {
     for (std::uint32_t s = 0; s < kSlots; ++s) order_.push_back(s);
   }
 
+  void stop_tracking() override { untracked_ = true; }
   void process(const Item& item, Emitter& out) override {
     const std::size_t s = item.key % kSlots;
+    if (untracked_ && flaw_ == Flaw::UntrackedOverwrites) {  // a fast path without the bookkeeping, written wrong
+      values_[s] = item.value;
+      return;
+    }
     std::erase(order_, static_cast<std::uint32_t>(s));
     order_.insert(order_.begin(), static_cast<std::uint32_t>(s));
     const std::int64_t old = values_[s];
@@ -100,7 +108,7 @@ class ToyCounter final : public Operator {
     for (std::size_t s = 0; s < kSlots; ++s) {
       if (values_[s] == base_[s] || (flaw_ == Flaw::LossyDelta && s == 0)) continue;
       idx.push_back(static_cast<std::uint32_t>(s));
-      val.push_back(values_[s]);
+      val.push_back(flaw_ == Flaw::IncrementDelta ? values_[s] - base_[s] : values_[s]);
     }
     out.put_array<std::uint32_t>(idx);
     out.put_array<std::int64_t>(val);
@@ -157,7 +165,7 @@ class ToyCounter final : public Operator {
     } else {
       auto v = in.get_array<std::int64_t>("toy values");
       if (v.size() != kSlots) throw FormatError("toy: bad count");
-      in.expect_end("toy snapshot");
+      if (flaw_ != Flaw::NoExpectEnd) in.expect_end("toy snapshot");
       values_ = std::move(v);
     }
     base_ = values_;
@@ -172,7 +180,13 @@ class ToyCounter final : public Operator {
     for (auto i : idx) {
       if (i >= kSlots) throw FormatError("toy: index out of range");
     }
-    for (std::size_t k = 0; k < idx.size(); ++k) values_[idx[k]] = val[k];
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      if (flaw_ == Flaw::IncrementDelta) {
+        values_[idx[k]] += val[k];
+      } else {
+        values_[idx[k]] = val[k];
+      }
+    }
     base_ = values_;
     l1_ = 0;
   }
@@ -193,6 +207,7 @@ class ToyCounter final : public Operator {
   std::vector<std::uint32_t> order_;  // slots, most recently used first
   std::int64_t l1_ = 0;
   std::int64_t seen_ = 0;
+  bool untracked_ = false;
 };
 
 std::vector<Item> toy_items(std::size_t n, std::uint64_t seed) {
@@ -335,6 +350,26 @@ TEST(Conformance, BadOptionsAndNullOperatorsAreReported) {
   const ::testing::AssertionResult r = OperatorConforms(maker(Flaw::LossyDelta), toy_items(1500, 3));
   EXPECT_FALSE(r);
   EXPECT_TRUE(contains(r.message(), "(b) ")) << r.message();
+}
+
+TEST(Conformance, ADeltaAppliedTwiceMustChangeNothing) {
+  // A delta of increments rebuilds the chain when applied once, which is all (b) used to try; a put resent to a
+  // restarted backup server is stored twice, and the recovery then counts those increments twice.
+  const std::string f = failure_of(Flaw::IncrementDelta);
+  EXPECT_EQ(f.rfind("(b) ", 0), 0u) << f;
+  EXPECT_TRUE(contains(f, "the same delta applied a second time")) << f;
+}
+
+TEST(Conformance, ModeNoneMustEmitAndEndAsTheTrackedRun) {
+  const std::string f = failure_of(Flaw::UntrackedOverwrites);
+  EXPECT_EQ(f.rfind("(g) mode none", 0), 0u) << f;
+  EXPECT_TRUE(contains(f, "mode none emitted")) << f;
+}
+
+TEST(Conformance, AWholeSnapshotWithTrailingBytesIsRejected) {
+  const std::string f = failure_of(Flaw::NoExpectEnd);
+  EXPECT_TRUE(contains(f, "(d) restore_full of the final full snapshot followed by one byte more")) << f;
+  EXPECT_TRUE(contains(f, "accepted, expected afs::FormatError")) << f;
 }
 
 TEST(Conformance, SeedPicksTheBackupPoints) {
