@@ -420,6 +420,31 @@ struct ProcessCluster::Impl {
     for (const pid_t pid : std::exchange(to_reap, {})) ::waitpid(pid, nullptr, 0);
   }
 
+  // Stops every process of the run still alive and removes the private directories. Idempotent: at the end of a
+  // run, and again by the destructor (after an error, or a signal that stopped the run).
+  void stop_all() {
+    stop_standbys();
+    forks.stop();
+    reap_killed();
+    for (auto& s : workers) {
+      if (s.pid > 0) {
+        ::kill(s.pid, SIGKILL);
+        ::waitpid(s.pid, nullptr, 0);
+        s.pid = -1;
+      }
+    }
+    if (server > 0) {
+      ::kill(server, SIGKILL);
+      ::waitpid(server, nullptr, 0);
+      server = -1;
+    }
+    for (auto* d : {&local_dir, &dir}) {
+      std::error_code ec;
+      if (!d->empty()) std::filesystem::remove_all(*d, ec);
+      d->clear();
+    }
+  }
+
   void stop_standbys() {
     for (const auto& sb : standbys) ::kill(sb.pid, SIGKILL);
     for (const auto& sb : standbys) ::waitpid(sb.pid, nullptr, 0);
@@ -704,25 +729,7 @@ ProcessCluster::ProcessCluster(const Topology& topology, const Registry& registr
                                ProcessClusterOptions options)
     : impl_(std::make_unique<Impl>(topology, registry, std::move(config), std::move(options))) {}
 
-ProcessCluster::~ProcessCluster() {
-  impl_->stop_standbys();
-  impl_->forks.stop();
-  impl_->reap_killed();
-  for (auto& s : impl_->workers) {
-    if (s.pid > 0) {
-      ::kill(s.pid, SIGKILL);
-      ::waitpid(s.pid, nullptr, 0);
-    }
-  }
-  if (impl_->server > 0) {
-    ::kill(impl_->server, SIGKILL);
-    ::waitpid(impl_->server, nullptr, 0);
-  }
-  for (const auto* d : {&impl_->local_dir, &impl_->dir}) {
-    std::error_code ec;
-    if (!d->empty()) std::filesystem::remove_all(*d, ec);
-  }
-}
+ProcessCluster::~ProcessCluster() { impl_->stop_all(); }
 
 RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& on_sample,
                               std::chrono::milliseconds sample_every) {
@@ -1201,6 +1208,9 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
     op->restore_full(r);
     im.finals[w] = std::move(op);
   }
+  // Nothing of the run is needed any more but the results: its directories go now, not when the cluster does (a
+  // signal that came while the job was evaluated ended the program, and left them behind).
+  im.stop_all();
   return result;
 }
 

@@ -150,7 +150,8 @@ class ProcessCluster final : public Cluster {
   // Throws RuntimeError if a process cannot be started, a socket cannot be bound, the backup server dies with the
   // memory store (a RocksDB one is restarted on its directory, and the workers' RemoteStore retries carry them over),
   // a remote worker does not register in time, or the run exceeds run_timeout; ConfigError for options that do not
-  // fit (a malformed bind address, a remote worker out of range or on the failure plan).
+  // fit (a malformed bind address, a remote worker out of range or on the failure plan). A run that returns has
+  // stopped its processes and removed its private directories: what is left is its results (final_operator).
   RunResult run(const std::function<void(const MetricsSample&)>& on_sample = {},
                 std::chrono::milliseconds sample_every = std::chrono::milliseconds(1000)) override;
   // A sink's operator restored from the final state it reported; nullptr for other workers.

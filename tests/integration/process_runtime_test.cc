@@ -563,6 +563,47 @@ TEST(ProcessRuntime, ARunStoppedBySigtermToItsGroupCleansUp) {
   }
 }
 
+// A run's processes and private directories are gone when its run ends, before the job's results are evaluated: a
+// signal that came while they were (after the run, its handlers restored) ended the program with its directories
+// still there (/tmp/afs-* and /dev/shm/afs-local-* left behind by 1 of 5 runs stopped by `timeout`).
+TEST(ProcessRuntime, ARunsDirectoriesAreGoneBeforeItsResultsAreEvaluated) {
+  TempDir t;
+  const auto tmp = t.path() / "tmp";
+  fs::create_directories(tmp);
+  const pid_t run = ::fork();
+  ASSERT_GE(run, 0);
+  if (run == 0) {
+    ::setpgid(0, 0);
+    ::setenv("TMPDIR", tmp.c_str(), 1);
+    std::freopen((t.path() / "run.log").c_str(), "w", stderr);
+    std::freopen((t.path() / "run.out").c_str(), "w", stdout);
+    // Evaluating heavy hitters counts the 2e7 items exactly again: a few hundred ms after the run.
+    ::execl(AFS_BINARY, AFS_BINARY, "run", "--job", "heavy-hitters", "--items", "20000000", "--quiet", nullptr);
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(scaled_seconds(120));
+  bool seen = false, exited = false;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(run, &status, WNOHANG) == run) {
+      exited = true;
+      break;
+    }
+    const bool empty = fs::is_empty(tmp);
+    if (!empty) seen = true;
+    if (seen && empty) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(seen) << "the run's directory never showed in TMPDIR: " << slurp(t.path() / "run.log");
+  ASSERT_FALSE(exited) << "the program ended before its run's directory was removed: " << slurp(t.path() / "run.log");
+  EXPECT_EQ(slurp(t.path() / "run.out").find("precision"), std::string::npos)
+      << "the results were out before the run's directory was removed";
+  // A stop now (Ctrl-C, `timeout`) leaves nothing behind.
+  ::kill(-run, SIGTERM);
+  ::waitpid(run, &status, 0);
+  EXPECT_TRUE(fs::is_empty(tmp));
+}
+
 // Kills one worker process from outside (as an operator or the kernel would): the controller sees it exit,
 // restarts it, and the job completes with its accuracy.
 TEST(ProcessRuntime, WorkerKilledFromOutsideIsDetectedAndRestarted) {
