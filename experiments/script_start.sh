@@ -40,9 +40,13 @@ require_rounds() {
 # preflight ARGS...: afstream run ARGS --help must accept them (known job, options and runtime), so that a mistyped
 # RUNTIME, JOB or extra option is refused before the script removes anything, not by its first run.
 preflight() {
-  local err
-  err=$("$AFS" run "$@" --help 2>&1 >/dev/null) ||
-    { echo "$script_name: afstream refuses these settings: ${err##*$'\n'}" >&2; exit 2; }
+  local err status=0
+  err=$("$AFS" run "$@" --help 2>&1 >/dev/null) || status=$?
+  [ "$status" -eq 0 ] && return 0
+  # A refusal is afstream's last line (exit status 2); a crash prints nothing of its own: say how it ended.
+  [ -n "$err" ] && [ "$status" -lt 128 ] || err="$AFS ended with status $status${err:+: ${err##*$'\n'}}"
+  echo "$script_name: afstream refuses these settings: ${err##*$'\n'}" >&2
+  exit 2
 }
 # binary_revision [RUNS]: the source revision of the binary that made a table: the git_revision of a meta.json under
 # the run directory RUNS if there is one, else what the binary AFS says (afstream --version), else the repository's

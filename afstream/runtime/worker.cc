@@ -574,6 +574,7 @@ void Worker::restore() {
                                     // the time since the clock's epoch)
       awaiting_first_item_ = true;
       awaiting_live_item_ = true;
+      continue_output_numbering();
     }
     return;
   }
@@ -776,9 +777,10 @@ void Worker::restore() {
 // mode, or l = 0) and the operator's outputs depend on its inputs alone (Operator::replays_outputs_exactly), replay
 // regenerates its outputs exactly, with the same sequence numbers, and receivers drop the ones they hold; so does a
 // stateless operator behind replayable sources, which send everything again. Otherwise
-// (approximate mode, l > 0) nothing it processed since the restored backup is replayed, so every output from now on is
-// new: it is numbered after what each receiver already holds. Each receiver is asked (query_numbering; it answers with
-// the first number it does not hold, on_control), and nothing is processed until every output channel has its answer.
+// (approximate mode, l > 0; mode none, which restores nothing) nothing it processed since the restored backup is
+// replayed, so every output from now on is new: it is numbered after what each receiver already holds. Each receiver is
+// asked (query_numbering; it answers with the first number it does not hold, on_control), and nothing is processed
+// until every output channel has its answer.
 void Worker::continue_output_numbering() {
   if (failure_count_ == 0 || !op_) return;  // a first start: nothing was sent before
   const bool exact_replay = op_->replays_outputs_exactly();
@@ -788,6 +790,10 @@ void Worker::continue_output_numbering() {
     // ask mode the ps-workers' requests for parameters after a failure of both reused numbers the servers held, were
     // dropped as duplicates, and the job stalled.
     if (exact_replay) return;
+  } else if (ctx_.config.mode == FtMode::None) {
+    // Nothing restored, replayed or resent: every output of the new incarnation is new. Numbered from 1 again, the
+    // receivers dropped them as duplicates of the crashed incarnation's, its end of stream too, and waited for it
+    // for good when it had less left to send than it had sent (ModeNoneRestart).
   } else if (ctx_.config.mode != FtMode::Approx || loss_l_.empty()) {
     return;
   } else if (loss_l_.back() == 0 && loss_theta_.back() == 0 && exact_replay) {
