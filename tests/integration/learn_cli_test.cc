@@ -507,6 +507,24 @@ TEST(PsCli, LateFailuresAtTheDefaultsKeepTheModelAndEnd) {
   }
 }
 
+// Mode none keeps nothing across a failure, but the run ends: a restarted ps-worker numbered its outputs from 1 again,
+// the servers dropped them (its end of stream too) as duplicates of its crashed incarnation's, and the job hung in
+// every run on both runtimes. The summary says what the failures lost (a model trained on nothing exited 0 silently).
+TEST(PsCli, ModeNoneEndsAfterAPsWorkerFailureAndSaysWhatItLost) {
+  TempDir scratch;
+  for (const std::string runtime : {"threads", "processes"}) {
+    SCOPED_TRACE(runtime);
+    const auto r = afs::testing::run_program(
+        AFS_BINARY,
+        "run --job ps --items 50000 --ft.mode none --fail.count 1 --fail.target 2 --quiet --runtime " + runtime,
+        scratch.path(), 60);
+    ASSERT_EQ(r.status, 0) << "(124: it did not end) " << r.err;
+    EXPECT_NE(r.out.find("  mode none: nothing restored; the 1 failed workers lost their state and "),
+              std::string::npos)
+        << r.out;
+  }
+}
+
 TEST(PsCli, BadOptionsNameTheOption) {
   TempDir scratch;
   for (const auto& [args, name] :
