@@ -11,7 +11,9 @@
 #
 #   experiments/convergence.sh [afstream-binary]
 #     ROUNDS=3 HIGGS_ITEMS=2000000 KDD_ITEMS=1000000 FAILS="4 8" FAILS_EXTRA=10 RUNTIME=threads
-#     DATASETS="higgs kdd" by default (OUT=DIR writes elsewhere than experiments/results/convergence; FAILS_EXTRA=""
+#     DATASETS="higgs kdd" by default, or data files of your own among them (DATASETS="higgs my.csv": --learn.data
+#     file --learn.file my.csv, every example of the file, as dataset file-my; give its format and task in EXTRA_ARGS,
+#     e.g. EXTRA_ARGS="--learn.format libsvm") (OUT=DIR writes elsewhere than experiments/results/convergence; FAILS_EXTRA=""
 #     runs no extra count; CONFIGS="none,approx A" runs only the configurations named, comma-separated;
 #     EXTRA_ARGS="--process.standby 5" adds options to every run)
 #
@@ -45,10 +47,23 @@ points() {
   awk -v k="$1" 'BEGIN { for (i = 0; i < k; i++) printf "%s%.4f", (i ? "," : ""), (k == 1 ? 0.1 : 0.1 + 0.8 * i / (k - 1)) }'
 }
 
-# shellcheck disable=SC2086
-preflight --job learn --runtime "$RUNTIME" ${EXTRA_ARGS:-}
+# data_args DATASET: the learn job's data options for a dataset of DATASETS (higgs, kdd or a file), in `data`; its
+# name in the table in `label`.
+data_args() {
+  case "$1" in
+    higgs) data=(--learn.data higgs --items "$HIGGS_ITEMS") label=higgs ;;
+    kdd) data=(--learn.data kdd --items "$KDD_ITEMS") label=kdd ;;
+    *)
+      [ -f "$1" ] || { echo "convergence.sh: unknown dataset '$1' (expected higgs, kdd or a data file)" >&2; exit 2; }
+      data=(--learn.data file --learn.file "$1")
+      label="file-$(basename "${1%.*}")"
+      ;;
+  esac
+}
 for d in $DATASETS; do
-  case "$d" in higgs | kdd) ;; *) echo "convergence.sh: unknown dataset '$d' (expected higgs or kdd)" >&2; exit 2 ;; esac
+  data_args "$d"
+  # shellcheck disable=SC2086
+  preflight --job learn "${data[@]}" --runtime "$RUNTIME" ${EXTRA_ARGS:-}
 done
 
 configs=(
@@ -76,13 +91,13 @@ fi
 # Unknown names (above) fail before anything is removed.
 mkdir -p "$OUT"
 RUNS="$OUT/runs"
-rm -rf "$RUNS" "$OUT/traces" "$OUT/summary.csv"
+rm -rf "$RUNS" "$OUT/traces" "$OUT/summary.csv" "$OUT/failed"
 mkdir -p "$RUNS" "$OUT/traces"
+failed=0
 header_done=0
 for round in $(seq 1 "$ROUNDS"); do
   for d in $DATASETS; do
-    items=$HIGGS_ITEMS
-    [ "$d" = kdd ] && items=$KDD_ITEMS
+    data_args "$d"
     for c in "${configs[@]}"; do
       name=${c%%|*}
       args=${c#*|}
@@ -94,14 +109,17 @@ for round in $(seq 1 "$ROUNDS"); do
           at=$(points "$fails")
           fail_args=(--fail.at "$at" --fail.target all)
         fi
-        tag="$d-${name// /}-$fails-r$round"
+        tag="$label-${name// /}-$fails-r$round"
         dir="$RUNS/$tag"
-        echo "round $round: $d, $name ($args), $fails failures" >&2
+        echo "round $round: $label, $name ($args), $fails failures" >&2
         start=$(date +%s.%N)
         # shellcheck disable=SC2086
-        if ! timeout 900 "$AFS" run --job learn --learn.data "$d" --items "$items" --runtime "$RUNTIME" \
+        if ! timeout 900 "$AFS" run --job learn "${data[@]}" --runtime "$RUNTIME" \
           --seed "$round" --quiet $args ${EXTRA_ARGS:-} "${fail_args[@]}" --out "$dir" >"$dir.log" 2>&1; then
-          echo "  FAILED (see $dir.log): $(tail -n 1 "$dir.log")" >&2
+          mkdir -p "$OUT/failed"
+          cp "$dir.log" "$OUT/failed/$tag.log"
+          echo "  FAILED (kept in $OUT/failed/$tag.log): $(tail -n 1 "$dir.log")" >&2
+          failed=$((failed + 1))
           continue
         fi
         echo "  $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s" >&2
@@ -109,7 +127,7 @@ for round in $(seq 1 "$ROUNDS"); do
           head -n 1 "$dir/summary.csv" | sed 's/^/dataset,config,setting,round,fail_points,/' >"$OUT/summary.csv"
           header_done=1
         fi
-        tail -n 1 "$dir/summary.csv" | sed "s|^|$d,$name,$args,$round,\"$at\",|" >>"$OUT/summary.csv"
+        tail -n 1 "$dir/summary.csv" | sed "s|^|$label,$name,$args,$round,\"$at\",|" >>"$OUT/summary.csv"
         cp "$dir/trace.csv" "$OUT/traces/$tag.trace.csv"
         cp "$dir/failures.csv" "$OUT/traces/$tag.failures.csv"
       done
@@ -117,6 +135,11 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 rm -rf "$RUNS"
+if [ "$header_done" = 0 ]; then
+  echo "convergence.sh: none of the $failed runs succeeded (their logs: $OUT/failed/); no table written" >&2
+  exit 1
+fi
+[ "$failed" = 0 ] || echo "convergence.sh: $failed runs failed (their logs: $OUT/failed/); the table leaves them out" >&2
 {
   echo "Made by \`ROUNDS=$ROUNDS HIGGS_ITEMS=$HIGGS_ITEMS KDD_ITEMS=$KDD_ITEMS FAILS=\"$FAILS\" FAILS_EXTRA=\"$FAILS_EXTRA\"" \
     "RUNTIME=$RUNTIME DATASETS=\"$DATASETS\"${CONFIGS:+ CONFIGS=\"$CONFIGS\"}${EXTRA_ARGS:+ EXTRA_ARGS=\"$EXTRA_ARGS\"}" \

@@ -67,7 +67,8 @@ std::string example_context(const Params& p);
 // What the learners say of an example whose step is not finite although its scores were (linear: a residual of
 // 1e200 times a feature of 1e200).
 inline constexpr const char* kNonFiniteStep =
-    "example gives a non-finite gradient (its label and features multiply past the double range)";
+    "example gives a non-finite step (its label and features, or they and the step size learn.eta0, multiply past "
+    "the double range)";
 [[noreturn]] void rethrow_for_example(const std::string& op, const std::string& context, std::uint64_t index,
                                       const InputError& e);
 // The L2 norm of the values each(f) passes to f, without overflow: past the double range (values near 1e200) the sum
