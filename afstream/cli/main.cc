@@ -742,10 +742,13 @@ int cmd_run(int argc, const char* const* argv, bool controller) {
     std::cout << "  recovery: median " << num(median(rec)) << " ms over " << rec.size() << " recoveries\n";
   if (cfg.mode == afs::FtMode::None && !result.failures.empty()) {
     // The results below are of what the restarted workers saw: a model or sketch that starts again from nothing.
+    // Counted at the crash on threads; a worker process keeps no progress page in mode none, so its are unknown.
     std::uint64_t lost = 0;
     for (const auto& f : result.failures) lost += f.lost_items;
     std::cout << "  mode none: nothing restored; the " << result.failures.size()
-              << " failed workers lost their state and " << lost << " items (failures.csv lost_items)\n";
+              << " failed workers lost their state and the items they held";
+    if (opts.runtime == "threads") std::cout << " (" << lost << ", failures.csv lost_items)";
+    std::cout << "\n";
   }
   if (const auto* pc = dynamic_cast<const afs::ProcessCluster*>(&cluster)) {
     const auto info = pc->info();
