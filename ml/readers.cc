@@ -63,9 +63,14 @@ std::vector<std::string_view> split_ws(std::string_view s) {
   return out;
 }
 
-// A field as written, in quotes, with control bytes as \xNN: a NUL byte of a binary file ended the message there.
+// A field as written, in quotes, with control bytes as \xNN: a NUL byte of a binary file ended the message there. At
+// most kQuotedMax bytes of it, then how long it was: a UTF-16 file read as LIBSVM quoted a whole line, 1,019 characters
+// of error.
+constexpr std::size_t kQuotedMax = 64;
 std::string quoted(std::string_view s) {
   std::string q = "'";
+  const std::size_t whole = s.size();
+  if (whole > kQuotedMax) s = s.substr(0, kQuotedMax);
   for (const char c : s) {
     const auto b = static_cast<unsigned char>(c);
     if (b < 0x20 || b == 0x7f) {
@@ -75,6 +80,7 @@ std::string quoted(std::string_view s) {
       q += c;
     }
   }
+  if (whole > kQuotedMax) return q + "...' (" + std::to_string(whole) + " bytes)";
   return q + "'";
 }
 

@@ -109,6 +109,20 @@ TEST_F(Readers, Utf8ByteOrderMarkIsIgnored) {
                     [](const std::filesystem::path& f) { return read_csv(f); });
 }
 
+// A long field is quoted up to 64 bytes, then its length: a UTF-16 file read as LIBSVM quoted a whole line (1,019
+// characters of error).
+TEST_F(Readers, ALongFieldIsQuotedInPart) {
+  const std::string field(1000, 'x');
+  try {
+    (void)read_libsvm(write("long.svm", "1 " + field + "\n"));
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("feature '" + std::string(64, 'x') + "...' (1000 bytes) has no ':'"), std::string::npos) << m;
+    EXPECT_LT(m.size(), 250u) << m;
+  }
+}
+
 // One sign only: "+-1" was read as -1.
 TEST_F(Readers, NumbersTakeOneSign) {
   auto read = [](const std::filesystem::path& p) { return read_csv(p); };
