@@ -561,7 +561,7 @@ void SgdLearnerOperator::write_trace_bases(ByteWriter& out, std::size_t kept, bo
 }
 
 // Reads and checks the entries against the current state (for a delta) before anything changes.
-SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& in, bool delta, bool again) {
+SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& in, bool delta) {
   TraceBases t;
   t.kept = in.get<std::uint64_t>("sgd-learner trace entries kept");
   if (t.kept == kTraceFromRestoredWeights) {
@@ -593,15 +593,6 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
   }
   if (t.kept != 0 && !delta)
     throw FormatError("sgd-learner: a full snapshot keeps " + std::to_string(t.kept) + " trace entries");
-  if (again) {  // the state holds what the delta's trace leads to
-    if (t.kept + t.indices.size() != trace_moved_.count()) {
-      throw FormatError("sgd-learner: the delta applied again leads to " + std::to_string(t.kept + t.indices.size()) +
-                        " trace entries but the state holds " + std::to_string(trace_moved_.count()));
-    }
-  } else if (t.kept != 0 && t.kept != trace_moved_.count()) {
-    throw FormatError("sgd-learner: the delta keeps " + std::to_string(t.kept) + " trace entries but the state holds " +
-                      std::to_string(trace_moved_.count()));
-  }
   const std::size_t n = trace_moved_.slots();
   for (std::size_t k = 0; k < t.indices.size(); ++k) {
     if (const std::uint32_t i = t.indices[k]; i >= n) {
@@ -612,6 +603,19 @@ SgdLearnerOperator::TraceBases SgdLearnerOperator::read_trace_bases(ByteReader& 
   // That no entry is repeated (nor, in a delta that keeps entries, already held) is checked by adopt_trace, which
   // inserts them all or none: one pass over the scattered slots instead of a check and an insertion.
   return t;
+}
+
+// A delta's trace against the state it applies to (apply_delta, once it knows whether the delta is applied again).
+void SgdLearnerOperator::check_trace_kept(const TraceBases& t, bool again) const {
+  if (again) {  // the state holds what the delta's trace leads to
+    if (t.kept + t.indices.size() != trace_moved_.count()) {
+      throw FormatError("sgd-learner: the delta applied again leads to " + std::to_string(t.kept + t.indices.size()) +
+                        " trace entries but the state holds " + std::to_string(trace_moved_.count()));
+    }
+  } else if (t.kept != 0 && t.kept != trace_moved_.count()) {
+    throw FormatError("sgd-learner: the delta keeps " + std::to_string(t.kept) + " trace entries but the state holds " +
+                      std::to_string(trace_moved_.count()));
+  }
 }
 
 // The trace's entries as read_trace_bases returned them: the list starts again (kept 0) or grows. Throws FormatError,
@@ -689,6 +693,26 @@ void SgdLearnerOperator::adopt(Scalars&& s, TrackedVector::Delta&& weights, Trac
   records_ = std::move(s.records);
 }
 
+// Whether the state is the one the delta leads to: its scalars, and its trace's entries where the delta puts them
+// (with the values it writes; a derived one's value was the weight before the delta, which the state no longer
+// holds). Only examples move the counters and the trace, so a delta written later that this also holds carries no
+// entry and no weight that the state lacks: taking it as one applied again changes nothing either.
+bool SgdLearnerOperator::holds_delta(const Scalars& s, const TraceBases& t) const {
+  if (s.t != opt_.t || s.count != count_ || s.correct != correct_ ||
+      std::bit_cast<std::uint64_t>(s.loss_sum) != std::bit_cast<std::uint64_t>(loss_sum_) || s.trace != trace_ ||
+      t.kept + t.indices.size() != trace_moved_.count()) {
+    return false;
+  }
+  const auto& idx = trace_moved_.indices();
+  const auto& base = trace_moved_.bases();
+  for (std::size_t k = 0, e = 0; k < t.indices.size(); ++k) {
+    if (idx[t.kept + k] != t.indices[k]) return false;
+    if ((t.derived[k / 8] >> (k % 8)) & 1) continue;
+    if (std::bit_cast<std::uint64_t>(base[t.kept + k]) != std::bit_cast<std::uint64_t>(t.bases[e++])) return false;
+  }
+  return true;
+}
+
 void SgdLearnerOperator::restore_full(ByteReader& in) {
   auto s = read_scalars(in);
   // Read and checked before anything changes, as a delta is (a copy of the weights to read into cost 2 MB).
@@ -704,15 +728,18 @@ void SgdLearnerOperator::apply_delta(ByteReader& in) {
   auto s = read_scalars(in);
   const auto number = in.get<std::uint64_t>("sgd-learner backup number");
   if (number == 0) throw FormatError("sgd-learner: a delta numbered 0");
-  // The delta the state was last restored from, applied a second time in a row (a put a restarted backup server
-  // stored twice): its weights and scalars set the values they hold, and its trace is the state's (applied again, a
-  // derived entry would take the weight the delta wrote as its value, and a delta that keeps entries would find more).
-  const bool again = number == backups_;
   // Everything is read and checked before anything changes.
   auto wd = weights_.read_delta(in);
   auto qd = sum_sq_.read_delta(in);
-  auto tw = read_trace_bases(in, true, again);
+  auto tw = read_trace_bases(in, true);
   in.expect_end("sgd-learner delta");
+  // The delta the state was last restored from, applied a second time in a row (a put a restarted backup server
+  // stored twice): its weights and scalars set the values they hold, and its trace is the state's (applied again, a
+  // derived entry would take the weight the delta wrote as its value, and a delta that keeps entries would find more).
+  // After a full snapshot's restore the number says nothing: the backup server may have compacted the chain up to the
+  // first copy before the second came (ChainCompactor), whose full snapshot then holds the delta; the state tells.
+  const bool again = number == backups_ || (backups_ == 0 && holds_delta(s, tw));
+  check_trace_kept(tw, again);
   adopt(std::move(s), std::move(wd), std::move(qd), std::move(tw), again);
   backups_ = number;
 }

@@ -187,8 +187,10 @@ class SgdLearnerOperator final : public Operator {
   static Scalars read_scalars(ByteReader& in);
   // Takes a snapshot's parts, all read and checked (restore_full and apply_delta are all or nothing).
   struct TraceBases;  // the moved entries' values at the last trace point, as read from a snapshot
+  TraceBases read_trace_bases(ByteReader& in, bool delta);
   // again: the delta is the one the state was last restored from, applied a second time; its trace is the state's.
-  TraceBases read_trace_bases(ByteReader& in, bool delta, bool again = false);
+  void check_trace_kept(const TraceBases& trace, bool again) const;
+  bool holds_delta(const Scalars& s, const TraceBases& trace) const;  // the state is what the delta leads to
   void adopt_trace(TraceBases& trace);
   void write_trace_bases(ByteWriter& out, std::size_t kept, bool delta) const;
   void adopt(Scalars&& s, TrackedVector::Delta&& weights, TrackedVector::Delta&& sum_sq, TraceBases&& trace,

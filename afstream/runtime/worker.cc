@@ -1115,6 +1115,19 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
   }
   const std::uint64_t eos_seq = b.end_of_stream ? b.first_seq + b.items.size() : 0;
   if (b.items.empty() && !b.end_of_stream) return;
+  // Mode none: the sender's end of stream is here, so its whole stream is. Anything numbered after it comes from a
+  // restarted sender (continue_output_numbering), which has none of the state the stream came from: what it makes at
+  // the end of its inputs is not a second result (an untrained learner copy's counters would replace the
+  // model's). Dropped, as the sender drops what it emits after its end of stream went out; its end of stream is
+  // acknowledged, or it would wait for that forever.
+  if (ctx_.config.mode == FtMode::None && in.eos_received != 0) {
+    for (const auto& item : b.items) {
+      (item.seq <= in.received ? counters_.duplicates_dropped : counters_.outputs_after_end)
+          .fetch_add(1, std::memory_order_relaxed);
+    }
+    if (b.end_of_stream && !send_ack(in, eos_seq)) in.ack_due = std::max(in.ack_due, eos_seq);
+    return;
+  }
   if (gaps_unknown_ > 0) resolve_gap(in, b.first_seq);
   bool took = false;
   for (const auto& item : b.items) {
@@ -1140,6 +1153,7 @@ void Worker::on_batch(const net::BatchMsg& b, std::uint32_t /*sender*/, std::uin
   }
   if (b.end_of_stream && eos_seq > in.received) {
     in.received = eos_seq;
+    in.eos_received = eos_seq;
     Item p;
     p.seq = eos_seq;
     staging_.push_back({static_cast<std::uint32_t>(b.channel), true, p});

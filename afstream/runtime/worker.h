@@ -237,6 +237,8 @@ class Worker {
     std::uint64_t received = 0;   // highest seq received
     std::uint64_t processed = 0;  // highest seq processed (reflected in the state)
     bool ended = false;
+    // Mode none: the number of the end of stream once received (staged or processed); 0 before (Worker::on_batch).
+    std::uint64_t eos_received = 0;
     std::uint64_t ack_due = 0;   // cumulative ack to send at the end of this receive() call
     std::uint64_t admitted = 0;  // highest seq admitted into the queue (and so acknowledged)
     bool touched = false;

@@ -663,6 +663,50 @@ TEST(ConvergenceTrace, RandomChainsKeepTheTraceOfTheRestoredHistory) {
   EXPECT_GT(compactions, 500);
 }
 
+// A put a restarted backup server stored twice can lie on either side of a compaction: the backup server compacted
+// the chain up to the first copy (ChainCompactor: the full snapshot of its restore) before the resent put came. The
+// copy after the compacted full snapshot is then the delta that snapshot already holds, applied a second time: it
+// must change nothing, as it does after the delta itself (a delta that keeps trace entries found more than it keeps,
+// and the restore failed; one that starts the list again took, for its derived entries, the weights it wrote).
+TEST(ConvergenceTrace, ADeltaRepeatedAfterACompactionChangesNothing) {
+  std::uint64_t derived = 0, added = 0;
+  for (const char* data : {"higgs", "kdd"}) {
+    SCOPED_TRACE(data);
+    const Params p = traced(data, "sgd", 100);
+    SgdLearnerOperator a(p, {});
+    RecordingEmitter out;
+    for (const auto& item : indices(0, 150)) a.process(item, out);
+    const auto full = backup_of(a, true);
+    for (const auto& item : indices(150, 260)) a.process(item, out);  // a trace point at 200
+    const auto d1 = backup_of(a, false);                              // starts the list again
+    for (const auto& item : indices(260, 290)) a.process(item, out);
+    const auto d2 = backup_of(a, false);  // keeps the list
+    ASSERT_EQ(trace_tail(d1).kept, 0u);
+    derived += trace_tail(d1).derived;  // the entries a repeat of d1 took the weights it wrote for (kdd's)
+    ASSERT_GT(trace_tail(d2).kept, 0u);
+    added += trace_tail(d2).count;  // entries a repeat of d2 found more than it keeps (kdd's)
+    for (const auto& [upto, repeat] : {std::pair{&d1, &d1}, std::pair{&d2, &d2}}) {
+      std::vector<std::vector<std::uint8_t>> chain{full, d1};
+      if (upto == &d2) chain.push_back(d2);
+      const auto compacted = full_snapshot(*restored_from(p, chain));
+      std::unique_ptr<SgdLearnerOperator> b;
+      EXPECT_NO_THROW(b = restored_from(p, {compacted, *repeat})) << (repeat == &d1 ? "d1" : "d2");
+      if (!b) continue;
+      EXPECT_EQ(full_snapshot(*b), compacted) << (repeat == &d1 ? "d1" : "d2");
+      if (upto == &d2) {
+        for (const auto& item : indices(290, 420)) {
+          a.process(item, out);
+          b->process(item, out);
+        }
+        EXPECT_EQ(b->trace(), a.trace());
+        EXPECT_EQ(full_snapshot(*b), full_snapshot(a));
+      }
+    }
+  }
+  EXPECT_GT(derived, 0u);
+  EXPECT_GT(added, 0u);
+}
+
 // A delta's trace entries are inserted all or none: one that repeats an entry the state holds (a delta that keeps
 // the list) or another entry of the same delta (one that starts it again) is a FormatError naming it, and the state,
 // trace entries included, is what it was (the list that started again is put back).
