@@ -318,7 +318,8 @@ po::options_description run_options() {
       "threshold reset policy after failures: fixed | hopping | sliding")(
       "ft.reset-window", po::value<std::uint64_t>()->default_value(0), "window length in items (hopping/sliding)")(
       "ft.exact-state-every", po::value<std::uint64_t>()->default_value(100000),
-      "exact mode: items between state backups")(
+      "exact mode: items between state backups (approx too: a worker whose theta is below alpha, a stateless relay "
+      "behind sources)")(
       "ft.replay-items-max", po::value<std::uint64_t>()->default_value(RunConfig{}.replay_items_max),
       "approx mode, behind replayable sources: the most items a recovery processes again (a state backup at least "
       "every so many items; 0: no such backups, except those of ft.replay-overhead-max)")(
@@ -678,6 +679,10 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
         {"ft.state-headroom", {FtMode::Approx}, "approx"},
         {"ft.delta-residual", {FtMode::Approx}, "approx"},
         {"net.in-flight-max", {FtMode::Approx}, "approx"},
+        // Read by exact mode's state backups and by approx's where it logs every item (theta below alpha) or relays
+        // behind sources; the other modes back up on their own options (ft.ask-every, ft.ack-state-every, batches,
+        // barriers).
+        {"ft.exact-state-every", {FtMode::Exact, FtMode::Approx}, "exact and approx"},
         {"ft.microbatch-", {FtMode::MicroBatch}, "microbatch"},
         {"ft.ack-", {FtMode::Ack}, "ack"},
         {"ft.ask-every", {FtMode::Ask}, "ask"},

@@ -1,10 +1,12 @@
 // afstream/cli/options.cc: a job whose add_options declares a run option's name (or one of its own twice) is refused,
-// whether or not the command line gives it (before: refused only when given, as "ambiguous", or a bad_any_cast).
+// whether or not the command line gives it (before: refused only when given, as "ambiguous", or a bad_any_cast); an
+// option of other fault-tolerance modes than the run's is noted.
 #include "afstream/cli/options.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "afstream/core/errors.h"
 #include "afstream/runtime/job.h"
@@ -57,6 +59,21 @@ TEST(JobOptions, AnOptionDeclaredTwiceIsRefused) {
 }
 
 TEST(JobOptions, DistinctNamesParse) { EXPECT_EQ(parse_error("clash.other"), ""); }
+
+// ft.exact-state-every is read in exact and approx modes only: given with ask, checkpoint, microbatch, ack or none it
+// did nothing without the note every other mode's option gets (README: "accepted with a note that it has no effect").
+TEST(RunOptions, ExactStateEveryIsNotedOutsideExactAndApprox) {
+  const auto unused = [](const char* mode) {
+    ClashJob job("clash.other");
+    const char* argv[] = {"run", "--job", "clash", "--ft.mode", mode, "--ft.exact-state-every", "5"};
+    po::variables_map vm;
+    return cli::parse_run(7, argv, &job, vm).unused_by_mode;
+  };
+  for (const char* mode : {"none", "microbatch", "checkpoint", "ack", "ask"}) {
+    EXPECT_EQ(unused(mode), std::vector<std::string>{"--ft.exact-state-every (exact and approx only)"}) << mode;
+  }
+  for (const char* mode : {"exact", "approx"}) EXPECT_TRUE(unused(mode).empty()) << mode;
+}
 
 }  // namespace
 }  // namespace afs
