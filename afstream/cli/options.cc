@@ -403,7 +403,7 @@ po::options_description run_options() {
       "instead of receiving the chain from the server (--process.local-recovery=false: always from the server)")(
       "fail.at", po::value<std::string>()->default_value(""),
       "failure points: comma-separated item counts or fractions of the input (0.25) processed, or times since the "
-      "start (500ms, 2s, 1m); produced:N or produced:0.99 counts the items the sources produced instead");
+      "start (500ms, 2s, 1m, 1h); produced:N or produced:0.99 counts the items the sources produced instead");
   o.add(curve_options());
   return o;
 }

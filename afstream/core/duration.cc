@@ -10,7 +10,7 @@ namespace afs {
 
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view option) {
   const auto bad = [&] {
-    return ConfigError(std::string(option) + ": expected a duration with a unit (500ms, 2s, 1m), got '" +
+    return ConfigError(std::string(option) + ": expected a duration with a unit (500ms, 2s, 1m, 1h), got '" +
                        std::string(text) + "'");
   };
   const std::string s(text);
@@ -29,10 +29,16 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
     ms = v * 1000;
   } else if (unit == "m") {
     ms = v * 60000;
+  } else if (unit == "h") {
+    ms = v * 3600000;
   } else {
     throw bad();
   }
-  if (!(ms >= 0) || !std::isfinite(ms) || ms > 1e15) throw bad();
+  if (!(ms >= 0) || !std::isfinite(ms)) throw bad();
+  // Past about 31,000 years: a typo more likely than a wish (a count of milliseconds overflowed into nonsense).
+  if (ms > 1e15) {
+    throw ConfigError(std::string(option) + ": " + s + " is longer than this program can wait (at most 1e15 ms)");
+  }
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(ms)));
 }
 

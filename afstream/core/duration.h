@@ -6,7 +6,7 @@
 
 namespace afs {
 
-// Parses a non-negative duration with a unit (ms, s or m). Throws ConfigError naming `option` and the text.
+// Parses a non-negative duration with a unit (ms, s, m or h). Throws ConfigError naming `option` and the text.
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view option);
 
 }  // namespace afs
