@@ -230,20 +230,26 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
       bool hello_sent = false;
       bool recovery_reported = false;
       bool caught_up_reported = false;
+      // The next message waiting on s, decoded into msg (one that does not decode is skipped); false when none is.
+      const auto next = [&msg](zmq::socket_t& s) {
+        zmq::message_t m;
+        while (s.recv(m, zmq::recv_flags::dontwait)) {
+          net::received(m);
+          try {
+            net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
+            return true;
+          } catch (const FormatError&) {
+          }
+        }
+        return false;
+      };
       for (;;) {
         zmq::pollitem_t items[] = {{static_cast<void*>(sub), 0, ZMQ_POLLIN, 0},
                                    {static_cast<void*>(report), 0, ZMQ_POLLIN, 0}};
         // Until the hello is out, look often: the worker's restore may end any moment, and its peers wait for it.
         zmq::poll(items, 2, std::chrono::milliseconds(hello_sent ? 10 : 1));
-        zmq::message_t m;
         // The controller answers a report only to refuse this worker (a hand-started one with another job's options).
-        while (report.recv(m, zmq::recv_flags::dontwait)) {
-          net::received(m);
-          try {
-            net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
-          } catch (const FormatError&) {
-            continue;
-          }
+        while (next(report)) {
           const auto* a = std::get_if<net::AssignmentMsg>(&msg.body);
           if (a == nullptr || a->worker != self || a->epoch != 0) continue;
           link_error = a->error;
@@ -251,13 +257,7 @@ void run_worker_process(const Topology& topology, const Registry& registry, cons
           worker.kill();
           return;
         }
-        while (sub.recv(m, zmq::recv_flags::dontwait)) {
-          net::received(m);
-          try {
-            net::decode_into({static_cast<const std::uint8_t*>(m.data()), m.size()}, {}, msg);
-          } catch (const FormatError&) {
-            continue;
-          }
+        while (next(sub)) {
           if (auto* d = std::get_if<net::DirectoryMsg>(&msg.body)) {
             const auto shown = apply_directory(*d, options.worker, directory);
             last_heard = Clock::now();
