@@ -345,7 +345,7 @@ po::options_description run_options() {
       "ft.checkpoint-interval", po::value<std::string>()->default_value("1s"),
       "checkpoint mode: a source starts a barrier checkpoint this long after the previous one started (100ms, 5s)")(
       "ft.checkpoint-items", po::value<std::uint64_t>()->default_value(0),
-      "checkpoint mode: or after this many source items (0: by interval only)")(
+      "checkpoint mode: instead of the interval, a checkpoint after this many source items (0: by interval)")(
       "ft.checkpoint-timeout", po::value<std::string>()->default_value("60s"),
       "checkpoint mode: a checkpoint not complete this long after its start is abandoned (a failed checkpoint)")(
       "ft.checkpoint-min-pause", po::value<std::string>()->default_value("0ms"),
@@ -759,6 +759,13 @@ RunOptions parse_run(int argc, const char* const* argv, const Job* job, po::vari
   c.checkpoint_interval = parse_duration(vm["ft.checkpoint-interval"].as<std::string>(), "ft.checkpoint-interval");
   if (c.checkpoint_interval.count() == 0) throw ConfigError("ft.checkpoint-interval: expected > 0");
   c.checkpoint_items = vm["ft.checkpoint-items"].as<std::uint64_t>();
+  // A count paces the checkpoints instead of the interval (Worker::start_checkpoint_if_due): both given, the
+  // interval is unused.
+  if (c.mode == FtMode::Checkpoint && c.checkpoint_items > 0 &&
+      std::find(given_on_command_line.begin(), given_on_command_line.end(), "ft.checkpoint-interval") !=
+          given_on_command_line.end()) {
+    r.unused_by_job.push_back("--ft.checkpoint-interval has no effect (ft.checkpoint-items paces the checkpoints)");
+  }
   c.checkpoint_timeout = parse_duration(vm["ft.checkpoint-timeout"].as<std::string>(), "ft.checkpoint-timeout");
   if (c.checkpoint_timeout.count() == 0) throw ConfigError("ft.checkpoint-timeout: expected > 0");
   c.checkpoint_min_pause = parse_duration(vm["ft.checkpoint-min-pause"].as<std::string>(), "ft.checkpoint-min-pause");

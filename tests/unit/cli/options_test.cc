@@ -75,5 +75,21 @@ TEST(RunOptions, ExactStateEveryIsNotedOutsideExactAndApprox) {
   for (const char* mode : {"exact", "approx"}) EXPECT_TRUE(unused(mode).empty()) << mode;
 }
 
+// ft.checkpoint-items paces the checkpoints instead of the interval: both given, the interval is noted as unused
+// (both were accepted without a word on which one wins).
+TEST(RunOptions, ACheckpointCountNotesTheIntervalGivenWithIt) {
+  const auto notes = [](std::vector<const char*> argv) {
+    ClashJob job("clash.other");
+    argv.insert(argv.begin(), {"run", "--job", "clash", "--ft.mode", "checkpoint"});
+    po::variables_map vm;
+    return cli::parse_run(static_cast<int>(argv.size()), argv.data(), &job, vm).unused_by_job;
+  };
+  EXPECT_EQ(
+      notes({"--ft.checkpoint-interval", "2s", "--ft.checkpoint-items", "1000"}),
+      std::vector<std::string>{"--ft.checkpoint-interval has no effect (ft.checkpoint-items paces the checkpoints)"});
+  EXPECT_TRUE(notes({"--ft.checkpoint-interval", "2s"}).empty());
+  EXPECT_TRUE(notes({"--ft.checkpoint-items", "1000"}).empty());
+}
+
 }  // namespace
 }  // namespace afs
