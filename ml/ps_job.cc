@@ -36,7 +36,9 @@ class PsJob final : public TrainingDataJob {
   // servers back to their start (held-out accuracy 0.64 -> 0.48). Theta 10, the paper's setting for the learners,
   // keeps the model (0.639 with and without that failure, 5 more state backups).
   std::vector<std::pair<std::string, std::string>> run_defaults() const override {
-    return {{"ft.state-divergence-max", "10"}};
+    // A ps-worker backs up at least every 1,000 examples: a restored one predicts again only those it processed
+    // since, from the servers' current weights, which have learned from them (ml/README.md, "Progressive figures").
+    return {{"ft.state-divergence-max", "10"}, {"ft.replay-items-max", "1000"}};
   }
   std::vector<std::string> cautions() const override { return cautions_; }
 
