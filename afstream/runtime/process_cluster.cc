@@ -943,10 +943,8 @@ RunResult ProcessCluster::run(const std::function<void(const MetricsSample&)>& o
         // It stops on an error a restart would meet again (a backup server unreachable past its deadline, a state
         // over the store's message limit): as when a local worker exits with a status. A remote one's error was
         // printed on its own host only, and the run waited for a registration that never came.
-        // A local worker prints it on the same stderr (before or after this): named, not repeated.
         throw RuntimeError("controller: " + std::string(s.remote ? "remote " : "") + "worker " +
-                           std::to_string(msg.sender) + " stopped on an error" +
-                           (s.remote ? ": " + r->error : std::string(" (its own error line says why)")));
+                           std::to_string(msg.sender) + " stopped on an error: " + r->error);
       }
       if (r->kind == net::ReportKind::kHello && !im.options.job_config.empty() && !r->job_config.empty() &&
           r->job_config != im.options.job_config) {

@@ -164,20 +164,6 @@ TEST(Cli, CountsTakeScientificNotation) {
   EXPECT_NE(r.err.find("items: expected a whole number in [0, 2^63 - 1], got '-7'"), std::string::npos) << r.err;
 }
 
-// A local worker process's error is printed once, by the worker; the controller names the worker without repeating
-// it (the same line came twice on processes). A remote worker's comes through the controller (multihost_test.cc).
-TEST(Cli, ALocalWorkerProcesssErrorIsPrintedOnce) {
-  const auto r =
-      run("run --job heavy-hitters --items 200000 --quiet --ft.mode checkpoint --ft.checkpoint-timeout 1ms "
-          "--runtime processes");
-  EXPECT_EQ(r.status, 2) << r.err;
-  const std::string what = "not complete within ft.checkpoint-timeout (1 ms)";
-  const auto first = r.err.find(what);
-  ASSERT_NE(first, std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find(what, first + 1), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("stopped on an error (its own error line says why)"), std::string::npos) << r.err;
-}
-
 // A sketch that finished for good (its end of stream acknowledged by the sink as it arrived) while the sink then
 // failed before a backup reflected that end: the restarted sink waited for it forever (4 of 60 runs of this command
 // at cc977d7 on threads; 40 runs, about 8 s, meet it with a probability of about 94%). It takes the input as ended,
