@@ -13,10 +13,11 @@ for rt in processes threads; do
   items=2000000; [ "$job" = learn ] && items=200000; [ "$job" = ps ] && items=50000
   extra=""; [ "$job" = join ] && extra="--ft.theta 1000"  # Theorem 3's interval needs Theta + L + Gamma below n / 2
   out="$TMP"/o-$job-$mode-$rt-$seed
-  rm -rf $out
+  rm -rf "$out"
   start=$(date +%s.%N)
-  timeout 180 "$AFS" run --job $job --items $items --ft.mode $mode --runtime $rt --seed $seed --fail.random 4 $extra --quiet --out $out > $out.log 2>&1
+  # shellcheck disable=SC2086  # $extra: an option or none
+  timeout 180 "$AFS" run --job "$job" --items "$items" --ft.mode "$mode" --runtime "$rt" --seed "$seed" --fail.random 4 $extra --quiet --out "$out" >"$out.log" 2>&1
   rc=$?
-  el=$(awk -v s=$start -v e=$(date +%s.%N) 'BEGIN{printf "%.1f", e-s}')
-  echo "$seed $job $mode $rt rc=$rc ${el}s $(tail -1 $out.log | cut -c1-160)"
+  el=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')
+  echo "$seed $job $mode $rt rc=$rc ${el}s $(tail -1 "$out.log" | cut -c1-160)"
 done; done; done; done

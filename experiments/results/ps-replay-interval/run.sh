@@ -19,8 +19,8 @@ for r in 1 2 3; do
   for cfg in "none||" "approx-r0|--fail.count 5 --fail.target all|0" "approx-r1000|--fail.count 5 --fail.target all|1000"; do
     IFS='|' read -r name fails every <<<"$cfg"
     mode=approx; [ "$name" = none ] && mode=none && every=1000
-    # shellcheck disable=SC2086
     printf "%s %s " "$r" "$name"
+    # shellcheck disable=SC2086  # $fails: several options or none
     timeout 300 "$AFS" run --job ps --items 100000 --seed "$r" --ft.mode "$mode" --ft.replay-items-max "$every" $fails \
       --runtime threads --quiet 2>/dev/null | grep progressive_loss | awk '{print $2, $4, $6}'
   done
